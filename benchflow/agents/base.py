@@ -1,0 +1,78 @@
+"""How a rollout drives an agent, whatever its kind (oracle, nop, ACP, command, http).
+
+A driver installs its agent once per rollout and opens a connection per session: the
+rollout keeps one connection while consecutive steps have the same role in the same
+scene, and opens a new one when the role or scene changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from benchflow.config import Role
+from benchflow.paths import RolloutPaths
+from benchflow.sandbox.base import Sandbox
+from benchflow.steps import Step
+from benchflow.task import Task
+
+if TYPE_CHECKING:
+    from benchflow.trajectory.writer import TrajectoryWriter
+
+
+@dataclass
+class AgentContext:
+    """What every driver may use during one rollout."""
+
+    sandbox: Sandbox
+    task: Task
+    paths: RolloutPaths
+    workdir: str
+    agent_user: str | None
+    instruction_path: str
+    timeout_multiplier: float = 1.0
+    trajectory: TrajectoryWriter | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def scaled(self, seconds: float) -> float:
+        return seconds * self.timeout_multiplier
+
+    @property
+    def agent_timeout_sec(self) -> float:
+        return self.scaled(self.task.config.agent.timeout_sec)
+
+    @property
+    def install_timeout_sec(self) -> float:
+        return self.scaled(self.task.config.agent.install_timeout_sec)
+
+
+@dataclass
+class StepOutcome:
+    """What one prompt produced, for the result's counters."""
+
+    stop_reason: str | None = None
+    n_tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    agent_text: str = ""
+
+
+class AgentConnection(Protocol):
+    """One open session of an agent in a role."""
+
+    async def prompt(self, step: Step, round: int | None = None) -> StepOutcome: ...
+
+
+class AgentDriver(Protocol):
+    """One kind of agent: installs it, connects sessions."""
+
+    name: str
+
+    async def install(self, ctx: AgentContext) -> None: ...
+
+    def connect(self, ctx: AgentContext, role: Role, scene: str
+                ) -> AbstractAsyncContextManager[AgentConnection]: ...

@@ -1,0 +1,78 @@
+"""The built-in agents: `oracle` runs the task's solution, `nop` does nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
+from benchflow.config import Role
+from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
+from benchflow.steps import Step
+
+ORACLE_DIR = "/oracle"
+ORACLE_LOG = "/logs/agent/oracle.txt"
+
+
+class _NopConnection:
+    async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
+        return StepOutcome(stop_reason="end_turn")
+
+
+class NopAgent:
+    """Does nothing, so a task's 0-reward path can be checked."""
+
+    name = "nop"
+
+    async def install(self, ctx: AgentContext) -> None:
+        return None
+
+    @asynccontextmanager
+    async def connect(self, ctx: AgentContext, role: Role, scene: str
+                      ) -> AsyncIterator[AgentConnection]:
+        yield _NopConnection()
+
+
+class _OracleConnection:
+    def __init__(self, ctx: AgentContext) -> None:
+        self.ctx = ctx
+
+    async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
+        ctx, oracle = self.ctx, self.ctx.task.config.oracle
+        timeout = ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec)
+        # The oracle is trusted: root unless the task names its agent user.
+        user = ctx.task.config.agent.user or "root"
+        script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'
+        env = {**ctx.env, **oracle.env}
+        result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
+                                        env=env, timeout=timeout)
+        out = ctx.paths.command_dir
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "stdout.txt").write_bytes(result.stdout)
+        (out / "stderr.txt").write_bytes(result.stderr)
+        if ctx.trajectory is not None:
+            ctx.trajectory.record_command("oracle", "bash /oracle/solve.sh", result)
+        if result.timed_out:
+            raise AgentTimeout("agent", timeout, f"oracle solve.sh exceeded its timeout of {timeout:g} s")
+        if result.exit_code != 0:
+            raise AgentExecutionError(f"oracle solve.sh exited with code {result.exit_code}; "
+                                      f"output tail:\n{result.text(1500)}")
+        return StepOutcome(stop_reason="end_turn")
+
+
+class OracleAgent:
+    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once."""
+
+    name = "oracle"
+
+    async def install(self, ctx: AgentContext) -> None:
+        solution = ctx.task.solution_dir
+        if solution is None:
+            raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
+                                   f"{'oracle' if ctx.task.layout == 'native' else 'solution'}/solve.sh")
+        await ctx.sandbox.upload(solution, ORACLE_DIR)
+
+    @asynccontextmanager
+    async def connect(self, ctx: AgentContext, role: Role, scene: str
+                      ) -> AsyncIterator[AgentConnection]:
+        yield _OracleConnection(ctx)

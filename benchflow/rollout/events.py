@@ -1,0 +1,31 @@
+"""Lifecycle events a rollout emits, for progress displays and other subscribers."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchflow.rollout.result import RolloutResult
+
+
+class RolloutEventKind(enum.Enum):
+    START = "start"
+    SANDBOX_START = "sandbox_start"
+    AGENT_INSTALL = "agent_install"
+    AGENT_START = "agent_start"
+    VERIFY_START = "verify_start"
+    END = "end"
+    CANCEL = "cancel"
+
+
+@dataclass(frozen=True)
+class RolloutEvent:
+    kind: RolloutEventKind
+    rollout_name: str
+    result: RolloutResult | None = None
+
+
+RolloutListener = Callable[[RolloutEvent], None]

@@ -1,0 +1,236 @@
+"""The Rollout: one agent configuration on one task, as a short sequence of phases.
+
+setup -> start -> install_agent -> execute -> verify -> cleanup. Each phase is a method;
+`run()` calls them in order, turns any error into the result's `error`, always cleans
+up (shielded from cancellation) and writes `result.json` as the rollout ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import anyio
+
+from benchflow.agents.base import AgentContext, AgentDriver
+from benchflow.agents.registry import get_driver
+from benchflow.config import RolloutConfig
+from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
+from benchflow.paths import RolloutPaths
+from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.result import (
+    ErrorInfo,
+    PhaseClock,
+    RolloutResult,
+    write_error_txt,
+    write_json_atomic,
+)
+from benchflow.rollout.secrets import redacted_config_json
+from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.factory import create_sandbox
+from benchflow.sandbox.spec import SandboxSpec
+from benchflow.settings import get_settings
+from benchflow.steps import Step, desugar, session_groups
+from benchflow.task import Task, load_task
+from benchflow.verify.runner import VerifierRun, verify
+
+log = logging.getLogger(__name__)
+
+_CLEANUP_TIMEOUT_SEC = 60.0
+
+
+def default_job_name() -> str:
+    return datetime.now().strftime("%Y-%m-%d__%H-%M-%S")
+
+
+class Rollout:
+    """Runs one `RolloutConfig`. Use `await Rollout(config).run()` or `benchflow.run(config)`."""
+
+    def __init__(self, config: RolloutConfig, *, task: Task | None = None,
+                 listener: RolloutListener | None = None) -> None:
+        self.config = config
+        self.task = task
+        self.job_name = config.job_name or default_job_name()
+        self.listener = listener
+        task_name = task.name if task else config.task_path.name
+        self.dataset_name = config.dataset_name or config.task_path.expanduser().resolve().parent.name
+        self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
+                                            self.dataset_name, task_name, config.attempt)
+        self.rollout_name = f"{config.agent_name}/{self.dataset_name}/{task_name}__{config.attempt}"
+        self.result = RolloutResult(
+            job_name=self.job_name, rollout_name=self.rollout_name, task_name=task_name,
+            dataset_name=self.dataset_name, agent_name=config.agent_name,
+            model=config.model_name, attempt=config.attempt)
+        self.clock = PhaseClock(self.result)
+        self.steps: list[Step] = []
+        self.drivers: dict[str, AgentDriver] = {}
+        self.sandbox: Sandbox | None = None
+        self.ctx: AgentContext | None = None
+        self._logs_collected = False
+
+    # -- phases --------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Load the task, desugar scenes, resolve agents, and describe the sandbox. No container yet."""
+        config = self.config
+        self.paths.mkdirs()
+        write_json_atomic(self.paths.config, redacted_config_json(config))
+        if self.task is None:
+            self.task = load_task(config.task_path)
+        task = self.task
+        self.result.task_git_commit_id = task.git_commit_id()
+        self.steps = desugar(config.scenes, task.instruction, task.prompts)
+        self.drivers = {role.agent: get_driver(role.agent)
+                        for scene in config.scenes for role in scene.roles}
+        settings = get_settings()
+        sandbox_cfg = task.config.sandbox
+        spec = SandboxSpec(
+            name=task.name,
+            environment_dir=task.environment_dir if task.dockerfile else None,
+            docker_image=sandbox_cfg.docker_image,
+            force_build=config.force_build,
+            build_timeout_sec=sandbox_cfg.build_timeout_sec * config.timeout_multiplier,
+            cpus=config.override_cpus or sandbox_cfg.cpus,
+            memory_mb=config.override_memory_mb or sandbox_cfg.memory_mb,
+            storage_mb=config.override_storage_mb or sandbox_cfg.storage_mb,
+            gpus=sandbox_cfg.gpus,
+            workdir=sandbox_cfg.workdir,
+            env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
+            extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
+                            else settings.extra_ca_certs),
+            labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
+            build_log_path=self.paths.build_log,
+            **config.provider_config,
+        )
+        self.sandbox = create_sandbox(config.environment, spec)
+
+    async def start(self) -> None:
+        """Start the sandbox and place the instruction at `instruction_path`."""
+        assert self.sandbox is not None and self.task is not None
+        self._emit(RolloutEventKind.SANDBOX_START)
+        await self.sandbox.start()
+        await self.sandbox.upload_bytes(self.task.instruction.encode(), self.config.instruction_path)
+        self.ctx = AgentContext(
+            sandbox=self.sandbox, task=self.task, paths=self.paths,
+            workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
+            instruction_path=self.config.instruction_path,
+            timeout_multiplier=self.config.timeout_multiplier,
+            env={"ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path},
+        )
+
+    async def install_agent(self) -> None:
+        """Install each distinct agent once."""
+        assert self.ctx is not None
+        self._emit(RolloutEventKind.AGENT_INSTALL)
+        for driver in self.drivers.values():
+            await driver.install(self.ctx)
+
+    async def execute(self) -> None:
+        """Run every step; one session per run of consecutive steps of one role in one scene."""
+        assert self.ctx is not None
+        self._emit(RolloutEventKind.AGENT_START)
+        for group in session_groups(self.steps):
+            first = group[0]
+            async with self.drivers[first.role.agent].connect(self.ctx, first.role,
+                                                               first.scene) as connection:
+                for step in group:
+                    outcome = await connection.prompt(step)
+                    self.result.n_prompts += 1
+                    self.result.n_tool_calls += outcome.n_tool_calls
+
+    async def verify(self) -> None:
+        """Run the task's verifier and record its rewards."""
+        assert self.sandbox is not None and self.task is not None
+        self._emit(RolloutEventKind.VERIFY_START)
+        task, config = self.task, self.config
+        timeout = (config.verifier_timeout_sec or task.config.verifier.timeout_sec)
+        run = VerifierRun(verifier_dir=task.verifier_dir, mount=task.verifier_mount,
+                          timeout_sec=timeout * config.timeout_multiplier,
+                          env=task.config.verifier.env, cwd=self.sandbox.workdir)
+        self._logs_collected = True  # verify() downloads /logs itself
+        outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
+        self.result.rewards = outcome.rewards
+        self.result.reward = outcome.reward
+
+    async def cleanup(self) -> None:
+        """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
+        if self.sandbox is None:
+            return
+        try:
+            if not self._logs_collected:
+                self._logs_collected = True
+                await self.sandbox.download("/logs", self.paths.logs_dir)
+        except BenchflowError as exc:
+            log.warning("%s: could not collect /logs: %s", self.rollout_name, exc)
+        policy = self.config.preserve_env
+        keep = policy == "always" or (policy == "on_failure" and not self.result.passed)
+        try:
+            await self.sandbox.stop(delete=not keep)
+        except SandboxTeardownError as exc:
+            self.result.teardown_error = ErrorInfo.from_exception(exc, "teardown")
+            if self.result.error is None:
+                self.result.error = self.result.teardown_error
+        if keep:
+            self.result.sandbox_preserved = getattr(self.sandbox, "container_id", None)
+
+    # -- the whole rollout -------------------------------------------------------------
+
+    async def run(self) -> RolloutResult:
+        """Run every phase; never raises for a rollout failure (it is in `result.error`)."""
+        self.clock.begin()
+        self._emit(RolloutEventKind.START)
+        phase = "environment_setup"
+        try:
+            with self.clock.phase("environment_setup"):
+                await self.setup()
+                await self.start()
+            phase = "agent_setup"
+            with self.clock.phase("agent_setup"):
+                await self.install_agent()
+            phase = "agent_execution"
+            with self.clock.phase("agent_execution"):
+                await self.execute()
+            if not self.config.verifier_disabled:
+                phase = "verifier"
+                with self.clock.phase("verifier"):
+                    await self.verify()
+        except anyio.get_cancelled_exc_class() as exc:
+            self._record_error(RolloutCancelled(f"cancelled during {phase}"), phase, exc)
+            self._emit(RolloutEventKind.CANCEL)
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the result's error
+            self._record_error(exc, phase, exc)
+        finally:
+            with anyio.move_on_after(_CLEANUP_TIMEOUT_SEC, shield=True):
+                await self.cleanup()
+            self.clock.end()
+            self._write_result()
+            self._emit(RolloutEventKind.END)
+        return self.result
+
+    def _record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
+        self.result.error = ErrorInfo.from_exception(exc, phase)
+        self.result.reward = None
+        self.result.rewards = None
+        if not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
+            log.exception("%s: internal error in %s", self.rollout_name, phase, exc_info=cause)
+        try:
+            write_error_txt(self.paths.error, cause)
+        except OSError:
+            pass
+
+    def _write_result(self) -> None:
+        if self.paths.trajectory.exists():
+            self.result.trajectory_path = str(self.paths.trajectory)
+        write_json_atomic(self.paths.result, self.result.model_dump_json(indent=2))
+
+    def _emit(self, kind: RolloutEventKind) -> None:
+        if self.listener is not None:
+            self.listener(RolloutEvent(kind, self.rollout_name, self.result))
+
+
+async def run(config: RolloutConfig) -> RolloutResult:
+    """Run one rollout end to end: `result = await benchflow.run(config)`."""
+    return await Rollout(config).run()
+

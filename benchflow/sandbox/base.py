@@ -1,0 +1,138 @@
+"""The Sandbox protocol: where an agent works and a verifier checks.
+
+Rollouts, verifiers and agents compose on top of this small surface; every backend
+(docker, daytona, modal) implements it and passes `tests/conformance/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from benchflow._models import FrozenModel
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a finished command left: its exit code and everything it printed.
+
+    `timed_out` is set when the command was killed at its deadline (exit code 124/137).
+    """
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def text(self, limit: int | None = None) -> str:
+        """stdout then stderr, decoded leniently, optionally keeping only the last `limit` chars."""
+        out = (self.stdout + self.stderr).decode("utf-8", "replace")
+        return out if limit is None else out[-limit:]
+
+
+@runtime_checkable
+class LiveProcess(Protocol):
+    """A process running inside a sandbox with live stdio (the ACP transport).
+
+    The shape follows `anyio.abc.Process`; `kill()` is async because the backend may
+    need a round-trip to signal the process group inside the sandbox.
+    """
+
+    @property
+    def stdin(self) -> ByteSendStream: ...
+
+    @property
+    def stdout(self) -> ByteReceiveStream: ...
+
+    @property
+    def stderr(self) -> ByteReceiveStream: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int:
+        """Wait until the process exits (its stdout closed) and return its exit code."""
+        ...
+
+    async def kill(self) -> None:
+        """Kill the process and every process it started (its whole process group)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Kill if still running and release the streams."""
+        ...
+
+
+class SandboxCapabilities(FrozenModel):
+    """What a backend can do; checked against a task's needs before anything starts."""
+
+    live_processes: bool = True
+    root_exec: bool = True
+    gpus: bool = False
+    snapshots: bool = False
+    network_isolation: bool = False
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A running sandbox: one per rollout, shared by every role and the verifier."""
+
+    capabilities: SandboxCapabilities
+    workdir: str
+    """The working directory of agents and the verifier (task workdir, else the image's)."""
+
+    async def start(self) -> None:
+        """Build or fetch the image and start the sandbox (idempotent)."""
+        ...
+
+    async def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        user: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run `cmd` (argv, never a shell string) to completion and capture its output.
+
+        A command still running at `timeout` seconds is killed and the result has
+        `timed_out=True`. Raises `SandboxExecError` only when the backend itself fails.
+        """
+        ...
+
+    async def upload(self, src: Path, dst: str) -> None:
+        """Copy a host file or folder to `dst` inside the sandbox (created as needed)."""
+        ...
+
+    async def upload_bytes(self, data: bytes, dst: str, mode: int = 0o644) -> None:
+        """Write `data` to the file `dst` inside the sandbox."""
+        ...
+
+    async def download(self, src: str, dst: Path) -> None:
+        """Copy a sandbox file or folder to the host path `dst`."""
+        ...
+
+    async def open_process(
+        self,
+        cmd: Sequence[str],
+        *,
+        user: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> LiveProcess:
+        """Start `cmd` with live stdin/stdout/stderr, in its own process group."""
+        ...
+
+    async def stop(self, delete: bool = True) -> None:
+        """Stop the sandbox; with `delete`, remove it. Idempotent."""
+        ...

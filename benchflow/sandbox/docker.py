@@ -1,0 +1,306 @@
+"""The docker sandbox backend, on the Docker SDK for Python (never the docker CLI).
+
+One long-lived container per rollout, with docker's init (tini) as PID 1 so that a stop
+is immediate and zombies are reaped. Every blocking SDK call goes through `_call`, which
+runs it in a worker thread and maps Docker's exceptions to benchflow's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import logging
+import re
+import secrets
+import shlex
+import tarfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import docker
+import docker.errors
+import requests.exceptions
+
+from benchflow.errors import (
+    BenchflowError,
+    ResourceAllocationError,
+    SandboxError,
+    SandboxExecError,
+    SandboxStartError,
+    SandboxTeardownError,
+)
+from benchflow.sandbox import certs, images
+from benchflow.sandbox.base import ExecResult, SandboxCapabilities
+from benchflow.sandbox.process import DockerProcess
+from benchflow.sandbox.spec import SandboxSpec
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LABEL_MANAGED = "benchflow.managed"
+LABEL_JOB = "benchflow.job"
+LABEL_ROLLOUT = "benchflow.rollout"
+
+_SCRIPTS = Path(__file__).parent / "scripts"
+_KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
+_TIMEOUT_EXIT_CODES = (124, 137)
+_docker_limiter = anyio.CapacityLimiter(32)
+_build_locks: dict[str, anyio.Lock] = {}
+
+
+@contextlib.contextmanager
+def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[None]:
+    """Translate Docker SDK and transport failures into `error` (a SandboxError)."""
+    try:
+        yield
+    except BenchflowError:
+        raise
+    except docker.errors.APIError as exc:
+        raise error(f"docker API error: {exc.explanation or exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise error(f"docker error: {exc}") from exc
+    except requests.exceptions.RequestException as exc:
+        raise error(f"lost connection to the docker daemon: {exc}") from exc
+
+
+@functools.cache
+def docker_client() -> docker.DockerClient:
+    """The process-wide Docker client (one connection pool for every sandbox)."""
+    with map_docker_errors(SandboxStartError):
+        return docker.from_env(max_pool_size=64)
+
+
+async def _call(fn: Callable[..., T], *args: Any, error: type[SandboxError] = SandboxExecError,
+                **kwargs: Any) -> T:
+    with map_docker_errors(error):
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
+                                              limiter=_docker_limiter)
+
+
+def _tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _tar_path(src: Path, arcname: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(src, arcname=arcname.lstrip("/"))
+    return buf.getvalue()
+
+
+def _extract(chunks: Iterator[bytes], src: str, dst: Path) -> None:
+    """Extract a get_archive stream of `src` to `dst` (safely: the sandbox is untrusted)."""
+    data = b"".join(chunks)
+    root = Path(src.rstrip("/")).name or "root"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/", 1)
+            if parts[0] != root:
+                continue
+            member.name = dst.name if len(parts) == 1 else f"{dst.name}/{parts[1]}"
+            try:
+                tar.extract(member, dst.parent, filter="data")
+            except (tarfile.TarError, OSError) as exc:
+                log.warning("skipped %s while downloading %s: %s", member.name, src, exc)
+
+
+class DockerSandbox:
+    """A rollout's container on the local (or `DOCKER_HOST`) Docker daemon."""
+
+    capabilities = SandboxCapabilities(live_processes=True, root_exec=True, gpus=True,
+                                       network_isolation=True)
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        self.container_id: str | None = None
+        self.image: str | None = None
+        self.workdir = spec.workdir or "/"
+        self._pems = certs.read_certs(spec.extra_ca_certs)
+        self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def prepare_image(self) -> str:
+        """Build, reuse or pull the image; returns its tag."""
+        client = docker_client()
+        spec = self.spec
+        use_dockerfile = spec.environment_dir is not None and (
+            spec.force_build or not spec.docker_image
+        )
+        if use_dockerfile:
+            assert spec.environment_dir is not None
+            tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
+            lock = _build_locks.setdefault(tag, anyio.Lock())
+            async with lock:
+                exists = await _call(images.image_exists, client, tag, error=SandboxStartError)
+                if spec.force_build or not exists:
+                    log.info("building %s", tag)
+                    await _call(images.build_image, client, tag, spec.environment_dir, self._pems,
+                                spec.build_timeout_sec, spec.build_log_path,
+                                error=SandboxStartError)
+        else:
+            tag = spec.docker_image or ""
+            if not await _call(images.image_exists, client, tag, error=SandboxStartError):
+                await _call(images.pull_image, client, tag, error=SandboxStartError)
+        self.image = tag
+        return tag
+
+    async def start(self) -> None:
+        if self.container_id is not None:
+            return
+        image = self.image or await self.prepare_image()
+        spec = self.spec
+        name = f"bf-{re.sub(r'[^a-zA-Z0-9_.-]+', '-', spec.name)[:40]}-{secrets.token_hex(4)}"
+        kwargs: dict[str, Any] = dict(
+            image=image, command=["sleep", "infinity"], name=name, init=True, detach=True,
+            labels={LABEL_MANAGED: "true", **spec.labels}, environment=self._env,
+            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+            mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
+            network=spec.network, runtime=spec.runtime, volumes=spec.volumes,
+            working_dir=spec.workdir,
+        )
+        if spec.gpus:
+            kwargs["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus,
+                                                                    capabilities=[["gpu"]])]
+        client = docker_client()
+        container = await self._create(client, kwargs, spec.storage_mb)
+        self.container_id = container.id
+        self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
+        try:
+            await _call(container.start, error=SandboxStartError)
+            await self._init_container()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.stop(delete=True)
+            raise
+
+    async def _create(self, client: docker.DockerClient, kwargs: dict[str, Any],
+                      storage_mb: int | None) -> Any:
+        if storage_mb:
+            try:
+                return await _call(client.containers.create, storage_opt={"size": f"{storage_mb}M"},
+                                   error=SandboxStartError, **kwargs)
+            except SandboxStartError as exc:
+                # storage quotas need overlay2 on xfs with pquota: best effort only
+                if "storage" not in str(exc).lower():
+                    raise _classify_start(exc) from exc
+                log.debug("storage limit not supported here: %s", exc)
+        try:
+            return await _call(client.containers.create, error=SandboxStartError, **kwargs)
+        except SandboxStartError as exc:
+            raise _classify_start(exc) from exc
+
+    async def _init_container(self) -> None:
+        """One exec: log folders, the workdir, the kill helper and CA certificates."""
+        files: dict[str, tuple[bytes, int]] = {
+            _KILL_SCRIPT: ((_SCRIPTS / "kill_process.sh").read_bytes(), 0o755),
+        }
+        if self._pems:
+            for fname, data in certs.ca_files(self._pems).items():
+                files[f"{certs.CA_DIR}/{fname}"] = (data, 0o755 if fname.endswith(".sh") else 0o644)
+        await self._put_archive("/", _tar_bytes(files))
+        dirs = ["/logs/agent", "/logs/verifier"] + ([self.spec.workdir] if self.spec.workdir else [])
+        script = f"mkdir -p {' '.join(shlex.quote(d) for d in dirs)} && chmod 755 /tmp/.benchflow"
+        if self._pems:
+            script += f" && sh {certs.INSTALL_SCRIPT}"
+        result = await self.exec(["sh", "-c", script], user="root")
+        if not result.ok:
+            raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
+
+    async def stop(self, delete: bool = True) -> None:
+        if self.container_id is None:
+            return
+        container_id, client = self.container_id, docker_client()
+        try:
+            container = await _call(client.containers.get, container_id, error=SandboxTeardownError)
+            if delete:
+                await _call(container.remove, force=True, v=True, error=SandboxTeardownError)
+            else:
+                await _call(container.stop, timeout=5, error=SandboxTeardownError)
+        except SandboxTeardownError as exc:
+            if "No such container" not in str(exc) and "404" not in str(exc):
+                raise
+        self.container_id = None if delete else container_id
+
+    # -- commands ----------------------------------------------------------------------
+
+    def _require(self) -> str:
+        if self.container_id is None:
+            raise SandboxExecError("sandbox is not started")
+        return self.container_id
+
+    async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, timeout: float | None = None) -> ExecResult:
+        argv = list(cmd)
+        if timeout is not None:
+            # A worker thread cannot be interrupted: the deadline is enforced in the container.
+            argv = ["timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
+        api = docker_client().api
+        started = time.monotonic()
+        exec_id = (await _call(api.exec_create, self._require(), argv, user=user or "",
+                               workdir=cwd, environment=dict(env or {})))["Id"]
+        stdout, stderr = await _call(api.exec_start, exec_id, demux=True)
+        code = (await _call(api.exec_inspect, exec_id))["ExitCode"]
+        timed_out = (timeout is not None and code in _TIMEOUT_EXIT_CODES
+                     and time.monotonic() - started >= timeout * 0.99)
+        return ExecResult(code if code is not None else -1, stdout or b"", stderr or b"", timed_out)
+
+    async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
+                           cwd: str | None = None, env: Mapping[str, str] | None = None
+                           ) -> DockerProcess:
+        container_id, api = self._require(), docker_client().api
+        proc_id = secrets.token_hex(8)
+        pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
+        # setsid: the command leads its own process group, so kill() reaches its children.
+        argv = ["setsid", "-w", "sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
+        environment = {**(env or {}), "BENCHFLOW_PROC_ID": proc_id}
+        exec_id = (await _call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
+                               environment=environment, stdin=True))["Id"]
+        sock = await _call(api.exec_start, exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+
+        async def exit_code() -> int | None:
+            info = await _call(api.exec_inspect, exec_id)
+            return None if info["Running"] else int(info["ExitCode"] or 0)
+
+        async def kill() -> None:
+            await self.exec(["sh", _KILL_SCRIPT, pidfile, proc_id], user="root", timeout=30)
+
+        return DockerProcess(raw, sock, exit_code, kill)
+
+    # -- files -------------------------------------------------------------------------
+
+    async def _put_archive(self, path: str, data: bytes) -> None:
+        ok = await _call(docker_client().api.put_archive, self._require(), path, data)
+        if not ok:
+            raise SandboxExecError(f"upload to {path} failed")
+
+    async def upload(self, src: Path, dst: str) -> None:
+        if not src.exists():
+            raise SandboxExecError(f"upload source {src} does not exist")
+        await self._put_archive("/", await anyio.to_thread.run_sync(_tar_path, src, dst))
+
+    async def upload_bytes(self, data: bytes, dst: str, mode: int = 0o644) -> None:
+        await self._put_archive("/", _tar_bytes({dst: (data, mode)}))
+
+    async def download(self, src: str, dst: Path) -> None:
+        chunks, _stat = await _call(docker_client().api.get_archive, self._require(), src)
+        await anyio.to_thread.run_sync(_extract, chunks, src, dst)
+
+
+def _classify_start(exc: SandboxStartError) -> SandboxError:
+    text = str(exc).lower()
+    if any(word in text for word in ("memory", "cpu", "nano_cpus", "resources", "insufficient")):
+        return ResourceAllocationError(str(exc))
+    return exc

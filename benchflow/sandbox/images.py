@@ -1,0 +1,157 @@
+"""Task images for the docker backend: content-addressed tags, builds, pulls.
+
+A task's image tag is a hash of its `environment/` folder (paths, modes, bytes) and of
+the extra CA certificates baked in, so an unchanged environment is never rebuilt. The
+Dockerfile is built unchanged except that, when CA certificates are given, each stage
+gets them installed right after its FROM (pip and npm inside RUN steps then work behind
+a TLS-intercepting proxy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import re
+import tarfile
+import time
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from benchflow.errors import ImagePullError, SandboxBuildError, SandboxBuildTimeout
+from benchflow.sandbox import certs
+
+log = logging.getLogger(__name__)
+
+_BUILD_RECIPE_VERSION = "1"  # bump when the way images are derived changes
+_CA_CONTEXT = ".benchflow-ca"
+_FROM = re.compile(r"^\s*FROM\s", re.IGNORECASE)
+
+
+def image_tag(name: str, environment_dir: Path, pems: list[bytes]) -> str:
+    """`benchflow/<name>:<hash>` where the hash covers everything that shapes the image."""
+    digest = hashlib.sha256(_BUILD_RECIPE_VERSION.encode())
+    for path in sorted(p for p in environment_dir.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(environment_dir).as_posix()
+        digest.update(rel.encode() + b"\0")
+        if path.is_symlink():
+            digest.update(b"link:" + str(path.readlink()).encode())
+        else:
+            digest.update(oct(path.stat().st_mode & 0o777).encode())
+            digest.update(path.read_bytes())
+        digest.update(b"\0")
+    if pems:
+        digest.update(b"ca:" + certs.certs_digest(pems).encode())
+    repo = re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "task"
+    return f"benchflow/{repo}:{digest.hexdigest()[:16]}"
+
+
+def inject_ca(dockerfile: str) -> str:
+    """Install the CA certificates after every FROM, before the stage's own steps."""
+    steps = (
+        f"COPY {_CA_CONTEXT}/ {certs.CA_DIR}/\n"
+        f"RUN sh {certs.INSTALL_SCRIPT}\n"
+        "ENV " + " ".join(f"{k}={v}" for k, v in certs.CA_ENV.items()) + "\n"
+    )
+    out = []
+    for line in dockerfile.splitlines(keepends=True):
+        out.append(line)
+        if _FROM.match(line):
+            out.append(("" if line.endswith("\n") else "\n") + steps)
+    return "".join(out)
+
+
+def build_context(environment_dir: Path, pems: list[bytes]) -> io.BytesIO:
+    """A tar of the environment folder, with the CA files and rewritten Dockerfile if needed."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in sorted(environment_dir.iterdir()):
+            if pems and path.name == "Dockerfile":
+                continue
+            tar.add(path, arcname=path.name)
+        if pems:
+            text = inject_ca((environment_dir / "Dockerfile").read_text())
+            _add_bytes(tar, "Dockerfile", text.encode())
+            for name, data in certs.ca_files(pems).items():
+                _add_bytes(tar, f"{_CA_CONTEXT}/{name}", data, 0o755 if name.endswith(".sh") else 0o644)
+    buf.seek(0)
+    return buf
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    info.mtime = int(time.time())
+    tar.addfile(info, io.BytesIO(data))
+
+
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def build_image(
+    client: docker.DockerClient,
+    tag: str,
+    environment_dir: Path,
+    pems: list[bytes],
+    timeout_sec: float,
+    log_path: Path | None,
+) -> None:
+    """Build `tag` from the environment folder (blocking; run in a worker thread).
+
+    Raises:
+        SandboxBuildError: a step failed; the message ends with the log's tail.
+        SandboxBuildTimeout: the build ran past `timeout_sec`.
+    """
+    deadline = time.monotonic() + timeout_sec
+    lines: list[str] = []
+    context = build_context(environment_dir, pems)
+    stream = client.api.build(
+        fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
+        labels={"benchflow.managed": "true"}, timeout=max(int(timeout_sec), 1),
+    )
+    error: str | None = None
+    try:
+        for chunk in stream:
+            if "stream" in chunk:
+                lines.append(chunk["stream"])
+            if "error" in chunk:
+                error = chunk["error"].strip()
+                lines.append(error + "\n")
+            if time.monotonic() > deadline:
+                raise SandboxBuildTimeout("environment build", timeout_sec,
+                                          f"image build exceeded build_timeout_sec={timeout_sec:g}")
+    finally:
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text("".join(lines))
+        stream.close()
+    if error is not None:
+        tail = "".join(lines)[-2000:]
+        where = f" (full log: {log_path})" if log_path else ""
+        raise SandboxBuildError(f"image build failed: {error}{where}\n{tail}", log="".join(lines))
+
+
+def pull_image(client: docker.DockerClient, image: str) -> None:
+    """Pull `image` (blocking). Raises ImagePullError naming the image."""
+    repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
+    try:
+        client.api.pull(repo, tag=tag or "latest")
+        client.images.get(image)
+    except docker.errors.DockerException as exc:
+        raise ImagePullError(f"cannot pull docker_image {image!r}: {_short(exc)}. "
+                             "Build it locally or fix environment.docker_image / sandbox.docker_image") from exc
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, docker.errors.APIError):
+        return str(exc.explanation or exc)
+    return json.dumps(str(exc))[1:-1]

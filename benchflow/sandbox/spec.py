@@ -1,0 +1,38 @@
+"""What a sandbox is asked to be: image source, resources, network, labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from benchflow._models import FrozenModel
+
+PreservePolicy = Literal["never", "always", "on_failure"]
+
+
+class SandboxSpec(FrozenModel):
+    """Everything a backend needs to start one rollout's sandbox.
+
+    `environment_dir` (with a Dockerfile) or `docker_image` names the image; with
+    `force_build` the Dockerfile wins even when `docker_image` is set.
+    """
+
+    name: str = Field(description="image and container name prefix, usually the task name")
+    environment_dir: Path | None = None
+    docker_image: str | None = None
+    force_build: bool = False
+    build_timeout_sec: float = 600.0
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    storage_mb: int | None = 10240
+    gpus: int = 0
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_ca_certs: tuple[Path, ...] = ()
+    labels: dict[str, str] = Field(default_factory=dict)
+    network: str | None = None
+    runtime: str | None = None
+    volumes: dict[str, dict[str, str]] | list[str] | None = None
+    build_log_path: Path | None = None

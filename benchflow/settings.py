@@ -1,0 +1,53 @@
+"""The one reader of `os.environ`: every environment knob benchflow honours lives here.
+
+| variable | meaning |
+| --- | --- |
+| `BENCHFLOW_EXTRA_CA_CERTS` | PEM files (`os.pathsep`-separated) installed into every sandbox, for TLS-intercepting proxies |
+| `BENCHFLOW_AGENTS_PATH` | extra folders of agent manifests (`os.pathsep`-separated) |
+| `BENCHFLOW_CACHE_DIR` | where fetched registry tasks and wheels are cached (default `~/.cache/benchflow`) |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _paths(value: str | None) -> tuple[Path, ...]:
+    return tuple(Path(p).expanduser() for p in (value or "").split(os.pathsep) if p.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of the environment variables benchflow reads."""
+
+    extra_ca_certs: tuple[Path, ...] = ()
+    agents_path: tuple[Path, ...] = ()
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "benchflow")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        cache = env.get("BENCHFLOW_CACHE_DIR")
+        return cls(
+            extra_ca_certs=_paths(env.get("BENCHFLOW_EXTRA_CA_CERTS")),
+            agents_path=_paths(env.get("BENCHFLOW_AGENTS_PATH")),
+            cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "benchflow",
+        )
+
+
+def get_settings() -> Settings:
+    """Read the current environment (cheap; call where needed rather than caching globally)."""
+    return Settings.from_env()
+
+
+def host_env(name: str) -> str | None:
+    """One host environment variable (for `${VAR}` expansion and agent credentials)."""
+    return os.environ.get(name)
+
+
+def host_environ() -> dict[str, str]:
+    """A copy of the host environment (for subprocesses benchflow starts on the host)."""
+    return dict(os.environ)

@@ -1,0 +1,82 @@
+"""Run a task's verifier in the sandbox and turn what it left into rewards.
+
+test.sh is uploaded to the verifier folder (`/verifier` native, `/tests` legacy), made
+executable and run directly from the working directory, never handed to pytest.
+A non-zero exit is `verifier_failed` and any reward file is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchflow.errors import VerifierFailed, VerifierTimeout
+from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.verify.rewards import read_rewards
+
+log = logging.getLogger(__name__)
+
+VERIFIER_LOGS = "/logs/verifier"
+
+
+@dataclass(frozen=True)
+class VerifierRun:
+    """Where and how to run one verification."""
+
+    verifier_dir: Path
+    mount: str
+    timeout_sec: float
+    env: Mapping[str, str]
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifierOutcome:
+    rewards: dict[str, float]
+    exec_result: ExecResult
+
+    @property
+    def reward(self) -> float:
+        return self.rewards["reward"]
+
+
+async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
+    """Replace the verifier folder in the sandbox with the task's, and reset /logs/verifier."""
+    reset = (f'rm -rf "$0" {VERIFIER_LOGS} && mkdir -p "$0" {VERIFIER_LOGS} '
+             f'&& chmod 777 {VERIFIER_LOGS}')
+    await sandbox.exec(["sh", "-c", reset, run.mount], user="root")
+    await sandbox.upload(run.verifier_dir, run.mount)
+
+
+async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path) -> ExecResult:
+    """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
+
+    Raises:
+        VerifierTimeout: test.sh ran past `timeout_sec`.
+        VerifierFailed: test.sh exited non-zero.
+    """
+    script = f"{run.mount}/test.sh"
+    result = await sandbox.exec(["sh", "-c", 'chmod +x "$0" && exec "$0"', script],
+                                user="root", cwd=run.cwd, env=dict(run.env),
+                                timeout=run.timeout_sec)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "stdout.txt").write_bytes(result.stdout)
+    (out_dir / "stderr.txt").write_bytes(result.stderr)
+    if result.timed_out:
+        raise VerifierTimeout("verifier", run.timeout_sec,
+                              f"test.sh exceeded verifier timeout of {run.timeout_sec:g} s")
+    if result.exit_code != 0:
+        raise VerifierFailed(f"test.sh exited with code {result.exit_code} (any reward file is "
+                             f"ignored); output tail:\n{result.text(1500)}")
+    return result
+
+
+async def verify(sandbox: Sandbox, run: VerifierRun, out_dir: Path, logs_dir: Path
+                 ) -> VerifierOutcome:
+    """Upload, run, download `/logs` to `logs_dir` and parse the rewards."""
+    await upload_verifier(sandbox, run)
+    result = await run_test_script(sandbox, run, out_dir)
+    await sandbox.download("/logs", logs_dir)
+    return VerifierOutcome(read_rewards(logs_dir / "verifier"), result)
