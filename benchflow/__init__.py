@@ -1,0 +1,42 @@
+"""benchflow: run AI coding agents on containerized tasks and score them.
+
+```python
+import benchflow as bf
+result = await bf.run(bf.RolloutConfig(task_path="tasks/hello-world",
+                                       scenes=[bf.Scene.single(agent="oracle")]))
+print(result.reward)
+```
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from benchflow.config import Role, RolloutConfig, Scene, Turn
+from benchflow.errors import BenchflowError, ConfigError
+from benchflow.job import Job, JobResult
+from benchflow.rollout import Rollout, RolloutResult, run
+from benchflow.steps import Step, desugar
+from benchflow.task import Task, load_task
+
+try:
+    __version__ = version("benchflow")
+except PackageNotFoundError:  # running from a source tree without install
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "BenchflowError",
+    "ConfigError",
+    "Job",
+    "JobResult",
+    "Role",
+    "Rollout",
+    "RolloutConfig",
+    "RolloutResult",
+    "Scene",
+    "Step",
+    "Task",
+    "Turn",
+    "__version__",
+    "desugar",
+    "load_task",
+    "run",
+]

@@ -1,0 +1,43 @@
+"""Shared CLI plumbing: exit codes, user-facing errors, the console."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+
+from benchflow.errors import BenchflowError, ConfigError
+
+EXIT_OK = 0
+EXIT_ROLLOUT_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_CANCELLED = 130
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Bad input -> one clear line on stderr and exit 2; infrastructure errors -> exit 1."""
+    try:
+        yield
+    except ConfigError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except BenchflowError as exc:
+        err_console.print(f"[bold red]error ({exc.error_type}):[/] {exc}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
+    except KeyboardInterrupt:
+        err_console.print("[yellow]cancelled[/]")
+        raise typer.Exit(EXIT_CANCELLED) from None
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,40 @@
+"""The `benchflow` command line."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from benchflow import __version__
+from benchflow.cli import sandbox, tasks
+from benchflow.cli._common import configure_logging
+from benchflow.cli.run import run_command
+
+app = typer.Typer(
+    name="benchflow", no_args_is_help=True, pretty_exceptions_enable=False,
+    help="Run AI coding agents on containerized tasks, score them, keep their trajectories.",
+)
+app.command("run")(run_command)
+app.add_typer(tasks.app, name="tasks")
+app.add_typer(sandbox.app, name="sandbox")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"benchflow {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug|info|warning|error")] = "warning",
+) -> None:
+    configure_logging(log_level)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

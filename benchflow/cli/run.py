@@ -1,0 +1,89 @@
+"""`benchflow run PATH`: rollouts of one agent on a task or a dataset folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from benchflow.cli._common import (
+    EXIT_OK,
+    EXIT_ROLLOUT_ERROR,
+    console,
+    err_console,
+    user_errors,
+)
+from benchflow.cli.progress import JobProgress, results_table
+from benchflow.agents.registry import get_driver
+from benchflow.config import RolloutConfig, Scene
+from benchflow.errors import ConfigError
+from benchflow.job import Job, JobResult, Trial
+from benchflow.rollout.result import RolloutResult
+from benchflow.rollout.rollout import default_job_name
+from benchflow.sandbox.docker import preflight
+from benchflow.sandbox.spec import PreservePolicy
+from benchflow.task import resolve_run_target
+
+
+def run_command(
+    path: Annotated[Path, typer.Argument(help="a task folder or a dataset folder of tasks")],
+    agent: Annotated[str, typer.Option("-a", "--agent", help="agent name")] = "oracle",
+    model: Annotated[str | None, typer.Option("-m", "--model", help="model id")] = None,
+    attempts: Annotated[int, typer.Option("-k", "--attempts", min=1)] = 1,
+    concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1)] = 4,
+    jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
+    job_name: Annotated[str | None, typer.Option("--job-name")] = None,
+    env: Annotated[str, typer.Option("--env", help="docker | daytona | modal")] = "docker",
+    force_build: Annotated[bool, typer.Option("--force-build")] = False,
+    preserve_env: Annotated[str, typer.Option("--preserve-env",
+                                              help="never | always | on_failure")] = "never",
+    ca_cert: Annotated[list[Path] | None, typer.Option(
+        "--ca-cert", help="extra CA certificate (PEM) for sandboxes; repeatable")] = None,
+    task_filter: Annotated[list[str] | None, typer.Option(
+        "-t", "--task", help="run only this task of a dataset; repeatable")] = None,
+) -> None:
+    """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
+    with user_errors():
+        dataset_name, tasks = resolve_run_target(path, task_filter)
+        scene = Scene.single(agent=agent, model=model)
+        trials = [
+            Trial(RolloutConfig(task_path=task.path, scenes=[scene], environment=env,
+                                dataset_name=dataset_name, attempt=attempt,
+                                force_build=force_build,
+                                preserve_env=_preserve(preserve_env),
+                                extra_ca_certs=tuple(ca_cert) if ca_cert else None), task)
+            for task in tasks for attempt in range(1, attempts + 1)
+        ]
+        get_driver(agent)  # a bad agent name fails before any container starts
+        job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
+                                        trials, concurrency)
+    console.print(results_table(results))
+    _summary(job_result, jobs_dir)
+    raise typer.Exit(EXIT_ROLLOUT_ERROR if any(r.error for r in results) else EXIT_OK)
+
+
+def _preserve(value: str) -> PreservePolicy:
+    if value not in ("never", "always", "on_failure"):
+        raise ConfigError(f"--preserve-env must be never, always or on_failure (got {value!r})")
+    return value  # type: ignore[return-value]
+
+
+async def _run_job(env: str, job_name: str, jobs_dir: Path, trials: list[Trial],
+                   concurrency: int) -> tuple[JobResult, list[RolloutResult]]:
+    if env == "docker":
+        await preflight()
+    with JobProgress(console, len(trials), job_name) as progress:
+        job = Job(job_name, jobs_dir, trials, concurrency=concurrency, listener=progress)
+        result = await job.run()
+    return result, job.results
+
+
+def _summary(result: JobResult, jobs_dir: Path) -> None:
+    rate = "-" if result.pass_rate is None else f"{result.pass_rate:.0%}"
+    mean = "-" if result.mean_reward is None else f"{result.mean_reward:.3f}"
+    err_console.print(
+        f"{result.completed_trials}/{result.total_trials} scored, {result.failed_trials} failed, "
+        f"pass rate {rate}, mean reward {mean} — results in {jobs_dir / result.job_name}",
+        highlight=False)

@@ -1,0 +1,37 @@
+"""`benchflow tasks ...`: inspect and check task folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from benchflow.cli._common import console, user_errors
+from benchflow.task import is_task_dir, load_dataset, load_task
+
+app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
+
+
+@app.command("check")
+def check(path: Annotated[Path, typer.Argument(help="a task folder or a dataset folder")]) -> None:
+    """Load the task(s) at PATH and report what is wrong, without starting any container."""
+    with user_errors():
+        if is_task_dir(path):
+            tasks, invalid = [load_task(path)], {}
+        else:
+            dataset = load_dataset(path, skip_invalid=True)
+            tasks, invalid = dataset.tasks, dataset.invalid
+    table = Table(title=f"tasks in {path}")
+    for column in ("task", "layout", "image", "verifier", "oracle", "status"):
+        table.add_column(column)
+    for task in tasks:
+        image = task.config.sandbox.docker_image or "environment/Dockerfile"
+        table.add_row(task.name, task.layout, image, task.verifier_mount,
+                      "yes" if task.solution_dir else "no", "[green]ok[/]")
+    for name, error in invalid.items():
+        table.add_row(name, "-", "-", "-", "-", f"[red]{error}[/]")
+    console.print(table)
+    if invalid:
+        raise typer.Exit(2)
