@@ -8,7 +8,8 @@ print(result.reward)
 ```
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from benchflow.config import Role, RolloutConfig, Scene, Turn
 from benchflow.errors import BenchflowError, ConfigError
@@ -18,8 +19,8 @@ from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
 
 try:
-    __version__ = version("benchflow")
-except PackageNotFoundError:  # running from a source tree without install
+    __version__ = _version("benchflow")
+except _PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+unknown"
 
 __all__ = [

@@ -8,6 +8,7 @@ up (shielded from cancellation) and writes `result.json` as the rollout ends.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 
 import anyio
@@ -48,12 +49,15 @@ class Rollout:
     """Runs one `RolloutConfig`. Use `await Rollout(config).run()` or `benchflow.run(config)`."""
 
     def __init__(self, config: RolloutConfig, *, task: Task | None = None,
-                 listener: RolloutListener | None = None) -> None:
+                 listener: RolloutListener | None = None,
+                 drivers: Mapping[str, AgentDriver] | None = None) -> None:
         self.config = config
         self.task = task
         self.job_name = config.job_name or default_job_name()
         self.listener = listener
-        task_name = task.name if task else config.task_path.name
+        self._given_drivers = dict(drivers or {})
+        # The task folder's name, as the job spec's layout uses it (a task.md name may hold "/").
+        task_name = (task.path if task else config.task_path.expanduser().resolve()).name
         self.dataset_name = config.dataset_name or config.task_path.expanduser().resolve().parent.name
         self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
                                             self.dataset_name, task_name, config.attempt)
@@ -68,6 +72,7 @@ class Rollout:
         self.sandbox: Sandbox | None = None
         self.ctx: AgentContext | None = None
         self._logs_collected = False
+        self._started = False
 
     # -- phases --------------------------------------------------------------------------
 
@@ -81,12 +86,12 @@ class Rollout:
         task = self.task
         self.result.task_git_commit_id = task.git_commit_id()
         self.steps = desugar(config.scenes, task.instruction, task.prompts)
-        self.drivers = {role.agent: get_driver(role.agent)
+        self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
         settings = get_settings()
         sandbox_cfg = task.config.sandbox
         spec = SandboxSpec(
-            name=task.name,
+            name=task.path.name,
             environment_dir=task.environment_dir if task.dockerfile else None,
             docker_image=sandbox_cfg.docker_image,
             force_build=config.force_build,
@@ -110,6 +115,7 @@ class Rollout:
         assert self.sandbox is not None and self.task is not None
         self._emit(RolloutEventKind.SANDBOX_START)
         await self.sandbox.start()
+        self._started = True
         await self.sandbox.upload_bytes(self.task.instruction.encode(), self.config.instruction_path)
         self.ctx = AgentContext(
             sandbox=self.sandbox, task=self.task, paths=self.paths,
@@ -158,7 +164,7 @@ class Rollout:
         if self.sandbox is None:
             return
         try:
-            if not self._logs_collected:
+            if self._started and not self._logs_collected:
                 self._logs_collected = True
                 await self.sandbox.download("/logs", self.paths.logs_dir)
         except BenchflowError as exc:

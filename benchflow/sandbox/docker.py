@@ -304,3 +304,13 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
     if any(word in text for word in ("memory", "cpu", "nano_cpus", "resources", "insufficient")):
         return ResourceAllocationError(str(exc))
     return exc
+
+
+async def preflight() -> None:
+    """Check once per job that the daemon answers. Raises SandboxStartError saying what to do."""
+    try:
+        await _call(lambda: docker_client().ping(), error=SandboxStartError)
+    except SandboxStartError as exc:
+        raise SandboxStartError(
+            f"no Docker daemon answers ({exc}). Start Docker, or run "
+            "scripts/ensure-docker.sh (installs and starts dockerd when run as root)") from exc

@@ -16,10 +16,13 @@ import logging
 import re
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import docker.errors
+import requests.exceptions
+import urllib3.exceptions
 
 from benchflow.errors import ImagePullError, SandboxBuildError, SandboxBuildTimeout
 from benchflow.sandbox import certs
@@ -119,16 +122,17 @@ def build_image(
         labels={"benchflow.managed": "true"}, timeout=max(int(timeout_sec), 1),
     )
     error: str | None = None
+    timeout_error = SandboxBuildTimeout("environment build", timeout_sec,
+                                        f"image build exceeded build_timeout_sec={timeout_sec:g}")
     try:
-        for chunk in stream:
+        for chunk in _until_read_timeout(stream, timeout_error):
             if "stream" in chunk:
                 lines.append(chunk["stream"])
             if "error" in chunk:
                 error = chunk["error"].strip()
                 lines.append(error + "\n")
             if time.monotonic() > deadline:
-                raise SandboxBuildTimeout("environment build", timeout_sec,
-                                          f"image build exceeded build_timeout_sec={timeout_sec:g}")
+                raise timeout_error
     finally:
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +142,17 @@ def build_image(
         tail = "".join(lines)[-2000:]
         where = f" (full log: {log_path})" if log_path else ""
         raise SandboxBuildError(f"image build failed: {error}{where}\n{tail}", log="".join(lines))
+
+
+def _until_read_timeout(stream: Iterator[dict], timeout_error: Exception) -> Iterator[dict]:
+    """The build stream; the HTTP read timeout (our deadline) becomes `timeout_error`.
+
+    Closing the connection makes the daemon cancel the build.
+    """
+    try:
+        yield from stream
+    except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ConnectionError) as exc:
+        raise timeout_error from exc
 
 
 def pull_image(client: docker.DockerClient, image: str) -> None:

@@ -170,6 +170,17 @@ class DockerProcess:
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
+            if self._sock.fileno() == -1:
+                return
             await self.kill()
             await self._stdin.aclose()
+            close = getattr(self._keepalive, "close", None)
+            if close is not None:
+                close()
             self._sock.close()
+
+    async def __aenter__(self) -> DockerProcess:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,128 @@
+"""The agent's process in the sandbox: launched without secrets in argv, stderr drained.
+
+An undrained stderr pipe blocks an agent as soon as it logs a pipe's worth, so
+`AgentProcess.run()` reads it continuously into `agent/<role>.stderr.txt` and
+keeps the tail for error messages. It also watches for the exit, so a session
+waiting on the agent can tell "the agent died" from "the agent is slow".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import anyio
+
+from benchflow.acp.launch import default_env_file_path, launch_command
+from benchflow.errors import SandboxExecError
+from benchflow.sandbox.base import LiveProcess, Sandbox
+
+logger = logging.getLogger(__name__)
+
+STDERR_TAIL_BYTES = 8192
+
+
+class AgentProcess:
+    """A running agent: its `LiveProcess`, exit status and stderr."""
+
+    def __init__(self, live: LiveProcess, stderr_path: Path | None = None) -> None:
+        self.live = live
+        self.stderr_path = stderr_path
+        self.exit_code: int | None = None
+        self.exited = anyio.Event()
+        self.stderr_done = anyio.Event()
+        self._tail = bytearray()
+
+    @classmethod
+    async def launch(
+        cls,
+        sandbox: Sandbox,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        cwd: str,
+        user: str | None,
+        stderr_path: Path | None = None,
+    ) -> AgentProcess:
+        """Upload the env file (0600, owned by `user`) and start the launcher with `argv`.
+
+        Raises:
+            SandboxExecError: the env file could not be handed to `user`.
+            ConfigError: an env variable name is invalid.
+        """
+        env_file = default_env_file_path()
+        launch_argv, env_bytes = launch_command(argv, env, env_file)
+        await sandbox.upload_bytes(env_bytes, env_file, mode=0o600)
+        if user not in (None, "root"):
+            result = await sandbox.exec(
+                ["chown", "--", str(user), env_file], user="root", timeout=30
+            )
+            if not result.ok:
+                await sandbox.exec(["rm", "-f", "--", env_file], user="root", timeout=30)
+                raise SandboxExecError(
+                    f"could not give the agent env file to user {user!r}: {result.text(500)}"
+                )
+        live = await sandbox.open_process(launch_argv, user=user, cwd=cwd)
+        return cls(live, stderr_path)
+
+    async def run(self) -> None:
+        """Drain stderr and wait for the exit, until both are done. Never raises."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._drain_stderr)
+            tg.start_soon(self._wait_exit)
+
+    async def _drain_stderr(self) -> None:
+        file = None
+        try:
+            if self.stderr_path is not None:
+                self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+                file = self.stderr_path.open("ab")
+            async for chunk in self.live.stderr:
+                if file is not None:
+                    file.write(chunk)
+                    file.flush()
+                self._tail.extend(chunk)
+                if len(self._tail) > 2 * STDERR_TAIL_BYTES:
+                    del self._tail[:-STDERR_TAIL_BYTES]
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            logger.debug("agent stderr closed", exc_info=True)
+        finally:
+            if file is not None:
+                file.close()
+            self.stderr_done.set()
+
+    async def _wait_exit(self) -> None:
+        try:
+            self.exit_code = await self.live.wait()
+        except Exception:  # the sandbox failed us; treat the process as gone
+            logger.warning("waiting for the agent process failed", exc_info=True)
+        finally:
+            self.exited.set()
+
+    def stderr_tail(self, max_bytes: int = 2048) -> str:
+        """The last bytes the agent wrote to stderr, decoded leniently."""
+        return bytes(self._tail[-max_bytes:]).decode("utf-8", "replace")
+
+    async def wait_exited(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the exit (and the rest of stderr); True if it exited."""
+        with anyio.move_on_after(timeout):
+            await self.exited.wait()
+        if self.exited.is_set():
+            with anyio.move_on_after(1.0):
+                await self.stderr_done.wait()
+        return self.exited.is_set()
+
+    async def kill(self) -> None:
+        """Kill the agent's process group and release it (shielded from cancellation)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.live.kill()
+                with anyio.move_on_after(2.0):
+                    await self.exited.wait()
+                await self.live.aclose()
+            except Exception:  # already gone, or the sandbox is going away
+                logger.debug("error killing the agent process", exc_info=True)
+
+
+__all__ = ["AgentProcess"]

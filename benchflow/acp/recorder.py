@@ -1,0 +1,202 @@
+"""Turning what arrives from the agent into trajectory events, in wire order.
+
+`UpdateRecorder.on_receive` is the transport's synchronous hook: it sees every
+incoming JSON-RPC message in the order it was read, numbers each session update
+before anything can await, and writes it to the trajectory at once (or buffers it
+while its session id is not yet known). It also keeps the little state the session
+needs without holding events in memory: the time of the last message (idle
+timeout), which tool calls are running, and per-turn counters.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from benchflow.trajectory.events import Event, event_from_update, utc_now
+from benchflow.trajectory.writer import TrajectoryWriter
+
+logger = logging.getLogger(__name__)
+
+MAX_AGENT_TEXT_CHARS = 1_000_000
+"""A turn's agent text kept for `PromptOutcome.agent_text` (the end is kept)."""
+
+_RUNNING = (None, "pending", "in_progress")
+
+
+class UpdateRecorder:
+    """Numbers and records session updates; tracks activity and per-turn counters."""
+
+    def __init__(
+        self, writer: TrajectoryWriter | None, *, scene: str | None, role: str | None
+    ) -> None:
+        self._writer = writer
+        self._local_seq = 0
+        self.scene = scene
+        self.role = role
+        self.turn: int | None = None
+        self.round: int | None = None
+        self.known_sessions: set[str] = set()
+        self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
+        self.last_activity = anyio.current_time()
+        self._running_tools: set[str] = set()
+        self._client_busy = 0
+        self.n_updates = 0
+        self.n_tool_calls = 0
+        self.turn_tool_calls = 0
+        self._text_parts: list[str] = []
+        self._text_len = 0
+        self.session_cost: float | None = None
+        self.cost_currency: str | None = None
+
+    # ---- numbering and context
+
+    def next_seq(self) -> int:
+        if self._writer is not None:
+            return self._writer.next_seq()
+        self._local_seq += 1
+        return self._local_seq - 1
+
+    def context(self, session_id: str | None = None) -> dict[str, Any]:
+        return {
+            "scene": self.scene,
+            "role": self.role,
+            "turn": self.turn,
+            "round": self.round,
+            "session_id": session_id,
+        }
+
+    def begin_turn(self, turn: int | None, round: int | None) -> None:
+        self.turn, self.round = turn, round
+        self.turn_tool_calls = 0
+        self._text_parts, self._text_len = [], 0
+        self.last_activity = anyio.current_time()
+
+    # ---- the transport hook
+
+    def on_receive(self, message: dict[str, Any]) -> None:
+        """Called for every incoming message, in wire order, before the SDK sees it."""
+        self.last_activity = anyio.current_time()
+        if message.get("method") == "session/update":
+            params = message.get("params")
+            params = params if isinstance(params, dict) else {}
+            update = params.get("update")
+            if not isinstance(update, dict):
+                logger.warning("session/update without an update object: %.200r", message)
+                return
+            session_id = params.get("sessionId")
+            seq, ts = self.next_seq(), utc_now()
+            self.n_updates += 1
+            self._track(update)
+            if isinstance(session_id, str) and session_id in self.known_sessions:
+                self._write_update(seq, ts, self.context(session_id), update)
+            else:
+                self._pending.append((seq, ts, self.context(session_id), str(session_id), update))
+            return
+        result = message.get("result")
+        if (
+            "id" in message
+            and isinstance(result, dict)
+            and isinstance(result.get("sessionId"), str)
+        ):
+            self.add_session(result["sessionId"])  # a session/new (or fork) answer
+
+    def add_session(self, session_id: str) -> None:
+        """Mark a session id known and write the updates buffered for it, in arrival order."""
+        if session_id in self.known_sessions:
+            return
+        self.known_sessions.add(session_id)
+        keep = []
+        for seq, ts, ctx, sid, update in self._pending:
+            if sid == session_id:
+                self._write_update(seq, ts, ctx, update)
+            else:
+                keep.append((seq, ts, ctx, sid, update))
+        self._pending = keep
+
+    def flush_pending(self) -> None:
+        """Write updates whose session never became known (at close: nothing is dropped)."""
+        pending, self._pending = self._pending, []
+        for seq, ts, ctx, _sid, update in pending:
+            self._write_update(seq, ts, ctx, update)
+
+    def _write_update(
+        self, seq: int, ts: datetime, ctx: dict[str, Any], update: dict[str, Any]
+    ) -> None:
+        if self._writer is None or self._writer.closed:
+            return
+        try:
+            event = event_from_update(update, seq=seq, ts=ts, **ctx)
+        except ValueError:  # malformed beyond what the converter tolerates: keep it raw
+            event = event_from_update(
+                {"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts, **ctx
+            )
+        self._writer.write(event)
+
+    def _track(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            content = update.get("content")
+            if isinstance(content, dict) and content.get("type") == "text":
+                self._add_text(str(content.get("text", "")))
+        elif kind == "tool_call":
+            self.n_tool_calls += 1
+            self.turn_tool_calls += 1
+            if update.get("status") in _RUNNING:
+                self._running_tools.add(str(update.get("toolCallId")))
+        elif kind == "tool_call_update":
+            if update.get("status") in ("completed", "failed"):
+                self._running_tools.discard(str(update.get("toolCallId")))
+                self._touch_if_idle()
+        elif kind == "usage_update":
+            cost = update.get("cost")
+            if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
+                self.session_cost = float(cost["amount"])
+                self.cost_currency = cost.get("currency")
+
+    def _add_text(self, text: str) -> None:
+        self._text_parts.append(text)
+        self._text_len += len(text)
+        if self._text_len > 2 * MAX_AGENT_TEXT_CHARS:
+            joined = "".join(self._text_parts)[-MAX_AGENT_TEXT_CHARS:]
+            self._text_parts, self._text_len = [joined], len(joined)
+
+    def turn_text(self) -> str:
+        return "".join(self._text_parts)[-MAX_AGENT_TEXT_CHARS:]
+
+    # ---- activity (idle timeout)
+
+    @property
+    def busy(self) -> bool:
+        """A tool call is running (agent-reported, or a client request being served)."""
+        return bool(self._running_tools) or self._client_busy > 0
+
+    @contextmanager
+    def client_busy(self) -> Iterator[None]:
+        """Mark the client serving a request (terminal wait, fs, permission) as activity."""
+        self._client_busy += 1
+        try:
+            yield
+        finally:
+            self._client_busy -= 1
+            self._touch_if_idle()
+
+    def _touch_if_idle(self) -> None:
+        if not self.busy:
+            self.last_activity = anyio.current_time()
+
+    # ---- events benchflow itself records
+
+    def record(self, type: str, session_id: str | None = None, **fields: Any) -> Event | None:
+        """Write a benchflow-side event (user_message, permission, error...) in context."""
+        if self._writer is None or self._writer.closed:
+            return None
+        return self._writer.record(type, seq=self.next_seq(), **self.context(session_id), **fields)
+
+
+__all__ = ["MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]

@@ -1,0 +1,164 @@
+"""The script a scripted model server follows: ordered steps and answers to side requests.
+
+A script replaces the model in an offline run of a real agent. Each step is what "the
+model" says next: run a shell command through the agent's own shell tool, call some
+other tool, or answer with text (which ends the agent's turn). The step is chosen from
+the conversation the agent sends, never from a request counter (see `Script.step_at`).
+
+```yaml
+name: write-then-read
+steps:
+  - shell: "echo 42 > /app/answer.txt"
+  - shell: "cat /app/answer.txt"
+    say: "Reading it back."
+  - text: "The answer file contains 42."
+side_answers:
+  title: "Scripted session"
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError
+
+from benchflow._models import FrozenModel
+from benchflow.errors import ConfigError
+
+
+class ShellStep(FrozenModel):
+    """Run `shell` through the calling agent's shell tool (Bash, shell, run_shell_command...).
+
+    The tool and its argument shape are read from the tools the request offers; `tool`
+    forces a tool name and `args` adds or overrides arguments.
+    """
+
+    shell: str = Field(min_length=1)
+    say: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolStep(FrozenModel):
+    """Call the offered tool named `tool` with exactly `args` (e.g. an agent's Write tool)."""
+
+    tool: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    say: str | None = None
+
+
+class TextStep(FrozenModel):
+    """Answer with `text` and no tool call; the agent's turn ends here."""
+
+    text: str
+
+
+def _step_kind(value: Any) -> str | None:
+    if isinstance(value, (ShellStep, ToolStep, TextStep)):
+        return {ShellStep: "shell", ToolStep: "tool", TextStep: "text"}[type(value)]
+    if isinstance(value, dict):
+        for key in ("shell", "tool", "text"):
+            if key in value:
+                return key
+    return None
+
+
+Step = Annotated[
+    Annotated[ShellStep, Tag("shell")]
+    | Annotated[ToolStep, Tag("tool")]
+    | Annotated[TextStep, Tag("text")],
+    Discriminator(
+        _step_kind,
+        custom_error_type="invalid_step",
+        custom_error_message="a step needs one of the keys `shell`, `tool` or `text`",
+    ),
+]
+
+
+class SideRule(FrozenModel):
+    """Answer a side request whose prompt contains `contains` (case-insensitive) with `text`."""
+
+    contains: str = Field(min_length=1)
+    text: str
+
+
+class SideAnswers(FrozenModel):
+    """Fixed answers to the side requests agents send besides the main loop.
+
+    Side requests (session titles, topic detection, routing, next-speaker checks) offer no
+    tools or ask for JSON. Free-text ones get the first matching rule's text, else `title`.
+    JSON ones get a valid instance of the schema they send, with `json` merged over the
+    top-level fields (e.g. `{"complexity_score": 80}` to route gemini to its pro model).
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    title: str = "Scripted session"
+    rules: list[SideRule] = Field(default_factory=list)
+    json_fields: dict[str, Any] = Field(default_factory=dict, alias="json")
+
+
+DEFAULT_MODELS = (
+    "claude-sonnet-4-6",
+    "claude-opus-4-6",
+    "claude-haiku-4-5",
+    "gpt-5",
+    "gpt-5-codex",
+    "gemini-2.5-pro",
+    "gemini-2.5-flash",
+)
+
+
+class Script(FrozenModel):
+    """What the scripted model says, step by step, to any agent that calls it."""
+
+    name: str = "scripted"
+    steps: list[Step] = Field(min_length=1)
+    side_answers: SideAnswers = Field(default_factory=SideAnswers)
+    done_text: str = "Done."
+    models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
+
+    def step_at(self, position: int) -> tuple[int | None, ShellStep | ToolStep | TextStep]:
+        """The step for a conversation at `position` and its index (None past the end).
+
+        `position` is the number of tool results in the conversation plus the number of
+        assistant turns that already ended in text. Past the end the script repeats its
+        last text step (or `done_text`), so an agent that keeps asking is told it is done.
+        """
+        if 0 <= position < len(self.steps):
+            return position, self.steps[position]
+        for step in reversed(self.steps):
+            if isinstance(step, TextStep):
+                return None, step
+        return None, TextStep(text=self.done_text)
+
+
+def parse_script(data: Any, source: str = "<script>") -> Script:
+    """Validate an already-loaded YAML/JSON document as a `Script`.
+
+    Raises:
+        ConfigError: the document is not a valid script; the message names `source` and the field.
+    """
+    try:
+        return Script.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid model-server script {source}: {exc}") from exc
+
+
+def load_script(path: str | Path) -> Script:
+    """Read a YAML script file.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or is not a valid script.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read model-server script {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"model-server script {path} is not valid YAML: {exc}") from exc
+    return parse_script(data, str(path))

@@ -1,0 +1,274 @@
+"""The scripted model server: an HTTP server in a background thread, answering from a script.
+
+```python
+with ModelServer(load_script("write-then-read.yaml"), host=gateway_ip, log_dir=rollout_dir) as server:
+    ...  # point the agent at `server.url` (see docs/how-to/test-agents-offline.md)
+```
+
+The server binds in `start()` and serves from a daemon thread, so starting it from async
+code does not block the event loop; `async with` stops it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio.to_thread
+
+from benchflow.errors import ConfigError
+from benchflow.model_server.app import HttpReply, ScriptedModelApp
+from benchflow.model_server.script import Script, load_script
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], app: ScriptedModelApp, family: socket.AddressFamily
+    ) -> None:
+        self.address_family = family
+        self.app = app
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "benchflow-model-server"
+    timeout = 300
+    server: _HttpServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def _serve(self) -> None:
+        try:
+            body = self._read_body()
+        except (ValueError, OSError) as exc:
+            self.send_error(400, f"unreadable request body: {exc}")
+            return
+        reply = self.server.app.handle(
+            self.command, self.path, body, self.headers.get("Content-Encoding")
+        )
+        try:
+            self._write(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            logger.debug("client went away during %s %s", self.command, self.path)
+            self.close_connection = True
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+                if sum(map(len, chunks)) > MAX_BODY_BYTES:
+                    raise ValueError("request body too large")
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise ValueError("request body too large")
+        return self.rfile.read(length) if length else b""
+
+    def _write(self, reply: HttpReply) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        if reply.events is None:
+            payload = reply.payload()
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+            return
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in reply.events:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+class ModelServer:
+    """Serves a script as Anthropic, OpenAI (Chat and Responses) and Gemini model APIs.
+
+    In a benchmark run it stands in for the model provider, so a real agent runs its real
+    tools in the real sandbox with no model API reachable. Bind `host` to an address the
+    sandbox can reach (the Docker network's gateway); `port=0` picks a free port. Every
+    request is appended to `<log_dir>/requests.jsonl` (summary + body).
+
+    Args:
+        script: a `Script` or the path of a YAML script.
+        host: the address to listen on.
+        port: the port to listen on, 0 for any free port.
+        log_dir: where `requests.jsonl` goes (typically the rollout directory); None logs in memory only.
+    """
+
+    def __init__(
+        self,
+        script: Script | str | Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_dir: str | Path | None = None,
+    ) -> None:
+        self.script = script if isinstance(script, Script) else load_script(script)
+        self.host = host
+        self.port = port
+        self.app = ScriptedModelApp(self.script, log_dir)
+        self._httpd: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL agents use (no `/v1`), e.g. `http://172.17.0.1:41234`.
+
+        Raises:
+            RuntimeError: the server is not started.
+        """
+        if self._httpd is None:
+            raise RuntimeError("the model server is not started")
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Summaries of the requests served so far, in arrival order."""
+        return list(self.app.log.summaries)
+
+    @property
+    def log_path(self) -> Path | None:
+        """The `requests.jsonl` file, or None when logging in memory only."""
+        return self.app.log.path
+
+    def start(self) -> str:
+        """Bind and start serving in a daemon thread; returns the base URL. Idempotent.
+
+        Raises:
+            ConfigError: the address cannot be bound (in use, not local).
+        """
+        if self._httpd is not None:
+            return self.url
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            httpd = _HttpServer((self.host, self.port), self.app, family)
+        except OSError as exc:
+            raise ConfigError(
+                f"the model server cannot listen on {self.host}:{self.port}: {exc}"
+            ) from exc
+        self._httpd = httpd
+        self.port = httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"model-server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        logger.info("scripted model server %r listening on %s", self.script.name, self.url)
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving, close open connections and release the port. Idempotent."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        with httpd.connections_lock:
+            open_connections = list(httpd.connections)
+        for conn in open_connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await anyio.to_thread.run_sync(self.stop)
+
+
+def serve_forever(
+    script_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_dir: str | Path | None = None,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    stop_event: threading.Event | None = None,
+) -> None:
+    """Run a scripted model server until interrupted (the `benchflow model-server` command).
+
+    Args:
+        script_path: the YAML script.
+        host: the address to listen on.
+        port: the port, 0 for any free port.
+        log_dir: where `requests.jsonl` goes.
+        on_ready: called with the base URL once listening (the CLI prints it).
+        stop_event: stops the server when set (tests); otherwise runs until Ctrl-C.
+
+    Raises:
+        ConfigError: the script is invalid or the address cannot be bound.
+    """
+    server = ModelServer(script_path, host, port, log_dir)
+    url = server.start()
+    try:
+        if on_ready is not None:
+            on_ready(url)
+        event = stop_event or threading.Event()
+        while not event.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        logger.info("model server interrupted")
+    finally:
+        server.stop()

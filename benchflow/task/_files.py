@@ -1,0 +1,99 @@
+"""File access for task folders: strict UTF-8 reads, content hashes, git commits."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from benchflow.errors import TaskInvalidError
+
+_SKIP_DIRS = frozenset({".git", "__pycache__"})
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def read_text(path: Path, label: str) -> str:
+    """Read a task file as UTF-8 (a leading BOM is dropped).
+
+    Raises:
+        TaskInvalidError: the file cannot be read or is not UTF-8.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TaskInvalidError(
+            f"{label}: cannot be read ({exc.strerror or exc}): check the file's permissions"
+        ) from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TaskInvalidError(
+            f"{label}: is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+            "re-save the file as UTF-8"
+        ) from exc
+
+
+def is_file(path: Path) -> bool:
+    """`path.is_file()` that answers False instead of raising (bad names, permissions)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    """`path.is_dir()` that answers False instead of raising."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def content_hash(root: Path) -> str:
+    """sha256 over every file under `root`: relative POSIX path and bytes, in sorted order.
+
+    `.git` and `__pycache__` folders are skipped (they change without the task changing);
+    a symlink is hashed by its target string, never followed. Unreadable files hash
+    their error name, so the call does not raise for a folder that exists.
+    """
+    entries: list[tuple[str, Path]] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            full = Path(folder, name)
+            entries.append((full.relative_to(root).as_posix(), full))
+    digest = hashlib.sha256()
+    for rel, full in sorted(entries):
+        data: bytes
+        try:
+            if full.is_symlink():
+                data = b"symlink:" + os.readlink(full).encode("utf-8", "surrogateescape")
+            else:
+                data = full.read_bytes()
+        except OSError as exc:
+            data = f"unreadable:{type(exc).__name__}".encode()
+        rel_bytes = rel.encode("utf-8", "surrogateescape")
+        digest.update(len(rel_bytes).to_bytes(8, "big") + rel_bytes)
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def git_commit_id(folder: Path) -> str | None:
+    """HEAD of the git repository containing `folder`, or None (no git, no repo, any failure)."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    commit = proc.stdout.strip()
+    return commit if proc.returncode == 0 and _SHA.fullmatch(commit) else None
+
+
+__all__ = ["content_hash", "git_commit_id", "is_dir", "is_file", "read_text"]

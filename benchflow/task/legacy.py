@@ -1,0 +1,226 @@
+"""The legacy layout's `task.toml` (Harbor task.toml schema 1.0 to 1.2), mapped onto `Frontmatter`.
+
+Real Harbor files load unchanged: the keys benchflow honours are mapped (`[environment]`
+becomes `sandbox`, `[solution]` becomes `oracle`, `version` becomes `schema_version`);
+keys it does not support yet (`mcp_servers`, `healthcheck`, `gpu_types`, ...) and unknown
+keys are dropped with a `TaskConfigWarning` naming the file and the key. Only
+`[verifier.hardening]` is strict, because it is benchflow's own table.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from typing import Any
+
+from pydantic import ValidationError
+
+from benchflow.errors import TaskInvalidError
+from benchflow.task._suggest import describe, short_repr, suggest, unknown_key
+from benchflow.task.models import Frontmatter, HardeningConfig, TaskConfig, TaskConfigWarning
+
+DEFAULT_VERSION = "1.0"
+
+# legacy section -> (native section, {legacy key: native key})
+_SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
+    "task": ("task", {k: k for k in ("name", "description", "authors", "keywords")}),
+    "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
+    "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins")}),
+    "environment": (
+        "sandbox",
+        {
+            k: k
+            for k in (
+                "build_timeout_sec",
+                "docker_image",
+                "cpus",
+                "memory_mb",
+                "storage_mb",
+                "gpus",
+                "workdir",
+                "env",
+                "allow_internet",
+            )
+        },
+    ),
+    "solution": ("oracle", {"env": "env", "timeout_sec": "timeout_sec"}),
+}
+# Harbor keys benchflow knows but does not support yet: warned as such, never "did you mean".
+_HARBOR_ONLY = {
+    "environment.mcp_servers",
+    "environment.healthcheck",
+    "environment.gpu_types",
+    "environment.os",
+    "environment.skills_dir",
+    "environment.allowed_hosts",
+    "environment.tpu",
+    "agent.network_mode",
+    "agent.allowed_hosts",
+    "verifier.user",
+    "verifier.network_mode",
+    "verifier.allowed_hosts",
+    "verifier.environment_mode",
+    "verifier.environment",
+    "verifier.collect",
+    "task.version",
+    "steps",
+}
+# Harbor writes these in almost every file; they ask for nothing benchflow lacks.
+_NOOP_VALUES = {"environment.os": "linux"}
+_TOP_LEVEL = {"version", "schema_version", "source", "metadata", *_SECTIONS}
+_RENAME = {native: legacy for legacy, (native, _) in _SECTIONS.items()}
+_SIZE_UNITS = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
+
+
+def _is_noop(key: str, value: Any) -> bool:
+    """An ignored key whose value changes nothing (`mcp_servers = []`, `os = "linux"`)."""
+    return value in ([], {}) or _NOOP_VALUES.get(key) == value
+
+
+def _warn(label: str, key: str, valid: list[str], detail: str = "") -> None:
+    guess = None if key in _HARBOR_ONLY else suggest(key.rsplit(".", 1)[-1], valid)
+    if guess is not None:
+        message = f"{label}: {unknown_key(key, valid)} The key was ignored."
+    else:
+        message = f"{label}: '{key}' is not supported by benchflow yet and was ignored{detail}"
+    warnings.warn(message, TaskConfigWarning, stacklevel=2)
+
+
+def _size_mb(label: str, key: str, value: Any) -> int:
+    """Harbor's deprecated `memory = "2G"` / `storage = "512M"` sizes, in MB."""
+    text = value.strip().upper() if isinstance(value, str) else ""
+    try:
+        if text[-1:] in _SIZE_UNITS:
+            return int(float(text[:-1]) * _SIZE_UNITS[text[-1]])
+    except (ValueError, OverflowError):
+        pass
+    raise TaskInvalidError(
+        f'{label}: \'environment.{key}\' must be a size such as "2G" or "512M" '
+        f"(got {short_repr(value)}): or use {key}_mb = 2048"
+    )
+
+
+def _environment(label: str, table: dict[str, Any], out: dict[str, Any]) -> None:
+    """The parts of `[environment]` that need more than a rename."""
+    for key in ("memory", "storage"):
+        if key in table:
+            out[f"{key}_mb"] = _size_mb(label, key, table[key])
+    mode = table.get("network_mode")
+    if mode == "no-network":
+        out["allow_internet"] = False
+    elif mode == "public":
+        out["allow_internet"] = True
+    elif "network_mode" in table:
+        _warn(
+            label,
+            "environment.network_mode",
+            [],
+            f" (value {short_repr(mode)}; allow_internet applies)",
+        )
+
+
+def _hardening(label: str, table: Any) -> None:
+    """`[verifier.hardening]` is benchflow's: unknown keys and non-bool values are errors."""
+    if not isinstance(table, dict):
+        return  # the model reports the type
+    valid = list(HardeningConfig.model_fields)
+    for key, value in table.items():
+        if key not in valid:
+            raise TaskInvalidError(f"{label}: {unknown_key(f'verifier.hardening.{key}', valid)}")
+        if not isinstance(value, bool):
+            raise TaskInvalidError(
+                f"{label}: 'verifier.hardening.{key}' must be true or false "
+                f"(got {short_repr(value)})"
+            )
+
+
+def _authors(label: str, authors: Any) -> Any:
+    if not isinstance(authors, list):
+        return authors
+    kept = []
+    for index, author in enumerate(authors):
+        if isinstance(author, dict):
+            for key in author.keys() - {"name", "email"}:
+                _warn(label, f"task.authors[{index}].{key}", ["name", "email"])
+            author = {k: v for k, v in author.items() if k in ("name", "email")}
+        kept.append(author)
+    return kept
+
+
+def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
+    """Map a parsed Harbor `task.toml` onto the native frontmatter shape, warning on the rest."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in _TOP_LEVEL and not _is_noop(key, value):
+            _warn(label, key, sorted(_TOP_LEVEL))
+    version = data.get("schema_version", data.get("version", DEFAULT_VERSION))
+    out["schema_version"] = version
+    for key in ("source", "metadata"):
+        if key in data:
+            out[key] = data[key]
+    for legacy, (native, keys) in _SECTIONS.items():
+        if legacy not in data:
+            continue
+        table = data[legacy]
+        if not isinstance(table, dict):
+            out[native] = table  # the model reports the type under the legacy name
+            continue
+        mapped: dict[str, Any] = {}
+        for key, value in table.items():
+            if key in keys:
+                mapped[keys[key]] = value
+            elif legacy == "environment" and key in ("memory", "storage", "network_mode"):
+                continue  # handled by _environment
+            elif not _is_noop(f"{legacy}.{key}", value):
+                _warn(label, f"{legacy}.{key}", list(keys))
+        if legacy == "environment":
+            _environment(label, table, mapped)
+        if (
+            legacy == "agent"
+            and isinstance(mapped.get("user"), int)
+            and not isinstance(mapped["user"], bool)
+        ):
+            mapped["user"] = str(mapped["user"])  # Harbor accepts a UID
+        if legacy == "verifier" and "hardening" in mapped:
+            _hardening(label, mapped["hardening"])
+        if legacy == "task" and "authors" in mapped:
+            mapped["authors"] = _authors(label, mapped["authors"])
+        out[native] = mapped
+    return out
+
+
+def _rename(version_key: str):  # type: ignore[no-untyped-def]
+    def rename(path: str) -> str:
+        head, dot, rest = path.partition(".")
+        if head == "schema_version":
+            return version_key + dot + rest
+        return _RENAME.get(head, head) + dot + rest
+
+    return rename
+
+
+def parse_task_toml(text: str, label: str) -> TaskConfig:
+    """Parse a legacy `task.toml` into the normalized config.
+
+    Raises:
+        TaskInvalidError: bad TOML syntax, a value of the wrong type, or a bad
+            `[verifier.hardening]` key.
+    """
+    try:
+        data = tomllib.loads(text.removeprefix("\ufeff"))
+    except Exception as exc:  # the parser boundary: any failure means unreadable TOML
+        raise TaskInvalidError(
+            f"{label}: not valid TOML: {short_repr(str(exc))}; fix the TOML syntax"
+        ) from exc
+    mapped = map_task_toml(data, label)
+    version_key = "version" if "schema_version" not in data else "schema_version"
+    try:
+        frontmatter = Frontmatter.model_validate(mapped, strict=False)
+    except ValidationError as exc:
+        raise TaskInvalidError(
+            f"{label}: {describe(exc, Frontmatter, _rename(version_key))}"
+        ) from exc
+    return frontmatter.to_config()
+
+
+__all__ = ["DEFAULT_VERSION", "map_task_toml", "parse_task_toml"]

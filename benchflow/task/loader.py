@@ -1,0 +1,215 @@
+"""`load_task`: a task folder in either layout becomes one `Task`.
+
+```text
+native                              legacy (Harbor)
+<task>/                             <task>/
+├── task.md        frontmatter+prompt  ├── task.toml          config
+├── environment/Dockerfile             ├── instruction.md     prompt
+├── verifier/test.sh  (-> /verifier)   ├── environment/Dockerfile
+├── oracle/solve.sh   (optional)       ├── tests/test.sh      (-> /tests)
+└── prompts/{role,scene}.<name>.md     └── solution/solve.sh  (optional)
+```
+
+If a folder holds both `task.md` and `task.toml`, `task.md` wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from benchflow.errors import TaskInvalidError, TaskNotFoundError
+from benchflow.task import _files
+from benchflow.task.legacy import parse_task_toml
+from benchflow.task.models import TaskConfig, TaskConfigWarning
+from benchflow.task.native import parse_task_md
+
+logger = logging.getLogger(__name__)
+
+Layout = Literal["native", "legacy"]
+
+_VERIFIER = {"native": ("verifier", "/verifier"), "legacy": ("tests", "/tests")}
+_SOLUTION = {"native": "oracle", "legacy": "solution"}
+_CONFIG_FILE = {"native": "task.md", "legacy": "task.toml"}
+_PROMPT_KINDS = ("role", "scene")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One loaded task: its prompt, its normalized config and where its parts live.
+
+    Built by `load_task`; every path is inside the resolved task folder.
+    """
+
+    path: Path
+    name: str
+    layout: Layout
+    instruction: str
+    config: TaskConfig
+    environment_dir: Path
+    dockerfile: Path | None
+    verifier_dir: Path
+    verifier_mount: str
+    solution_dir: Path | None
+    prompts: dict[str, str] = field(default_factory=dict)
+    raw_frontmatter: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def config_file(self) -> Path:
+        """The file the config was read from (`task.md` or `task.toml`)."""
+        return self.path / _CONFIG_FILE[self.layout]
+
+    def git_commit_id(self) -> str | None:
+        """HEAD of the git repository containing the task folder, or None. Never raises."""
+        return _files.git_commit_id(self.path)
+
+    def content_hash(self) -> str:
+        """sha256 over every file of the task folder (relative path + bytes, sorted)."""
+        return _files.content_hash(self.path)
+
+
+def is_task_dir(path: Path | str) -> bool:
+    """Whether `path` is a folder holding `task.md` or `task.toml`. Never raises."""
+    try:
+        folder = Path(path)
+    except TypeError:
+        return False
+    return _files.is_dir(folder) and (
+        _files.is_file(folder / "task.md") or _files.is_file(folder / "task.toml")
+    )
+
+
+def _locate(path: Path | str) -> tuple[Path, Path]:
+    """(path as given, resolved folder) or TaskNotFoundError."""
+    try:
+        given = Path(path)
+        exists, folder = given.exists(), given.is_dir()
+        resolved = given.resolve() if folder else given
+    except (OSError, ValueError, TypeError, RuntimeError) as exc:
+        raise TaskNotFoundError(f"{path!s}: not a valid task path ({exc})") from exc
+    if not exists:
+        raise TaskNotFoundError(f"{given}: no such task folder: check the path")
+    if not folder:
+        raise TaskNotFoundError(
+            f"{given}: is a file, not a task folder: pass the folder that contains "
+            "task.md (or task.toml)"
+        )
+    return given, resolved
+
+
+def _prompts(folder: Path, label: Path) -> dict[str, str]:
+    prompts_dir = folder / "prompts"
+    if not _files.is_dir(prompts_dir):
+        return {}
+    try:
+        files = sorted(prompts_dir.iterdir())
+    except OSError as exc:
+        raise TaskInvalidError(f"{label / 'prompts'}: cannot be listed ({exc.strerror})") from exc
+    prompts: dict[str, str] = {}
+    for file in files:
+        stem = file.name.removesuffix(".md")
+        kind, _, name = stem.partition(".")
+        if file.suffix == ".md" and kind in _PROMPT_KINDS and name and _files.is_file(file):
+            prompts[stem] = _files.read_text(file, str(label / "prompts" / file.name)).strip()
+        else:
+            warnings.warn(
+                f"{label / 'prompts' / file.name}: ignored: prompt files are named "
+                "role.<name>.md or scene.<name>.md",
+                TaskConfigWarning,
+                stacklevel=3,
+            )
+    return prompts
+
+
+def load_task(path: Path | str) -> Task:
+    """Load a task folder in either layout.
+
+    Raises:
+        TaskNotFoundError: the path does not exist, is not a folder, or holds neither
+            task.md nor task.toml.
+        TaskInvalidError: the config or a required file is missing or malformed; the
+            message names the file and the fix.
+    """
+    given, folder = _locate(path)
+    if _files.is_file(folder / "task.md"):
+        layout: Layout = "native"
+        if _files.is_file(folder / "task.toml"):
+            logger.info("%s: both task.md and task.toml exist; task.md wins", given)
+    elif _files.is_file(folder / "task.toml"):
+        layout = "legacy"
+    else:
+        raise TaskNotFoundError(
+            f"{given}: not a task folder: it holds neither task.md nor task.toml; "
+            "add task.md (native layout) or task.toml + instruction.md (legacy layout)"
+        )
+    config_label = str(given / _CONFIG_FILE[layout])
+    text = _files.read_text(folder / _CONFIG_FILE[layout], config_label)
+    problems: list[str] = []
+    raw: dict[str, Any] = {}
+    if layout == "native":
+        config, instruction, raw = parse_task_md(text, config_label)
+        if not instruction:
+            problems.append(
+                f"{config_label}: has no instruction: write the task prompt below the "
+                "frontmatter's closing '---'"
+            )
+    else:
+        config = parse_task_toml(text, config_label)
+        instruction = _legacy_instruction(folder, given, problems)
+
+    verifier_name, mount = _VERIFIER[layout]
+    verifier_dir = folder / verifier_name
+    if not _files.is_file(verifier_dir / "test.sh"):
+        hint = ""
+        if layout == "native" and _files.is_file(folder / "tests" / "test.sh"):
+            hint = " (tests/test.sh is the legacy layout's name: rename tests/ to verifier/)"
+        problems.append(
+            f"{given / verifier_name / 'test.sh'}: missing: add {verifier_name}/test.sh "
+            f"(the script that writes /logs/verifier/reward.txt){hint}"
+        )
+    environment_dir = folder / "environment"
+    dockerfile: Path | None = environment_dir / "Dockerfile"
+    if not _files.is_file(environment_dir / "Dockerfile"):
+        dockerfile = None
+    if dockerfile is None and config.sandbox.docker_image is None:
+        key = "sandbox.docker_image" if layout == "native" else "environment.docker_image"
+        problems.append(
+            f"{given / 'environment' / 'Dockerfile'}: missing and no docker_image is set: "
+            f"add environment/Dockerfile or set {key} in {_CONFIG_FILE[layout]}"
+        )
+    if problems:
+        raise TaskInvalidError("; ".join(problems))
+
+    solution_dir = folder / _SOLUTION[layout]
+    return Task(
+        path=folder,
+        name=config.name or folder.name,
+        layout=layout,
+        instruction=instruction,
+        config=config,
+        environment_dir=environment_dir,
+        dockerfile=dockerfile,
+        verifier_dir=verifier_dir,
+        verifier_mount=mount,
+        solution_dir=solution_dir if _files.is_file(solution_dir / "solve.sh") else None,
+        prompts=_prompts(folder, given) if layout == "native" else {},
+        raw_frontmatter=raw,
+    )
+
+
+def _legacy_instruction(folder: Path, given: Path, problems: list[str]) -> str:
+    file = folder / "instruction.md"
+    label = str(given / "instruction.md")
+    if not _files.is_file(file):
+        problems.append(f"{label}: missing: add instruction.md with the task prompt")
+        return ""
+    text = _files.read_text(file, label)
+    if not text.strip():
+        problems.append(f"{label}: is empty: write the task prompt in it")
+    return text
+
+
+__all__ = ["Layout", "Task", "is_task_dir", "load_task"]

@@ -1,0 +1,359 @@
+"""The trajectory schema: one header line, then one event per line.
+
+A rollout's `trajectory/acp_trajectory.jsonl` is what an agent did, in wire order:
+every ACP `session/update` the agent sent, each prompt it received, each permission
+asked and answered, commands run by non-ACP agents, and errors. Each line is one
+model below; events are a union discriminated on `type`. The schema is versioned by
+the header's `schema_version` (documented in `docs/reference/trajectory.md`).
+
+ACP updates are converted by `event_from_update()`, which keeps the raw update (as
+it arrived on the wire, camelCase keys) under `update` and copies the fields a
+reader needs most (text, tool call id, status...) beside it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from benchflow._models import StrictModel
+
+SCHEMA_VERSION: Literal[1] = 1
+
+EventType = Literal[
+    "user_message",
+    "agent_message",
+    "agent_thought",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+    "usage",
+    "permission",
+    "oracle",
+    "command",
+    "error",
+    "agent_state",
+]
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC (every `ts` and `started_at`)."""
+    return datetime.now(UTC)
+
+
+class TrajectoryHeader(StrictModel):
+    """First line of a trajectory file: which rollout produced it."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["header"] = "header"
+    job_name: str | None = None
+    rollout_name: str | None = None
+    task_name: str | None = None
+    agents: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    started_at: datetime = Field(default_factory=utc_now)
+
+
+class Usage(StrictModel):
+    """Tokens and cost of one turn (or a sum of turns); None where the agent did not say."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
+    currency: str | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        def add(a: float | None, b: float | None) -> Any:
+            return b if a is None else a if b is None else a + b
+
+        return Usage(
+            input_tokens=add(self.input_tokens, other.input_tokens),
+            output_tokens=add(self.output_tokens, other.output_tokens),
+            thought_tokens=add(self.thought_tokens, other.thought_tokens),
+            cached_read_tokens=add(self.cached_read_tokens, other.cached_read_tokens),
+            cached_write_tokens=add(self.cached_write_tokens, other.cached_write_tokens),
+            total_tokens=add(self.total_tokens, other.total_tokens),
+            cost=add(self.cost, other.cost),
+            currency=self.currency or other.currency,
+        )
+
+
+class _Event(StrictModel):
+    """Fields every event carries: order, time and where in the rollout it happened."""
+
+    seq: int
+    ts: datetime
+    scene: str | None = None
+    role: str | None = None
+    turn: int | None = None
+    round: int | None = None
+    session_id: str | None = None
+
+
+class UserMessageEvent(_Event):
+    """A prompt sent to the agent (`update` is None) or a user chunk the agent replayed."""
+
+    type: Literal["user_message"] = "user_message"
+    text: str = ""
+    update: dict[str, Any] | None = None
+
+
+class AgentMessageEvent(_Event):
+    """An `agent_message_chunk`; `load()` merges consecutive chunks (`chunks` counts them)."""
+
+    type: Literal["agent_message"] = "agent_message"
+    text: str = ""
+    chunks: int = 1
+    update: dict[str, Any]
+
+
+class AgentThoughtEvent(_Event):
+    """An `agent_thought_chunk`; merged like agent messages by `load()`."""
+
+    type: Literal["agent_thought"] = "agent_thought"
+    text: str = ""
+    chunks: int = 1
+    update: dict[str, Any]
+
+
+class ToolCallEvent(_Event):
+    """The agent started a tool call (`sessionUpdate: tool_call`)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_call_id: str | None = None
+    title: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    update: dict[str, Any]
+
+
+class ToolCallUpdateEvent(_Event):
+    """Progress or the end of a tool call (`sessionUpdate: tool_call_update`)."""
+
+    type: Literal["tool_call_update"] = "tool_call_update"
+    tool_call_id: str | None = None
+    title: str | None = None
+    status: str | None = None
+    update: dict[str, Any]
+
+
+class PlanEvent(_Event):
+    """The agent's plan (full replacement, or a plan content/removal update)."""
+
+    type: Literal["plan"] = "plan"
+    entries: list[dict[str, Any]] | None = None
+    update: dict[str, Any]
+
+
+class UsageEvent(_Event):
+    """Usage reported by the agent.
+
+    `scope="session"`: an ACP `usage_update` (context window use; `usage.cost` is the
+    session's cumulative cost so far). `scope="turn"`: what one prompt cost, written
+    when the turn ends (tokens from the prompt response, cost as the growth of the
+    cumulative cost); `update` is None. Sum `turn` events, never `session` ones.
+    """
+
+    type: Literal["usage"] = "usage"
+    scope: Literal["turn", "session"] = "session"
+    usage: Usage | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+    update: dict[str, Any] | None = None
+
+
+class PermissionEvent(_Event):
+    """A `session/request_permission` and the policy's answer."""
+
+    type: Literal["permission"] = "permission"
+    tool_call: dict[str, Any]
+    options: list[dict[str, Any]]
+    outcome: Literal["selected", "cancelled"]
+    option_id: str | None = None
+    option_kind: str | None = None
+    policy: str
+
+
+class OracleEvent(_Event):
+    """The oracle agent ran the task's solution script."""
+
+    type: Literal["oracle"] = "oracle"
+    command: str
+    exit_code: int | None = None
+    output: str = ""
+    duration_sec: float | None = None
+
+
+class CommandEvent(_Event):
+    """A command agent (or benchflow on its behalf) ran a command in the sandbox."""
+
+    type: Literal["command"] = "command"
+    command: str
+    exit_code: int | None = None
+    output: str = ""
+    duration_sec: float | None = None
+
+
+class ErrorEvent(_Event):
+    """Something ended the agent's work abnormally (timeout, crash, protocol error)."""
+
+    type: Literal["error"] = "error"
+    error_type: str
+    message: str
+    exit_code: int | None = None
+    stderr_tail: str | None = None
+    cancel_sent: bool = False
+    stop_reason: str | None = None
+
+
+class AgentStateEvent(_Event):
+    """An update about the session rather than the conversation: available commands,
+    mode, config options, session info, or the model benchflow selected (`name`)."""
+
+    type: Literal["agent_state"] = "agent_state"
+    name: str
+    update: dict[str, Any]
+
+
+Event = Annotated[
+    UserMessageEvent
+    | AgentMessageEvent
+    | AgentThoughtEvent
+    | ToolCallEvent
+    | ToolCallUpdateEvent
+    | PlanEvent
+    | UsageEvent
+    | PermissionEvent
+    | OracleEvent
+    | CommandEvent
+    | ErrorEvent
+    | AgentStateEvent,
+    Field(discriminator="type"),
+]
+"""One trajectory line after the header."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def _text_of(content: Any) -> str:
+    """The text of an ACP content block; other kinds (image, resource) yield ''."""
+    if not isinstance(content, dict):
+        return ""
+    if content.get("type") == "text":
+        return str(content.get("text", ""))
+    resource = content.get("resource")
+    if content.get("type") == "resource" and isinstance(resource, dict):
+        return str(resource.get("text", ""))
+    return ""
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def usage_from_acp(data: dict[str, Any] | None) -> Usage | None:
+    """A `Usage` from an ACP `Usage` object (camelCase, e.g. `PromptResponse.usage`)."""
+    if not isinstance(data, dict):
+        return None
+
+    def num(key: str) -> int | None:
+        value = data.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return Usage(
+        input_tokens=num("inputTokens"),
+        output_tokens=num("outputTokens"),
+        thought_tokens=num("thoughtTokens"),
+        cached_read_tokens=num("cachedReadTokens"),
+        cached_write_tokens=num("cachedWriteTokens"),
+        total_tokens=num("totalTokens"),
+    )
+
+
+def event_from_update(update: dict[str, Any], **common: Any) -> Event:
+    """Convert one raw ACP session update (the `update` of a `session/update`) to an event.
+
+    `common` holds `seq`, `ts` and the context fields (scene, role, turn, round,
+    session_id). Unknown or malformed updates never raise: they become
+    `agent_state` events so nothing the agent sent is lost.
+    """
+    kind = update.get("sessionUpdate")
+    if kind == "agent_message_chunk":
+        return AgentMessageEvent(text=_text_of(update.get("content")), update=update, **common)
+    if kind == "agent_thought_chunk":
+        return AgentThoughtEvent(text=_text_of(update.get("content")), update=update, **common)
+    if kind == "user_message_chunk":
+        return UserMessageEvent(text=_text_of(update.get("content")), update=update, **common)
+    if kind == "tool_call":
+        return ToolCallEvent(
+            tool_call_id=_opt_str(update.get("toolCallId")),
+            title=_opt_str(update.get("title")),
+            kind=_opt_str(update.get("kind")),
+            status=_opt_str(update.get("status")),
+            update=update,
+            **common,
+        )
+    if kind == "tool_call_update":
+        return ToolCallUpdateEvent(
+            tool_call_id=_opt_str(update.get("toolCallId")),
+            title=_opt_str(update.get("title")),
+            status=_opt_str(update.get("status")),
+            update=update,
+            **common,
+        )
+    if kind in ("plan", "plan_update", "plan_removed"):
+        entries = update.get("entries")
+        valid = isinstance(entries, list) and all(isinstance(e, dict) for e in entries)
+        return PlanEvent(entries=entries if valid else None, update=update, **common)
+    if kind == "usage_update":
+        cost, meta = _as_dict(update.get("cost")), _as_dict(update.get("_meta"))
+        usage = usage_from_acp(meta.get("usage")) or Usage()
+        amount = cost.get("amount")
+        if isinstance(amount, int | float) and not isinstance(amount, bool):
+            usage = usage.model_copy(
+                update={"cost": float(amount), "currency": _opt_str(cost.get("currency"))}
+            )
+        used, size = update.get("used"), update.get("size")
+        return UsageEvent(
+            usage=usage,
+            context_used=used if isinstance(used, int) and not isinstance(used, bool) else None,
+            context_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            update=update,
+            **common,
+        )
+    return AgentStateEvent(name=str(kind), update=update, **common)
+
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "SCHEMA_VERSION",
+    "AgentMessageEvent",
+    "AgentStateEvent",
+    "AgentThoughtEvent",
+    "CommandEvent",
+    "ErrorEvent",
+    "Event",
+    "EventType",
+    "OracleEvent",
+    "PermissionEvent",
+    "PlanEvent",
+    "ToolCallEvent",
+    "ToolCallUpdateEvent",
+    "TrajectoryHeader",
+    "Usage",
+    "UsageEvent",
+    "UserMessageEvent",
+    "event_from_update",
+    "usage_from_acp",
+    "utc_now",
+]

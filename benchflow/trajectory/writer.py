@@ -1,0 +1,108 @@
+"""The streaming trajectory writer: one file, opened once, appended and flushed per event.
+
+A killed run leaves a valid prefix (at most the line in flight is lost, and the
+reader skips a torn last line). Nothing is kept in memory but the next sequence
+number, so a rollout streaming millions of updates stays flat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+from benchflow.trajectory.events import EVENT_ADAPTER, Event, TrajectoryHeader, utc_now
+
+
+class TrajectoryWriter:
+    """Appends `Event`s to `acp_trajectory.jsonl`, in the order they are written.
+
+    The writer allocates sequence numbers (`next_seq()`) so that a caller can number
+    an update when it arrives and write it later (an update buffered until its
+    session is known keeps its wire position). Writes are synchronous: a line is
+    handed to the OS before `write()` returns, which is what keeps the file a valid
+    prefix when the process dies.
+
+    Opening an existing non-empty file appends after its last event and continues
+    its numbering; the header is written only to a new file.
+    """
+
+    def __init__(self, path: Path, header: TrajectoryHeader | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        existing = self.path.stat().st_size if self.path.exists() else 0
+        self._seq = _last_seq(self.path) + 1 if existing else 0
+        self._file: IO[bytes] | None = self.path.open("ab")
+        self.n_events = 0
+        if not existing:
+            self._write_line((header or TrajectoryHeader()).model_dump_json().encode())
+
+    def next_seq(self) -> int:
+        """Reserve the next sequence number (call it when the thing happens, before any await)."""
+        seq = self._seq
+        self._seq += 1
+        return seq
+
+    def write(self, event: Event) -> None:
+        """Append one event and flush it to the OS."""
+        self._write_line(event.model_dump_json(exclude_none=True).encode())
+        self.n_events += 1
+
+    def record(self, type: str, **fields: Any) -> Event:
+        """Build, number, timestamp and write an event; returns it.
+
+        `record("error", error_type=..., message=..., role="coder")`. Fields given
+        explicitly (`seq`, `ts`) win over the allocated ones.
+        """
+        if "seq" not in fields:
+            fields["seq"] = self.next_seq()
+        if "ts" not in fields:
+            fields["ts"] = utc_now()
+        event = EVENT_ADAPTER.validate_python({"type": type, **fields})
+        self.write(event)
+        return event
+
+    def _write_line(self, data: bytes) -> None:
+        if self._file is None:
+            raise ValueError(f"trajectory writer for {self.path} is closed")
+        self._file.write(data + b"\n")
+        self._file.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _last_seq(path: Path) -> int:
+    """The highest `seq` in an existing file (-1 when it holds only a header)."""
+    last = -1
+    with path.open("rb") as fh:
+        for line in fh:
+            try:
+                seq = json.loads(line).get("seq")
+            except ValueError:
+                continue
+            if isinstance(seq, int) and seq > last:
+                last = seq
+    return last
+
+
+__all__ = ["TrajectoryWriter"]

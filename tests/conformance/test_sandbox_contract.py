@@ -1,0 +1,169 @@
+"""The Sandbox contract, run against every backend available here (docker).
+
+Known gaps: daytona and modal cannot run on this machine (no cloud API); their
+adapters are tested against fakes of their SDKs instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from benchflow.sandbox.base import LiveProcess, Sandbox
+from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.spec import SandboxSpec
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+
+@pytest.fixture
+async def sandbox(tmp_path, job_label) -> AsyncIterator[Sandbox]:
+    env_dir = tmp_path / "environment"
+    env_dir.mkdir()
+    (env_dir / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    box = DockerSandbox(SandboxSpec(name="contract", environment_dir=env_dir, memory_mb=256,
+                                    labels={"benchflow.job": job_label}))
+    await box.start()
+    try:
+        yield box
+    finally:
+        await box.stop()
+
+
+async def read_all(stream) -> bytes:
+    chunks = []
+    try:
+        while True:
+            chunks.append(await stream.receive())
+    except anyio.EndOfStream:
+        return b"".join(chunks)
+
+
+async def processes(sandbox) -> bytes:
+    """Command lines of every process in the sandbox (minbase images have no ps)."""
+    script = 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done 2>/dev/null'
+    listing = (await sandbox.exec(["sh", "-c", script])).stdout
+    assert b"sleep infinity" in listing  # the listing itself works
+    return listing
+
+
+async def test_exec_captures_exit_code_and_both_streams(sandbox):
+    result = await sandbox.exec(["sh", "-c", "echo out; echo err >&2; exit 7"])
+    assert (result.exit_code, result.stdout, result.stderr) == (7, b"out\n", b"err\n")
+    assert sandbox.workdir == "/app"
+    assert (await sandbox.exec(["pwd"])).stdout == b"/app\n"
+
+
+async def test_exec_user_cwd_env(sandbox):
+    result = await sandbox.exec(["sh", "-c", 'id -un; pwd; echo "$GREETING"'], user="nobody",
+                                cwd="/tmp", env={"GREETING": "hi there"})
+    assert result.stdout == b"nobody\n/tmp\nhi there\n"
+
+
+async def test_exec_output_is_binary_and_large_safe(sandbox):
+    result = await sandbox.exec(["sh", "-c", "head -c 4000000 /dev/urandom | tee /tmp/blob"])
+    copy = await sandbox.exec(["cat", "/tmp/blob"])
+    assert len(result.stdout) == 4_000_000 and copy.stdout == result.stdout
+
+
+async def test_exec_timeout_kills_the_command(sandbox):
+    with anyio.fail_after(20):
+        result = await sandbox.exec(["sh", "-c", "sleep 30; echo late"], timeout=0.5)
+    assert result.timed_out and result.stdout == b""
+    assert b"sleep 30" not in await processes(sandbox)
+
+
+async def test_upload_and_download_files_and_folders(sandbox, tmp_path):
+    src = tmp_path / "src"
+    (src / "nested").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha")
+    (src / "nested" / "b.bin").write_bytes(bytes(range(256)))
+    await sandbox.upload(src, "/data/in")
+    await sandbox.upload_bytes(b"#!/bin/sh\necho ran\n", "/data/run.sh", mode=0o755)
+    assert (await sandbox.exec(["/data/run.sh"])).stdout == b"ran\n"
+    assert (await sandbox.exec(["cat", "/data/in/nested/b.bin"])).stdout == bytes(range(256))
+    out = tmp_path / "out"
+    await sandbox.download("/data/in", out)
+    assert (out / "a.txt").read_text() == "alpha"
+    assert (out / "nested" / "b.bin").read_bytes() == bytes(range(256))
+    await sandbox.download("/data/run.sh", tmp_path / "run.sh")
+    assert (tmp_path / "run.sh").read_bytes().startswith(b"#!/bin/sh")
+
+
+async def test_download_does_not_follow_links_out_of_the_destination(sandbox, tmp_path):
+    await sandbox.exec(["sh", "-c", "mkdir -p /logs/x && ln -s /etc/passwd /logs/x/link "
+                                    "&& ln -s ../../../../../tmp/evil /logs/x/up"])
+    await sandbox.download("/logs", tmp_path / "logs")
+    assert not (tmp_path.parent / "tmp" / "evil").exists()
+    assert (tmp_path / "logs" / "verifier").is_dir()
+
+
+async def test_open_process_round_trips_stdin_and_a_1mb_line(sandbox):
+    async with await sandbox.open_process(["sh", "-c", "cat; echo bye >&2; exit 3"]) as proc:
+        assert isinstance(proc, LiveProcess)
+        line = b"y" * 1_000_000 + b"\n"
+        await proc.stdin.send(b"hello\n")
+        await proc.stdin.send(line)
+        await proc.stdin.send_eof()
+        out = await read_all(proc.stdout)
+        err = await read_all(proc.stderr)
+        assert await proc.wait() == 3
+    assert out == b"hello\n" + line and err == b"bye\n"
+
+
+async def test_kill_reaches_the_whole_process_group(sandbox):
+    async with await sandbox.open_process(["sh", "-c", "sleep 301 & sleep 302 & wait"]) as proc:
+        await anyio.sleep(0.3)
+        assert b"sleep 301" in await processes(sandbox)
+        await proc.kill()
+        with anyio.fail_after(10):
+            code = await proc.wait()
+    assert code != 0
+    listing = await processes(sandbox)
+    assert b"sleep 301" not in listing and b"sleep 302" not in listing
+
+
+async def test_stop_is_fast_and_idempotent(tmp_path, job_label):
+    env_dir = tmp_path / "e"
+    env_dir.mkdir()
+    (env_dir / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    box = DockerSandbox(SandboxSpec(name="contract", environment_dir=env_dir,
+                                    labels={"benchflow.job": job_label}))
+    await box.start()
+    with anyio.fail_after(5):  # init as PID 1: no 10 s SIGTERM wait
+        await box.stop()
+    await box.stop()
+    assert box.container_id is None
+
+
+async def test_extra_ca_certificates_are_installed_at_build_and_start(tmp_path, job_label):
+    pem = _self_signed_pem(tmp_path)
+    env_dir = tmp_path / "e"
+    env_dir.mkdir()
+    # the RUN step sees the certificate during the build
+    (env_dir / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nRUN grep -c BEGIN /etc/ssl/certs/ca-certificates.crt > /build-count\n")
+    box = DockerSandbox(SandboxSpec(name="contract-ca", environment_dir=env_dir,
+                                    extra_ca_certs=(pem,), labels={"benchflow.job": job_label}))
+    await box.start()
+    try:
+        assert (await box.exec(["cat", "/build-count"])).stdout.strip() == b"1"
+        bundle = (await box.exec(["cat", "/etc/ssl/certs/ca-certificates.crt"])).stdout
+        assert pem.read_bytes().strip() in bundle
+        env = (await box.exec(["env"])).stdout
+        assert b"NODE_EXTRA_CA_CERTS=" in env and b"SSL_CERT_FILE=" in env
+    finally:
+        await box.stop()
+
+
+def _self_signed_pem(tmp_path: Path) -> Path:
+    import subprocess
+
+    key, pem = tmp_path / "k.pem", tmp_path / "ca.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(pem), "-days", "1", "-subj", "/CN=benchflow-test-ca"],
+                   check=True, capture_output=True)
+    return pem

@@ -1,0 +1,10 @@
+"""Shared fixtures: the anyio backend (asyncio, as the ACP SDK needs)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
