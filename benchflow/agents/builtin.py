@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -44,6 +45,7 @@ class _OracleConnection:
         user = ctx.task.config.agent.user or "root"
         script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'
         env = {**ctx.env, **oracle.env}
+        started = time.monotonic()
         result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
                                         env=env, timeout=timeout)
         out = ctx.paths.command_dir
@@ -51,7 +53,11 @@ class _OracleConnection:
         (out / "stdout.txt").write_bytes(result.stdout)
         (out / "stderr.txt").write_bytes(result.stderr)
         if ctx.trajectory is not None:
-            ctx.trajectory.record_command("oracle", "bash /oracle/solve.sh", result)
+            ctx.trajectory.record("oracle", command=f"bash {ORACLE_DIR}/solve.sh",
+                                  exit_code=result.exit_code, output=result.text(100_000),
+                                  duration_sec=time.monotonic() - started,
+                                  scene=step.scene, role=step.role.name, turn=step.turn_index,
+                                  round=round)
         if result.timed_out:
             raise AgentTimeout("agent", timeout, f"oracle solve.sh exceeded its timeout of {timeout:g} s")
         if result.exit_code != 0:

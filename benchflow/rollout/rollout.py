@@ -34,6 +34,8 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
+from benchflow.trajectory.events import TrajectoryHeader
+from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.runner import VerifierRun, verify
 
 log = logging.getLogger(__name__)
@@ -134,8 +136,10 @@ class Rollout:
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
-        assert self.ctx is not None
+        assert self.ctx is not None and self.task is not None
         self._emit(RolloutEventKind.AGENT_START)
+        if self.ctx.trajectory is None:
+            self.ctx.trajectory = self._open_trajectory()
         for group in session_groups(self.steps):
             first = group[0]
             async with self.drivers[first.role.agent].connect(self.ctx, first.role,
@@ -210,6 +214,8 @@ class Rollout:
         finally:
             with anyio.move_on_after(_CLEANUP_TIMEOUT_SEC, shield=True):
                 await self.cleanup()
+            if self.ctx is not None and self.ctx.trajectory is not None:
+                self.ctx.trajectory.close()
             self.clock.end()
             self._write_result()
             self._emit(RolloutEventKind.END)
@@ -225,6 +231,14 @@ class Rollout:
             write_error_txt(self.paths.error, cause)
         except OSError:
             pass
+
+    def _open_trajectory(self) -> TrajectoryWriter:
+        config = self.config
+        header = TrajectoryHeader(
+            job_name=self.job_name, rollout_name=self.rollout_name, task_name=self.result.task_name,
+            agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
+            models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)))
+        return TrajectoryWriter(self.paths.trajectory, header)
 
     def _write_result(self) -> None:
         if self.paths.trajectory.exists():
