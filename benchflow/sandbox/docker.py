@@ -50,6 +50,7 @@ _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
 _TIMEOUT_EXIT_CODES = (124, 137)
 _docker_limiter = anyio.CapacityLimiter(32)
 _build_locks: dict[str, anyio.Lock] = {}
+_known_images: set[str] = set()  # tags seen locally in this process: skip the inspect call
 
 
 @contextlib.contextmanager
@@ -82,12 +83,18 @@ async def _call(fn: Callable[..., T], *args: Any, error: type[SandboxError] = Sa
 
 
 def _tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    """A tar of `{path: (data, mode)}`; a path ending in "/" is a directory."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, (data, mode) in files.items():
-            info = tarfile.TarInfo(name.lstrip("/"))
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
+            info = tarfile.TarInfo(name.strip("/"))
+            info.mode, info.mtime = mode, int(time.time())
+            if name.endswith("/"):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
@@ -143,7 +150,8 @@ class DockerSandbox:
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             lock = _build_locks.setdefault(tag, anyio.Lock())
             async with lock:
-                exists = await _call(images.image_exists, client, tag, error=SandboxStartError)
+                exists = tag in _known_images or await _call(images.image_exists, client, tag,
+                                                             error=SandboxStartError)
                 if spec.force_build or not exists:
                     log.info("building %s", tag)
                     await _call(images.build_image, client, tag, spec.environment_dir, self._pems,
@@ -153,6 +161,7 @@ class DockerSandbox:
             tag = spec.docker_image or ""
             if not await _call(images.image_exists, client, tag, error=SandboxStartError):
                 await _call(images.pull_image, client, tag, error=SandboxStartError)
+        _known_images.add(tag)
         self.image = tag
         return tag
 
@@ -202,21 +211,26 @@ class DockerSandbox:
             raise _classify_start(exc) from exc
 
     async def _init_container(self) -> None:
-        """One exec: log folders, the workdir, the kill helper and CA certificates."""
+        """Log folders, the kill helper and CA certificates: one upload, an exec only if needed."""
         files: dict[str, tuple[bytes, int]] = {
+            "/logs/agent/": (b"", 0o777),
+            "/logs/verifier/": (b"", 0o700),  # the agent must not read or plant verifier output
+            "/tmp/.benchflow/": (b"", 0o755),
             _KILL_SCRIPT: ((_SCRIPTS / "kill_process.sh").read_bytes(), 0o755),
         }
         if self._pems:
             for fname, data in certs.ca_files(self._pems).items():
                 files[f"{certs.CA_DIR}/{fname}"] = (data, 0o755 if fname.endswith(".sh") else 0o644)
         await self._put_archive("/", _tar_bytes(files))
-        dirs = ["/logs/agent", "/logs/verifier"] + ([self.spec.workdir] if self.spec.workdir else [])
-        script = f"mkdir -p {' '.join(shlex.quote(d) for d in dirs)} && chmod 755 /tmp/.benchflow"
+        steps = []
+        if self.spec.workdir:  # mkdir only: an existing workdir keeps its owner and mode
+            steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
         if self._pems:
-            script += f" && sh {certs.INSTALL_SCRIPT}"
-        result = await self.exec(["sh", "-c", script], user="root")
-        if not result.ok:
-            raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
+            steps.append(f"sh {certs.INSTALL_SCRIPT}")
+        if steps:
+            result = await self.exec(["sh", "-c", " && ".join(steps)], user="root")
+            if not result.ok:
+                raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
 
     async def stop(self, delete: bool = True) -> None:
         if self.container_id is None:

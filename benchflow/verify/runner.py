@@ -43,10 +43,7 @@ class VerifierOutcome:
 
 
 async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
-    """Replace the verifier folder in the sandbox with the task's, and reset /logs/verifier."""
-    reset = (f'rm -rf "$0" {VERIFIER_LOGS} && mkdir -p "$0" {VERIFIER_LOGS} '
-             f'&& chmod 777 {VERIFIER_LOGS}')
-    await sandbox.exec(["sh", "-c", reset, run.mount], user="root")
+    """Copy the task's verifier folder into the sandbox."""
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
@@ -58,7 +55,10 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path) -> 
         VerifierFailed: test.sh exited non-zero.
     """
     script = f"{run.mount}/test.sh"
-    result = await sandbox.exec(["sh", "-c", 'chmod +x "$0" && exec "$0"', script],
+    # Reward files written before this moment never count.
+    launch = (f"rm -rf {VERIFIER_LOGS} && mkdir -m 755 -p {VERIFIER_LOGS} "
+              '&& chmod +x "$0" && exec "$0"')
+    result = await sandbox.exec(["sh", "-c", launch, script],
                                 user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,94 @@
+"""Rollout overhead: benchflow's hello-world oracle rollout against the bare Docker floor.
+
+Prints the median wall time of N rollouts (image cached) with each phase's share, and
+the median of a floor doing the same Docker steps bare through the SDK: create, start,
+three execs, one copy, remove. Target: benchflow's median at most 1.5x the floor.
+
+    python labs/benchmarks/rollout_overhead.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import docker
+
+from benchflow import RolloutConfig, Scene
+from benchflow.rollout import Rollout
+from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.spec import SandboxSpec
+
+REPO = Path(__file__).resolve().parents[2]
+TASK = REPO / "tasks" / "hello-world"
+PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+
+
+def floor_once(client: docker.DockerClient, image: str) -> float:
+    started = time.perf_counter()
+    container = client.containers.create(image, ["sleep", "infinity"], init=True, detach=True,
+                                          labels={"benchflow.managed": "true",
+                                                  "benchflow.job": "bench-floor"})
+    container.start()
+    container.exec_run(["mkdir", "-p", "/logs/agent", "/logs/verifier"])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = b'#!/bin/bash\necho "Hello, world!" > /app/hello.txt\n'
+        info = tarfile.TarInfo("oracle/solve.sh")
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    container.put_archive("/", buf.getvalue())
+    container.exec_run(["bash", "/oracle/solve.sh"])
+    container.exec_run(["sh", "-c", "cat /app/hello.txt > /logs/verifier/reward.txt"])
+    container.remove(force=True)
+    return time.perf_counter() - started
+
+
+async def rollout_once(jobs_dir: Path, i: int) -> tuple[float, dict[str, float]]:
+    config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent="oracle")],
+                           jobs_dir=jobs_dir, job_name="bench", attempt=i + 1)
+    started = time.perf_counter()
+    result = await Rollout(config).run()
+    wall = time.perf_counter() - started
+    assert result.reward == 1.0, result.error
+    return wall, {p: getattr(result.durations, f"{p}_sec") or 0.0 for p in PHASES}
+
+
+async def main(runs: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs_dir = Path(tmp)
+        # warm-up: build the image once, so every measured run uses the cache
+        sandbox = DockerSandbox(SandboxSpec(name=TASK.name, environment_dir=TASK / "environment"))
+        image = await sandbox.prepare_image()
+        await rollout_once(jobs_dir, 999)
+        client = docker.from_env()
+        floor_once(client, image)
+
+        walls, phases = [], {p: [] for p in PHASES}
+        floors = []
+        for i in range(runs):
+            wall, durations = await rollout_once(jobs_dir, i)
+            walls.append(wall)
+            for p in PHASES:
+                phases[p].append(durations[p])
+            floors.append(await anyio.to_thread.run_sync(floor_once, client, image))
+
+    ours, floor = statistics.median(walls), statistics.median(floors)
+    print(f"benchflow hello-world oracle rollout, median of {runs}: {ours * 1000:.0f} ms")
+    for p in PHASES:
+        share = statistics.median(phases[p])
+        print(f"  {p:<18} {share * 1000:6.0f} ms  {share / ours:5.1%}")
+    print(f"bare Docker SDK floor, median of {runs}:          {floor * 1000:.0f} ms")
+    print(f"ratio: {ours / floor:.2f}x (target <= 1.5x)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=10)
+    anyio.run(main, parser.parse_args().runs)
