@@ -9,6 +9,7 @@ import typer
 from benchflow import __version__
 from benchflow.cli import sandbox, tasks
 from benchflow.cli._common import configure_logging
+from benchflow.cli.model_server import model_server_command
 from benchflow.cli.run import run_command
 
 app = typer.Typer(
@@ -16,6 +17,7 @@ app = typer.Typer(
     help="Run AI coding agents on containerized tasks, score them, keep their trajectories.",
 )
 app.command("run")(run_command)
+app.command("model-server")(model_server_command)
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(sandbox.app, name="sandbox")
 
