@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from benchflow._models import FrozenModel
+from benchflow.errors import ConfigError
 from benchflow.sandbox.spec import PreservePolicy
 
 EnvironmentType = Literal["docker", "daytona", "modal"]
@@ -63,6 +65,27 @@ class Scene(FrozenModel):
         return cls(roles=[Role(name=role, agent=agent, model=model, env=env or {},
                                timeout_sec=timeout_sec)],
                    turns=[Turn(role=role, prompt=prompt)])
+
+
+def load_scenes(path: Path) -> list[Scene]:
+    """Scenes from a YAML file: a list of scenes, or a mapping with a `scenes` list.
+
+    Raises:
+        ConfigError: unreadable file, bad YAML, or an invalid scene (naming the file).
+    """
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read scenes: {exc}") from exc
+    if isinstance(data, dict):
+        data = data.get("scenes")
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"{path}: expected a list of scenes (or 'scenes: [...]'), each with "
+                          "roles and turns")
+    try:
+        return [Scene.model_validate(item) for item in data]
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: invalid scene: {exc}") from exc
 
 
 class RolloutConfig(FrozenModel):

@@ -17,14 +17,14 @@ from benchflow.cli._common import (
 )
 from benchflow.cli.progress import JobProgress, results_table
 from benchflow.agents.registry import get_driver
-from benchflow.config import RolloutConfig, Scene
+from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job import Job, JobResult, Trial
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.docker import preflight
 from benchflow.sandbox.spec import PreservePolicy
-from benchflow.task import resolve_run_target
+from benchflow.task import Task, resolve_run_target
 
 
 def run_command(
@@ -43,25 +43,39 @@ def run_command(
         "--ca-cert", help="extra CA certificate (PEM) for sandboxes; repeatable")] = None,
     task_filter: Annotated[list[str] | None, typer.Option(
         "-t", "--task", help="run only this task of a dataset; repeatable")] = None,
+    scenes_file: Annotated[Path | None, typer.Option(
+        "--scenes", help="YAML file of scenes (roles and turns) to run instead of one turn")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
         dataset_name, tasks = resolve_run_target(path, task_filter)
-        scene = Scene.single(agent=agent, model=model)
+        given_scenes = load_scenes(scenes_file) if scenes_file else None
         trials = [
-            Trial(RolloutConfig(task_path=task.path, scenes=[scene], environment=env,
+            Trial(RolloutConfig(task_path=task.path,
+                                scenes=given_scenes or _task_scenes(task, agent, model),
+                                environment=env,
                                 dataset_name=dataset_name, attempt=attempt,
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None), task)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
-        get_driver(agent)  # a bad agent name fails before any container starts
+        for trial in trials:  # a bad agent name fails before any container starts
+            for scene in trial.config.scenes:
+                for role in scene.roles:
+                    get_driver(role.agent)
         job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
                                         trials, concurrency)
     console.print(results_table(results))
     _summary(job_result, jobs_dir)
     raise typer.Exit(EXIT_ROLLOUT_ERROR if any(r.error for r in results) else EXIT_OK)
+
+
+def _task_scenes(task: Task, agent: str, model: str | None) -> list[Scene]:
+    """The task's own scenes (roles filled from -a/-m), else one turn of AGENT."""
+    if task.scenes is not None:
+        return task.scenes.to_scenes(agent, model)
+    return [Scene.single(agent=agent, model=model)]
 
 
 def _preserve(value: str) -> PreservePolicy:

@@ -26,6 +26,7 @@ from benchflow.task import _files
 from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import TaskConfig, TaskConfigWarning
 from benchflow.task.native import parse_task_md
+from benchflow.task.scenes import TaskScenes, parse_task_scenes
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class Task:
     solution_dir: Path | None
     prompts: dict[str, str] = field(default_factory=dict)
     raw_frontmatter: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    scenes: TaskScenes | None = field(default=None, compare=False, repr=False)
+    """Roles and scenes the task declares in its frontmatter (native layout only)."""
 
     @property
     def config_file(self) -> Path:
@@ -149,8 +152,10 @@ def load_task(path: Path | str) -> Task:
     text = _files.read_text(folder / _CONFIG_FILE[layout], config_label)
     problems: list[str] = []
     raw: dict[str, Any] = {}
+    scenes: TaskScenes | None = None
     if layout == "native":
         config, instruction, raw = parse_task_md(text, config_label)
+        scenes = parse_task_scenes(raw, config_label)
         if not instruction:
             problems.append(
                 f"{config_label}: has no instruction: write the task prompt below the "
@@ -197,6 +202,7 @@ def load_task(path: Path | str) -> Task:
         solution_dir=solution_dir if _files.is_file(solution_dir / "solve.sh") else None,
         prompts=_prompts(folder, given) if layout == "native" else {},
         raw_frontmatter=raw,
+        scenes=scenes,
     )
 
 
