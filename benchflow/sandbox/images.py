@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 _BUILD_RECIPE_VERSION = "1"  # bump when the way images are derived changes
 _CA_CONTEXT = ".benchflow-ca"
 _FROM = re.compile(r"^\s*FROM\s", re.IGNORECASE)
+_SCRATCH = re.compile(r"^\s*FROM\s+(--\S+\s+)*scratch(\s|$)", re.IGNORECASE)
 
 
 def image_tag(name: str, environment_dir: Path, pems: list[bytes]) -> str:
@@ -53,7 +54,10 @@ def image_tag(name: str, environment_dir: Path, pems: list[bytes]) -> str:
 
 
 def inject_ca(dockerfile: str) -> str:
-    """Install the CA certificates after every FROM, before the stage's own steps."""
+    """Install the CA certificates after every FROM, before the stage's own steps.
+
+    `FROM scratch` stages are left alone: they have no shell to run the installer.
+    """
     steps = (
         f"COPY {_CA_CONTEXT}/ {certs.CA_DIR}/\n"
         f"RUN sh {certs.INSTALL_SCRIPT}\n"
@@ -62,7 +66,7 @@ def inject_ca(dockerfile: str) -> str:
     out = []
     for line in dockerfile.splitlines(keepends=True):
         out.append(line)
-        if _FROM.match(line):
+        if _FROM.match(line) and not _SCRATCH.match(line):
             out.append(("" if line.endswith("\n") else "\n") + steps)
     return "".join(out)
 

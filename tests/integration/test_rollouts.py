@@ -16,6 +16,9 @@ from .conftest import FIXTURES, TASKS
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
+EXAMPLE_TASKS = sorted(p.name for p in TASKS.iterdir()
+                       if (p / "task.md").exists() or (p / "task.toml").exists())
+
 
 async def run_rollout(task: Path, agent: str, jobs_dir: Path, job: str, **kw) -> RolloutResult:
     config = RolloutConfig(task_path=task, scenes=[Scene.single(agent=agent)], jobs_dir=jobs_dir,
@@ -23,7 +26,7 @@ async def run_rollout(task: Path, agent: str, jobs_dir: Path, job: str, **kw) ->
     return await Rollout(config).run()
 
 
-@pytest.mark.parametrize("task", ["hello-world", "hello-world-legacy", "fix-python-bug"])
+@pytest.mark.parametrize("task", EXAMPLE_TASKS)
 async def test_oracle_scores_one_on_every_example_task(task, tmp_path, job_label):
     result = await run_rollout(TASKS / task, "oracle", tmp_path, job_label)
     assert result.error is None, result.error
@@ -41,7 +44,7 @@ async def test_oracle_scores_one_on_every_example_task(task, tmp_path, job_label
     assert result.timestamps.started_at <= result.timestamps.verifier_started_at
 
 
-@pytest.mark.parametrize("task", ["hello-world", "hello-world-legacy", "fix-python-bug"])
+@pytest.mark.parametrize("task", EXAMPLE_TASKS)
 async def test_nop_scores_zero(task, tmp_path, job_label):
     result = await run_rollout(TASKS / task, "nop", tmp_path, job_label)
     assert result.error is None

@@ -44,8 +44,8 @@ sandbox:
 oracle:
   timeout_sec: 30
   env: {SEED: "7"}
-agents: [coder, reviewer]
-scenes: {main: {turns: 2}}
+agents: {coder: {agent: scripted}, reviewer: {model: m2}}
+scenes: [{name: loop, turns: [{role: coder}, {role: reviewer, prompt: check}]}]
 user: {kind: scripted}
 """
 
@@ -122,9 +122,11 @@ def test_every_frontmatter_key_is_honoured(native) -> None:
         False,
     )
     assert (c.oracle.timeout_sec, c.oracle.env) == (30, {"SEED": "7"})
-    # reserved keys are accepted and kept for the multi-agent issues
-    assert task.raw_frontmatter["agents"] == ["coder", "reviewer"]
-    assert task.raw_frontmatter["scenes"] == {"main": {"turns": 2}}
+    # roles and scenes become Scenes, the run's -a/-m filling what a role leaves out
+    (scene,) = task.scenes.to_scenes("nop", "m1")
+    assert [(r.name, r.agent, r.model) for r in scene.roles] == [
+        ("coder", "scripted", "m1"), ("reviewer", "nop", "m2")]
+    assert [(t.role, t.prompt) for t in scene.turns] == [("coder", None), ("reviewer", "check")]
     assert task.raw_frontmatter["user"] == {"kind": "scripted"}
     # docker_image set: a missing Dockerfile is fine
     assert task.dockerfile is None
@@ -289,3 +291,15 @@ def test_task_is_frozen(native) -> None:
         task.name = "other"  # type: ignore[misc]
     with pytest.raises(ValueError, match="frozen"):
         task.config.sandbox.cpus = 4  # type: ignore[misc]
+
+
+def test_turn_naming_an_undeclared_role_is_a_load_error(tmp_path):
+    task = tmp_path / "t"
+    (task / "verifier").mkdir(parents=True)
+    (task / "environment").mkdir()
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    (task / "verifier" / "test.sh").write_text("#!/bin/sh\n")
+    (task / "task.md").write_text("---\nagents: {coder: {}}\nscenes:\n  - turns: [{role: ghost}]\n"
+                                  "---\nDo it.\n")
+    with pytest.raises(TaskInvalidError, match="names role 'ghost'.*declared: coder"):
+        load_task(task)
