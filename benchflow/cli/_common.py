@@ -39,5 +39,9 @@ def user_errors() -> Iterator[None]:
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Console shows `level` and up; rollout.log files get INFO and up regardless."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level.upper())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger("benchflow").setLevel(min(logging.INFO, logging.getLevelName(level.upper())))

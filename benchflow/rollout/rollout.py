@@ -19,6 +19,7 @@ from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.logs import rollout_log
 from benchflow.rollout.result import (
     ErrorInfo,
     PhaseClock,
@@ -188,7 +189,13 @@ class Rollout:
 
     async def run(self) -> RolloutResult:
         """Run every phase; never raises for a rollout failure (it is in `result.error`)."""
+        self.paths.mkdirs()
+        with rollout_log(self.paths.log, self.rollout_name):
+            return await self._run()
+
+    async def _run(self) -> RolloutResult:
         self.clock.begin()
+        log.info("rollout %s of job %s starts", self.rollout_name, self.job_name)
         self._emit(RolloutEventKind.START)
         phase = "environment_setup"
         try:
@@ -218,6 +225,8 @@ class Rollout:
                 self.ctx.trajectory.close()
             self.clock.end()
             self._write_result()
+            log.info("rollout ends: reward %s, error %s", self.result.reward,
+                     self.result.error.type if self.result.error else None)
             self._emit(RolloutEventKind.END)
         return self.result
 
@@ -246,6 +255,7 @@ class Rollout:
         write_json_atomic(self.paths.result, self.result.model_dump_json(indent=2))
 
     def _emit(self, kind: RolloutEventKind) -> None:
+        log.info("%s", kind.value)
         if self.listener is not None:
             self.listener(RolloutEvent(kind, self.rollout_name, self.result))
 
