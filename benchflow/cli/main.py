@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from benchflow import __version__
-from benchflow.cli import sandbox, tasks
+from benchflow.cli import jobs, sandbox, tasks
 from benchflow.cli._common import configure_logging
 from benchflow.cli.model_server import model_server_command
 from benchflow.cli.run import run_command
@@ -20,6 +22,7 @@ app.command("run")(run_command)
 app.command("model-server")(model_server_command)
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(jobs.app, name="jobs")
 
 
 def _version(value: bool) -> None:
@@ -38,5 +41,8 @@ def _root(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point; `benchflow job.yaml ...` means `benchflow jobs run job.yaml ...`."""
+    args = sys.argv[1:]
+    if args and args[0].endswith((".yaml", ".yml", ".json")) and Path(args[0]).is_file():
+        sys.argv[1:1] = ["jobs", "run"]
     app()

@@ -1,23 +1,32 @@
 """A job: many rollouts (agents x tasks x attempts) with bounded concurrency.
 
-Each rollout's result.json is written as it ends; the job's result.json aggregates
-them. One failing rollout never cancels its siblings; cancelling the job cancels every
-running rollout (each still cleans up its sandbox) and records the rest as skipped.
+Each trial's result.json is written as it ends; the job's result.json aggregates
+them. One failing trial never cancels its siblings. An infrastructure failure is
+retried with backoff (the earlier errors kept in `retried_errors`, the earlier
+attempt's files in `<trial>/retries/<n>/`). Cancelling the job (`Job.cancel()` or
+cancelling the caller) stops every running trial (each still removes its sandbox),
+records the queued ones as skipped and writes result.json with `cancelled: true`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import anyio
 
+from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
+from benchflow.job.config import MetricConfig
+from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, TrialRef, build_job_result
-from benchflow.rollout.events import RolloutListener
-from benchflow.rollout.result import RolloutResult, utcnow, write_json_atomic
+from benchflow.job.retry import NO_RETRY, RetryPolicy
+from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.task import Task
 
@@ -26,63 +35,182 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Trial:
-    """One planned rollout of the job."""
+    """One planned rollout of the job.
+
+    `task` is None when the task did not load: the rollout then records task_invalid
+    or task_not_found without starting a container. `drivers` are per-job agent
+    drivers (command agents) the rollout uses before the registry.
+    """
 
     config: RolloutConfig
     task: Task | None = None
+    drivers: Mapping[str, AgentDriver] = field(default_factory=dict)
+    task_folder: str | None = None
 
     @property
     def ref(self) -> TrialRef:
+        """The trial's identity as the job result lists it (task = the task folder name)."""
         c = self.config
-        return TrialRef(task_name=self.task.name if self.task else c.task_path.name,
-                        dataset_name=c.dataset_name or c.task_path.parent.name,
+        folder = c.task_path.expanduser().resolve()
+        task = self.task_folder or (self.task.path.name if self.task else folder.name)
+        return TrialRef(task_name=task, dataset_name=c.dataset_name or folder.parent.name,
                         agent_name=c.agent_name, attempt=c.attempt)
+
+    @property
+    def trial_name(self) -> str:
+        """`<agent>/<dataset>/<task>__<n>`, the trial's folder under the job."""
+        r = self.ref
+        return f"{r.agent_name}/{r.dataset_name}/{r.task_name}__{r.attempt}"
+
+
+def _archive_attempt(root: Path, attempt: int) -> None:
+    """Move a failed attempt's files to `<trial>/retries/<attempt>/` before the next one."""
+    if not root.is_dir():
+        return
+    dest = root / "retries" / str(attempt)
+    dest.mkdir(parents=True, exist_ok=True)
+    for child in list(root.iterdir()):
+        if child.name != "retries":
+            os.replace(child, dest / child.name)
 
 
 @dataclass
 class Job:
-    """Runs `trials` with at most `concurrency` at once and writes the job's result.json."""
+    """Runs `trials` with at most `concurrency` at once and writes the job's result.json.
+
+    `finished` holds results of an earlier run of the same job (resume): they count in
+    the aggregates and are not run again.
+    """
 
     name: str
     jobs_dir: Path
     trials: Sequence[Trial]
     concurrency: int = 4
     listener: RolloutListener | None = None
+    retry: RetryPolicy = NO_RETRY
+    metrics: Sequence[MetricConfig] = ()
+    finished: Sequence[RolloutResult] = ()
+    started_at: datetime | None = None
     results: list[RolloutResult] = field(default_factory=list)
+    cancelled: bool = False
+    _by_index: dict[int, RolloutResult] = field(default_factory=dict, repr=False)
+    _started: set[int] = field(default_factory=set, repr=False)
+    _scope: anyio.CancelScope | None = field(default=None, repr=False)
 
     @property
     def job_dir(self) -> Path:
         return self.jobs_dir / self.name
 
+    @property
+    def running(self) -> int:
+        """How many trials have started and not ended."""
+        return len(self._started) - len(self._by_index)
+
+    def cancel(self) -> None:
+        """Stop starting trials and cancel the running ones; `run()` then returns normally."""
+        self.cancelled = True
+        if self._scope is not None:
+            self._scope.cancel()
+
     async def run(self) -> JobResult:
-        started = utcnow()
+        """Run every trial; returns (and writes) the job result, `cancelled` if cancelled."""
+        self.started_at = self.started_at or utcnow()
         self.job_dir.mkdir(parents=True, exist_ok=True)
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
-        started_trials: set[int] = set()
-        cancelled = False
         try:
-            async with anyio.create_task_group() as tg:
-                for index, trial in enumerate(self.trials):
-                    tg.start_soon(self._run_trial, index, trial, limiter, started_trials,
-                                  name=trial.ref.task_name)
+            with anyio.CancelScope() as self._scope:
+                if self.cancelled:
+                    self._scope.cancel()
+                async with anyio.create_task_group() as tg:
+                    for index, trial in enumerate(self.trials):
+                        tg.start_soon(self._run_trial, index, trial, limiter,
+                                      name=trial.trial_name)
         except anyio.get_cancelled_exc_class():
-            cancelled = True
+            self.cancelled = True
             raise
         finally:
-            skipped = [t.ref for i, t in enumerate(self.trials) if i not in started_trials]
-            result = build_job_result(self.name, self.results, skipped, cancelled=cancelled,
-                                      started_at=started, ended_at=utcnow())
-            write_json_atomic(self.job_dir / "result.json", result.model_dump_json(indent=2))
+            result = self.write_result()
         return result
 
-    async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter,
-                         started: set[int]) -> None:
-        async with limiter:
-            started.add(index)
-            rollout = Rollout(trial.config.model_copy(update={"job_name": self.name,
-                                                              "jobs_dir": self.jobs_dir}),
-                              task=trial.task, listener=self.listener)
-            try:
-                await rollout.run()
-            finally:  # a cancelled rollout still has a (cancelled) result
-                self.results.append(rollout.result)
+    def all_results(self) -> list[RolloutResult]:
+        """Finished results of earlier runs, then this run's in plan order."""
+        return [*self.finished, *(self._by_index[i] for i in sorted(self._by_index))]
+
+    def skipped(self, *, include_running: bool = False) -> list[TrialRef]:
+        """Trials that never started (and, for an abrupt exit, those without a result)."""
+        return [t.ref for i, t in enumerate(self.trials)
+                if i not in self._started or (include_running and i not in self._by_index)]
+
+    def build_result(self, *, include_running: bool = False) -> JobResult:
+        """The job result as of now (counts, aggregates, metrics)."""
+        results = self.all_results()
+        started = self.started_at or utcnow()
+        return build_job_result(self.name, results, self.skipped(include_running=include_running),
+                                cancelled=self.cancelled, started_at=started, ended_at=utcnow(),
+                                metrics=compute_metrics(results, self.metrics))
+
+    def write_result(self, *, include_running: bool = False) -> JobResult:
+        """Write `jobs/<job>/result.json` (atomically) and return it."""
+        result = self.build_result(include_running=include_running)
+        write_json_atomic(self.job_dir / "result.json", result.model_dump_json(indent=2))
+        return result
+
+    # -- one trial ---------------------------------------------------------------------
+
+    def _listener(self, attempt: int) -> RolloutListener | None:
+        """Forward events, except the END of an attempt that will be retried."""
+        if self.listener is None:
+            return None
+        listener, retry = self.listener, self.retry
+
+        def forward(event: RolloutEvent) -> None:
+            if (event.kind is RolloutEventKind.END and event.result is not None
+                    and retry.should_retry(event.result, attempt)):
+                return
+            listener(event)
+
+        return forward
+
+    @staticmethod
+    def _mark_cancelled(rollout: Rollout) -> None:
+        result = rollout.result
+        assert result.error is not None
+        result.error = ErrorInfo(type="cancelled", phase=result.error.phase,
+                                 message=f"cancelled with the job (then: {result.error.type}: "
+                                         f"{result.error.message})")
+        result.reward = result.rewards = None
+        write_json_atomic(rollout.paths.result, result.model_dump_json(indent=2))
+
+    def _record(self, index: int, result: RolloutResult) -> None:
+        self._by_index[index] = result
+        self.results.append(result)
+
+    async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
+        config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir})
+        retried: list[ErrorInfo] = []
+        last: RolloutResult | None = None
+        attempt = 0
+        try:
+            while True:
+                attempt += 1
+                async with limiter:
+                    self._started.add(index)
+                    rollout = Rollout(config, task=trial.task, listener=self._listener(attempt),
+                                      drivers=trial.drivers)
+                    rollout.result.retried_errors = list(retried)
+                    last = rollout.result  # a cancelled rollout still has a (cancelled) result
+                    await rollout.run()
+                if self.cancelled and last.error is not None and last.error.type != "cancelled":
+                    self._mark_cancelled(rollout)  # its sandbox was removed under it
+                if not self.retry.should_retry(last, attempt):
+                    return
+                assert last.error is not None
+                delay = self.retry.delay_sec(attempt)
+                log.warning("%s: attempt %d failed with %s; retrying in %.1f s",
+                            rollout.rollout_name, attempt, last.error.type, delay)
+                retried.append(last.error)
+                await anyio.sleep(delay)
+                _archive_attempt(rollout.paths.root, attempt)
+        finally:
+            if last is not None:
+                self._record(index, last)

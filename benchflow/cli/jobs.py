@@ -1,0 +1,231 @@
+"""`benchflow jobs run|resume|summary`: jobs from a job file (also `benchflow job.yaml`).
+
+Exit codes: 0 every trial ran without error (a reward of 0 is not an error), 1 some
+trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from benchflow.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_CANCELLED,
+    EXIT_OK,
+    EXIT_ROLLOUT_ERROR,
+    console,
+    err_console,
+    user_errors,
+)
+from benchflow.cli.progress import JobProgress
+from benchflow.errors import ConfigError
+from benchflow.job.config import MetricConfig, load_job_config, with_absolute_paths, with_overrides
+from benchflow.job.job import Job
+from benchflow.job.metrics import compute_metrics
+from benchflow.job.models import JobResult, aggregate
+from benchflow.job.resume import prepare_resume, previous_start
+from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished, start_new_job
+from benchflow.job.signals import remove_containers, run_with_signals
+from benchflow.job.store import RESULT, iter_trial_results, job_lock
+from benchflow.rollout.events import RolloutEvent, RolloutEventKind
+from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.docker import preflight
+
+app = typer.Typer(name="jobs", no_args_is_help=True,
+                  help="Run a job file (agents x tasks x attempts), resume it, summarize it.")
+
+
+class MetricsProgress(JobProgress):
+    """JobProgress that also shows the job file's metrics, updated as trials end."""
+
+    def __init__(self, console: Console, total: int, title: str,
+                 metrics: Sequence[MetricConfig], finished: Sequence[RolloutResult] = ()) -> None:
+        self.metrics = list(metrics)
+        self.ended: list[RolloutResult] = list(finished)
+        super().__init__(console, total, title)
+
+    def _stats(self) -> str:
+        values = compute_metrics(self.ended, self.metrics)
+        shown = "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in values.items())
+        return f"{super()._stats()}  {shown}".rstrip()
+
+    def __call__(self, event: RolloutEvent) -> None:
+        if event.kind is RolloutEventKind.END and event.result is not None:
+            self.ended.append(event.result)
+        super().__call__(event)
+
+
+def _notify(message: str) -> None:
+    err_console.print(f"[yellow]{message}[/]", highlight=False)
+
+
+async def _execute(prepared: PreparedJob, *, resuming: bool) -> tuple[JobResult, Job]:
+    config = prepared.config
+    environment = config.environment.type
+    if environment == "docker":
+        await preflight()
+        if resuming:  # containers a crashed run left behind
+            await remove_containers(config.name)
+    title = f"{config.name} ({len(prepared.to_run)} trials)"
+    with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
+                         prepared.finished) as progress:
+        job = make_job(prepared, listener=progress)
+        if resuming:
+            job.started_at = previous_start(prepared.job_dir)
+        result = await run_with_signals(job, environment, _notify)
+    return result, job
+
+
+def _run_prepared(prepared: PreparedJob, *, resuming: bool) -> int:
+    logging.getLogger("benchflow").setLevel(prepared.config.log_level.upper())
+    with job_lock(prepared.job_dir):
+        if resuming:
+            reset_unfinished(prepared)
+        else:
+            start_new_job(prepared)
+        result, job = anyio.run(lambda: _execute(prepared, resuming=resuming))
+    console.print(summary_table(job.all_results(), title=f"job {result.job_name}"))
+    _print_summary(result, prepared.job_dir)
+    if result.cancelled:
+        return EXIT_CANCELLED
+    return EXIT_ROLLOUT_ERROR if any(r.error for r in job.all_results()) else EXIT_OK
+
+
+def _exit_code(fn: object, *args: object, **kwargs: object) -> int:
+    try:
+        with user_errors():
+            return fn(*args, **kwargs)  # type: ignore[operator]
+    except typer.Exit as exc:
+        return exc.exit_code
+
+
+def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
+              environment: str | None, jobs_dir: Path | None) -> int:
+    config = load_job_config(path)
+    if environment is not None and environment not in ("docker", "daytona", "modal"):
+        raise ConfigError(f"--env must be docker, daytona or modal (got {environment!r})")
+    config = with_overrides(config, n_concurrent_trials=n_concurrent, n_attempts=n_attempts,
+                            environment_type=environment, jobs_dir=jobs_dir)
+    prepared = prepare_job(with_absolute_paths(config), source=path)
+    if not prepared.trials:
+        raise ConfigError(f"{path}: the job has no trials: its datasets hold no tasks")
+    return _run_prepared(prepared, resuming=False)
+
+
+def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int | None = None,
+                 environment: str | None = None, jobs_dir: Path | None = None) -> int:
+    """Run the job file at `path` with optional overrides; returns the exit code.
+
+    Bad input is printed as one line on stderr (exit code 2), never a traceback.
+    """
+    return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir)
+
+
+@app.command("run")
+def run_command(
+    job_file: Annotated[Path, typer.Argument(help="job file (YAML or JSON)")],
+    n_concurrent: Annotated[int | None, typer.Option(
+        "-n", "--n-concurrent", min=1, help="override n_concurrent_trials")] = None,
+    n_attempts: Annotated[int | None, typer.Option(
+        "-k", "--n-attempts", min=1, help="override n_attempts")] = None,
+    environment: Annotated[str | None, typer.Option(
+        "--env", help="override environment.type: docker | daytona | modal")] = None,
+    jobs_dir: Annotated[Path | None, typer.Option("--jobs-dir", help="override jobs_dir")] = None,
+) -> None:
+    """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""
+    raise typer.Exit(run_job_file(job_file, n_concurrent=n_concurrent, n_attempts=n_attempts,
+                                  environment=environment, jobs_dir=jobs_dir))
+
+
+def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,
+            n_concurrent: int | None) -> int:
+    prepared = prepare_resume(job_dir, retry_errors=retry_errors, config_file=config_file,
+                              n_concurrent_trials=n_concurrent)
+    err_console.print(f"{len(prepared.finished)} trial(s) already finished; running "
+                      f"{len(prepared.to_run)}", highlight=False)
+    return _run_prepared(prepared, resuming=True)
+
+
+@app.command("resume")
+def resume_command(
+    job_dir: Annotated[Path, typer.Argument(help="the job folder, jobs/<job>")],
+    retry_errors: Annotated[bool, typer.Option(
+        "--retry-errors", help="also run again the trials that ended in an error")] = False,
+    config_file: Annotated[Path | None, typer.Option(
+        "-c", "--config", help="the original job file (when config.json holds redacted secrets)"
+    )] = None,
+    n_concurrent: Annotated[int | None, typer.Option("-n", "--n-concurrent", min=1)] = None,
+) -> None:
+    """Run the trials of JOB_DIR that have no final result yet; never a finished one again."""
+    raise typer.Exit(_exit_code(_resume, job_dir, retry_errors, config_file, n_concurrent))
+
+
+def summary_table(results: Sequence[RolloutResult], title: str = "job") -> Table:
+    """One row per agent and dataset: trials, completed, failed, pass rate, mean reward, cost."""
+    table = Table(title=title)
+    for column in ("agent", "dataset", "trials", "completed", "failed", "pass rate",
+                   "mean reward", "cost", "errors"):
+        table.add_column(column, justify="left" if column in ("agent", "dataset", "errors")
+                         else "right")
+    groups: dict[tuple[str, str], list[RolloutResult]] = {}
+    for r in results:
+        groups.setdefault((r.agent_name, r.dataset_name), []).append(r)
+    for (agent, dataset), group in sorted(groups.items()):
+        agg = aggregate(group)
+        errors: dict[str, int] = {}
+        for r in group:
+            if r.error is not None:
+                errors[r.error.type] = errors.get(r.error.type, 0) + 1
+        table.add_row(
+            agent, dataset, str(agg.total_trials), str(agg.completed_trials),
+            str(agg.failed_trials), "-" if agg.pass_rate is None else f"{agg.pass_rate:.0%}",
+            "-" if agg.mean_reward is None else f"{agg.mean_reward:.3f}",
+            "-" if agg.total_cost is None else f"{agg.total_cost:.4f}",
+            ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())),
+        )
+    return table
+
+
+def _print_summary(result: JobResult, job_dir: Path) -> None:
+    rate = "-" if result.pass_rate is None else f"{result.pass_rate:.0%}"
+    mean = "-" if result.mean_reward is None else f"{result.mean_reward:.3f}"
+    metrics = "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}"
+                        for k, v in result.metrics.items())
+    state = "[yellow]cancelled[/] — " if result.cancelled else ""
+    err_console.print(
+        f"{state}{result.completed_trials}/{result.total_trials} scored, {result.failed_trials} "
+        f"failed, {result.skipped_trials} skipped, pass rate {rate}, mean reward {mean}"
+        f"{'  ' + metrics if metrics else ''} — results in {job_dir}", highlight=False)
+
+
+@app.command("summary")
+def summary_command(
+    job_dir: Annotated[Path, typer.Argument(help="the job folder, jobs/<job>")],
+) -> None:
+    """Tabulate a job's trial results per agent and dataset (works on unfinished jobs too)."""
+    if not job_dir.is_dir():
+        err_console.print(f"[bold red]error:[/] {job_dir}: no such job folder", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    results = list(iter_trial_results(job_dir))
+    console.print(summary_table(results, title=f"job {job_dir.name}"))
+    try:
+        saved = JobResult.model_validate_json((job_dir / RESULT).read_text())
+    except (OSError, ValueError):
+        err_console.print(f"{len(results)} trial result(s); no job result.json yet",
+                          highlight=False)
+        return
+    _print_summary(saved, job_dir)
+
+
+__all__ = ["app", "run_job_file", "summary_table"]
+
+if __name__ == "__main__":  # python -m benchflow.cli.jobs run job.yaml
+    app()

@@ -1,0 +1,394 @@
+"""The job file: which agents on which datasets, how many times, how hard to retry.
+
+```yaml
+name: my-eval-run            # default: YYYY-MM-DD__HH-MM-SS
+jobs_dir: jobs
+n_attempts: 1
+n_concurrent_trials: 4
+timeout_multiplier: 1.0
+retry: {max_attempts: 3, initial_delay_ms: 1000, max_delay_ms: 30000, multiplier: 2.0}
+environment: {type: docker, preserve_env: never, provider_config: {network: my-net}}
+verifier: {override_timeout_sec: 120, max_timeout_sec: 600, disable: false}
+metrics: [{type: mean}]
+agents:
+  - name: oracle
+  - name: my-agent                     # a command agent
+    install: "pip install my-agent"
+    execute: "my-agent --task $ROLLOUT_TASK_INSTRUCTION"
+    env: {MY_API_KEY: "${MY_API_KEY}"}
+  - {name: claude-code, model: claude-sonnet-4-5}   # a registered ACP agent
+datasets:
+  - {path: ./tasks, tasks: [hello-world]}
+  - {registry: {path: ./registry.json}, name: my-bench, version: "1.0"}
+```
+
+`load_job_config(path)` is the one loader (YAML or JSON); every unknown key or bad
+value is a `ConfigError` naming the file, the field and the fix. Relative paths
+(`jobs_dir`, dataset `path`, registry `path`, `scenes`) are relative to the current
+directory, as in Harbor.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from benchflow._models import FrozenModel
+from benchflow.config import EnvironmentType
+from benchflow.errors import ConfigError
+from benchflow.rollout.rollout import default_job_name
+from benchflow.sandbox.spec import PreservePolicy
+from benchflow.task.dataset import TASK_NAME
+
+RESERVED_AGENTS = ("oracle", "nop")
+"""Built-in agent names a command agent may not take."""
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _version_str(value: Any) -> Any:
+    """YAML reads `version: 2.0` as a float; registries name versions as strings."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+class RetryConfig(FrozenModel):
+    """Retries of infrastructure failures, with exponential backoff.
+
+    `max_attempts` counts every attempt, the first included (1 turns retries off).
+    """
+
+    max_attempts: int = Field(default=3, ge=1)
+    initial_delay_ms: int = Field(default=1000, ge=0)
+    max_delay_ms: int = Field(default=30000, ge=0)
+    multiplier: float = Field(default=2.0, ge=1.0)
+
+
+class DockerProviderConfig(FrozenModel):
+    """`environment.provider_config` for docker."""
+
+    network: str | None = None
+    runtime: str | None = None
+    volumes: dict[str, dict[str, str]] | list[str] | None = None
+
+
+class EnvironmentConfig(FrozenModel):
+    """Where trials run and what happens to their sandboxes afterwards."""
+
+    type: EnvironmentType = "docker"
+    force_build: bool = False
+    preserve_env: PreservePolicy = "never"
+    provider_config: dict[str, Any] = Field(default_factory=dict)
+    override_cpus: float | None = Field(default=None, gt=0)
+    override_memory_mb: int | None = Field(default=None, gt=0)
+    override_storage_mb: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_provider_config(self) -> EnvironmentConfig:
+        if self.type == "docker":
+            try:
+                DockerProviderConfig.model_validate(self.provider_config)
+            except ValidationError as exc:
+                problems = "; ".join(f"{_loc(tuple(e['loc']))}: {_fix(e)}" for e in exc.errors())
+                allowed = ", ".join(DockerProviderConfig.model_fields)
+                raise ValueError(f"provider_config for docker: {problems} (keys: {allowed})"
+                                 ) from None
+        return self
+
+
+class VerifierConfig(FrozenModel):
+    """Job-wide verifier settings. A timeout of 0 means "not set" (as in the spec's example)."""
+
+    override_timeout_sec: float | None = Field(default=None, ge=0)
+    max_timeout_sec: float | None = Field(default=None, ge=0)
+    disable: bool = False
+
+    def timeout_for(self, task_timeout_sec: float) -> float:
+        """The verifier timeout of one task, before `timeout_multiplier` is applied."""
+        timeout = self.override_timeout_sec or task_timeout_sec
+        if self.max_timeout_sec:
+            timeout = min(timeout, self.max_timeout_sec)
+        return timeout
+
+
+class MetricConfig(FrozenModel):
+    """An aggregate of trial rewards printed live and stored in the job's result.json."""
+
+    type: Literal["sum", "min", "max", "mean"]
+
+
+class BuiltinAgentConfig(FrozenModel):
+    """`oracle` (runs the task's solution) or `nop` (does nothing)."""
+
+    name: Literal["oracle", "nop"]
+    description: str | None = None
+
+
+class CommandAgentConfig(FrozenModel):
+    """An agent given as bash scripts: `install` (optional) then `execute`, with `env`."""
+
+    name: str = Field(pattern=_NAME)
+    description: str | None = None
+    install: str | None = None
+    execute: str
+    env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_AGENTS:
+            raise ValueError(f"{value!r} is a reserved agent name: drop install/execute to use "
+                             f"the built-in {value}, or rename this agent")
+        return value
+
+
+class RegisteredAgentConfig(FrozenModel):
+    """A registered (ACP) agent by name, with a model and optionally a scenes file."""
+
+    name: str = Field(pattern=_NAME)
+    description: str | None = None
+    model: str | None = None
+    scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
+    env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
+
+
+def _agent_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        if "install" in value or "execute" in value:
+            return "command"
+        return "builtin" if value.get("name") in RESERVED_AGENTS else "registered"
+    if isinstance(value, CommandAgentConfig):
+        return "command"
+    return "builtin" if isinstance(value, BuiltinAgentConfig) else "registered"
+
+
+AgentConfig = Annotated[
+    Annotated[BuiltinAgentConfig, Tag("builtin")]
+    | Annotated[CommandAgentConfig, Tag("command")]
+    | Annotated[RegisteredAgentConfig, Tag("registered")],
+    Discriminator(_agent_kind),
+]
+
+
+def _check_task_names(value: list[str] | None) -> list[str] | None:
+    """Filter names must be task folder names; duplicates are dropped, the first kept."""
+    if value is None:
+        return None
+    bad = [name for name in value if not TASK_NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"invalid task name(s) {', '.join(repr(b) for b in bad)}: a name starts "
+                         "with a letter or digit and holds only letters, digits, '_' and '-'")
+    return list(dict.fromkeys(value))
+
+
+class LocalDatasetConfig(FrozenModel):
+    """A folder of task folders; its name is the folder's basename."""
+
+    path: Path
+    tasks: list[str] | None = None
+
+    @field_validator("tasks")
+    @classmethod
+    def _names(cls, value: list[str] | None) -> list[str] | None:
+        return _check_task_names(value)
+
+
+class RegistryRef(FrozenModel):
+    """Where a registry.json lives: a local `path` or a `url` (exactly one)."""
+
+    path: Path | None = None
+    url: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RegistryRef:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("give exactly one of registry.path and registry.url")
+        return self
+
+
+class RegistryDatasetConfig(FrozenModel):
+    """A dataset listed in a registry.json, by name and version."""
+
+    registry: RegistryRef
+    name: str
+    version: Annotated[str | None, BeforeValidator(_version_str)] = None
+    tasks: list[str] | None = None
+
+    @field_validator("tasks")
+    @classmethod
+    def _names(cls, value: list[str] | None) -> list[str] | None:
+        return _check_task_names(value)
+
+
+def _dataset_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "registry" if "registry" in value else "local"
+    return "registry" if isinstance(value, RegistryDatasetConfig) else "local"
+
+
+DatasetConfig = Annotated[
+    Annotated[LocalDatasetConfig, Tag("local")] | Annotated[RegistryDatasetConfig, Tag("registry")],
+    Discriminator(_dataset_kind),
+]
+
+
+class JobConfig(FrozenModel):
+    """A whole job file. Trials are agents x tasks x attempts."""
+
+    name: str = Field(default_factory=default_job_name, pattern=_NAME)
+    jobs_dir: Path = Path("jobs")
+    n_attempts: int = Field(default=1, ge=1)
+    n_concurrent_trials: int = Field(default=4, ge=1)
+    timeout_multiplier: float = Field(default=1.0, gt=0)
+    retry: RetryConfig = RetryConfig()
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
+    instruction_path: str = Field(default="/tmp/instruction.md", pattern=r"^/")
+    environment: EnvironmentConfig = EnvironmentConfig()
+    verifier: VerifierConfig = VerifierConfig()
+    metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
+    agents: list[AgentConfig] = Field(min_length=1)
+    datasets: list[DatasetConfig] = Field(min_length=1)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _unique_agents(self) -> JobConfig:
+        names = [a.name for a in self.agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"agents: duplicate agent name(s) {', '.join(dupes)}: each agent "
+                             "gets its own jobs/<job>/<agent>/ folder; run one job per model")
+        return self
+
+
+# -- loading ------------------------------------------------------------------------------
+
+_TAGS = {"builtin", "command", "registered", "local", "registry"}
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += " (the key)"
+        elif part not in _TAGS and not str(part).startswith("function-"):
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _fix(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key: remove it or check its spelling (see docs/reference/job-file.md)"
+    if kind == "missing":
+        return "required: add it"
+    return error["msg"].removeprefix("Value error, ")
+
+
+def config_error(source: Path | str, exc: ValidationError) -> ConfigError:
+    """A ConfigError naming the file and each bad field with its fix."""
+    lines = [f"{_loc(tuple(e['loc']))}: {_fix(e)}" for e in exc.errors()]
+    return ConfigError(f"{source}: invalid job file:\n  " + "\n  ".join(lines))
+
+
+def parse_job_config(data: Any, source: Path | str = "<job>") -> JobConfig:
+    """Validate a parsed job file. Raises ConfigError with each bad field's path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a job file is a mapping of keys (name, agents, datasets, "
+                          f"...), not a {type(data).__name__}")
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(source, exc) from None
+
+
+def load_job_config(path: Path | str) -> JobConfig:
+    """Read a job file (`.json` as JSON, anything else as YAML).
+
+    Raises:
+        ConfigError: the file is missing, unparsable, or has a bad or unknown field.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the job file ({exc}): check the path") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                          f"{exc}") from None
+    return parse_job_config(data, path)
+
+
+def with_overrides(config: JobConfig, **overrides: Any) -> JobConfig:
+    """A copy with CLI overrides (None values ignored), validated again.
+
+    Keys: `n_concurrent_trials`, `n_attempts`, `jobs_dir`, `name`, and `environment_type`.
+    """
+    data = config.model_dump(mode="python")
+    env_type = overrides.pop("environment_type", None)
+    if env_type is not None:
+        data["environment"] = {**data["environment"], "type": env_type}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return parse_job_config(data, "command line")
+
+
+def with_absolute_paths(config: JobConfig, base: Path | None = None) -> JobConfig:
+    """A copy whose dataset, registry and scenes paths are absolute (relative to `base`,
+    default the current directory), so the saved config.json resumes from anywhere."""
+    base = base or Path.cwd()
+
+    def absolute(path: Path | None) -> Path | None:
+        return None if path is None else (base / path.expanduser()).resolve()
+
+    data = config.model_dump(mode="python")
+    for agent in data["agents"]:
+        if agent.get("scenes") is not None:
+            agent["scenes"] = absolute(agent["scenes"])
+    for dataset in data["datasets"]:
+        if "registry" in dataset:
+            dataset["registry"]["path"] = absolute(dataset["registry"]["path"])
+        else:
+            dataset["path"] = absolute(dataset["path"])
+    return parse_job_config(data, "job")
+
+
+__all__ = [
+    "AgentConfig",
+    "BuiltinAgentConfig",
+    "CommandAgentConfig",
+    "DatasetConfig",
+    "DockerProviderConfig",
+    "EnvironmentConfig",
+    "JobConfig",
+    "LocalDatasetConfig",
+    "MetricConfig",
+    "RegisteredAgentConfig",
+    "RegistryDatasetConfig",
+    "RegistryRef",
+    "RetryConfig",
+    "VerifierConfig",
+    "config_error",
+    "load_job_config",
+    "parse_job_config",
+    "with_absolute_paths",
+    "with_overrides",
+]

@@ -1,0 +1,104 @@
+"""From a job file to a running job: check everything that can be checked, then run.
+
+`prepare_job` does all the work that can fail on bad input before any container
+starts (env expansion, agent names, datasets, filters, registry fetches, planning);
+`start_new_job` claims the job folder and writes config.json and manifest.json;
+`run_job` runs the trials with Ctrl-C / SIGTERM handling (see `signals`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchflow.agents.registry import get_driver
+from benchflow.errors import ConfigError
+from benchflow.job.config import JobConfig
+from benchflow.job.datasets import ResolvedDataset, resolve_datasets
+from benchflow.job.envvars import EnvLookup, expand_agent_env
+from benchflow.job.job import Job, Trial
+from benchflow.job.plan import plan_trials
+from benchflow.job.retry import RetryPolicy
+from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
+from benchflow.rollout.events import RolloutListener
+from benchflow.rollout.result import RolloutResult
+from benchflow.settings import host_env
+
+
+@dataclass
+class PreparedJob:
+    """A validated job: its trials, and which of them still have to run."""
+
+    config: JobConfig
+    datasets: list[ResolvedDataset]
+    trials: list[Trial]
+    manifest: Manifest
+    to_run: list[Trial] = field(default_factory=list)
+    finished: list[RolloutResult] = field(default_factory=list)
+
+    @property
+    def job_dir(self) -> Path:
+        return self.config.jobs_dir / self.config.name
+
+    def trial_dir(self, trial: Trial) -> Path:
+        return self.job_dir / trial.trial_name
+
+
+def check_agents(trials: list[Trial]) -> None:
+    """Every agent a trial names resolves to a driver. Raises ConfigError otherwise."""
+    seen: set[str] = set()
+    for trial in trials:
+        for scene in trial.config.scenes:
+            for role in scene.roles:
+                if role.agent not in seen and role.agent not in trial.drivers:
+                    seen.add(role.agent)
+                    get_driver(role.agent)
+
+
+def prepare_job(config: JobConfig, *, source: Path | str = "job", lookup: EnvLookup = host_env,
+                cache_dir: Path | None = None) -> PreparedJob:
+    """Validate and plan a job without starting anything.
+
+    Raises:
+        ConfigError: a missing `${VAR}`, an unknown agent, a missing dataset or task,
+            a registry or git failure, a bad scenes file.
+    """
+    env = expand_agent_env(config, lookup, source)
+    datasets = resolve_datasets(config, cache_dir, source)
+    trials = plan_trials(config, datasets, env)
+    check_agents(trials)
+    return PreparedJob(config, datasets, trials, Manifest.build(config, datasets),
+                       to_run=list(trials))
+
+
+def start_new_job(prepared: PreparedJob) -> None:
+    """Claim `jobs/<job>/` and write config.json and manifest.json.
+
+    Raises:
+        ConfigError: the folder already holds a job (resume it or pick another name).
+    """
+    job_dir = prepared.job_dir
+    if (job_dir / CONFIG).exists() or (job_dir / MANIFEST).exists():
+        raise ConfigError(f"{job_dir}: a job of this name already exists: resume it with "
+                          f"`benchflow jobs resume {job_dir}` or set another `name`")
+    write_job_files(job_dir, prepared.config, prepared.manifest)
+
+
+def reset_unfinished(prepared: PreparedJob) -> None:
+    """Remove what earlier runs left in the folders of trials about to run."""
+    for trial in prepared.to_run:
+        shutil.rmtree(prepared.trial_dir(trial), ignore_errors=True)
+
+
+def make_job(prepared: PreparedJob, listener: RolloutListener | None = None) -> Job:
+    """The `Job` running `prepared.to_run`, counting `prepared.finished` in its result."""
+    config = prepared.config
+    return Job(config.name, config.jobs_dir, prepared.to_run,
+               concurrency=config.n_concurrent_trials, listener=listener,
+               retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
+               finished=prepared.finished)
+
+
+__all__ = ["PreparedJob", "check_agents", "make_job", "prepare_job", "reset_unfinished",
+           "start_new_job"]

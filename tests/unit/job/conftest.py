@@ -1,0 +1,154 @@
+"""Job unit-test fixtures: task folders on disk and an in-memory sandbox.
+
+`FakeSandbox` implements the Sandbox protocol without processes: files live in a
+dict, `exec` answers from a `Behaviour` (per-script exit codes, a delay, the
+verifier's reward), `start` can fail a given number of times. `fake_sandboxes`
+routes every rollout's `create_sandbox` to it, so whole jobs run in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from benchflow.errors import SandboxStartError
+from benchflow.sandbox.base import ExecResult, SandboxCapabilities
+
+TASK_MD = """---
+task:
+  name: {name}
+agent:
+  timeout_sec: 30
+verifier:
+  timeout_sec: 20
+---
+Write hello for {name}.
+"""
+
+
+def write_task(root: Path, name: str, *, solve: str = "echo hi\n") -> Path:
+    """A native task folder `root/name` with a Dockerfile, test.sh and solve.sh."""
+    folder = root / name
+    (folder / "environment").mkdir(parents=True, exist_ok=True)
+    (folder / "verifier").mkdir(exist_ok=True)
+    (folder / "oracle").mkdir(exist_ok=True)
+    (folder / "task.md").write_text(TASK_MD.format(name=name))
+    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (folder / "verifier" / "test.sh").write_text(
+        "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    (folder / "oracle" / "solve.sh").write_text(f"#!/bin/bash\n{solve}")
+    return folder
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """`tmp/bench/` with tasks alpha, bravo, charlie."""
+    root = tmp_path / "bench"
+    for name in ("alpha", "bravo", "charlie"):
+        write_task(root, name)
+    return root
+
+
+@dataclass
+class Behaviour:
+    """What fake sandboxes do; shared by every sandbox of a test."""
+
+    start_failures: int = 0
+    """How many `start()` calls fail (with SandboxStartError) before they succeed."""
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    """Exit code by script name suffix (`install.sh`, `execute.sh`, `solve.sh`)."""
+    delay_sec: float = 0.0
+    """How long agent commands take."""
+    reward: str = "1"
+    starts: int = 0
+    stops: int = 0
+    execs: list[tuple[list[str], str | None, dict[str, str]]] = field(default_factory=list)
+    sandboxes: list[FakeSandbox] = field(default_factory=list)
+
+    @property
+    def live(self) -> int:
+        return self.starts - self.stops
+
+
+class FakeSandbox:
+    """An in-memory Sandbox (see the module docstring)."""
+
+    capabilities = SandboxCapabilities(live_processes=False)
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
+        self.workdir = "/app"
+        self.files: dict[str, bytes] = {}
+        self.started = False
+        behaviour.sandboxes.append(self)
+
+    async def start(self) -> None:
+        await anyio.lowlevel.checkpoint()
+        if self.behaviour.start_failures > 0:
+            self.behaviour.start_failures -= 1
+            raise SandboxStartError("docker API error: 500 Server Error: boom")
+        self.started = True
+        self.behaviour.starts += 1
+
+    async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, timeout: float | None = None,
+                   stdin: bytes | None = None) -> ExecResult:
+        argv = [str(c) for c in cmd]
+        self.behaviour.execs.append((argv, user, dict(env or {})))
+        joined = " ".join(argv)
+        if "test.sh" in joined:
+            self.files["/logs/verifier/reward.txt"] = self.behaviour.reward.encode()
+            return ExecResult(0, b"verified\n", b"")
+        for suffix, code in self.behaviour.exit_codes.items():
+            if suffix in joined:
+                await self._wait(timeout)
+                if timeout is not None and self.behaviour.delay_sec >= timeout:
+                    return ExecResult(124, b"", b"killed", timed_out=True)
+                return ExecResult(code, f"ran {suffix}\n".encode(), b"some stderr\n")
+        if any(s in joined for s in ("execute.sh", "solve.sh")):
+            await self._wait(timeout)
+            if timeout is not None and self.behaviour.delay_sec >= timeout:
+                return ExecResult(124, b"", b"killed", timed_out=True)
+        return ExecResult(0, b"ok\n", b"")
+
+    async def _wait(self, timeout: float | None) -> None:
+        delay = self.behaviour.delay_sec
+        await anyio.sleep(min(delay, timeout) if timeout is not None else delay)
+
+    async def upload(self, src: Path, dst: str) -> None:
+        for path in Path(src).rglob("*"):
+            if path.is_file():
+                self.files[f"{dst}/{path.relative_to(src).as_posix()}"] = path.read_bytes()
+
+    async def upload_bytes(self, data: bytes, dst: str, mode: int = 0o644) -> None:
+        self.files[dst] = data
+
+    async def download(self, src: str, dst: Path) -> None:
+        prefix = src.rstrip("/") + "/"
+        for name, data in self.files.items():
+            if name.startswith(prefix):
+                target = dst / name[len(prefix):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+
+    async def open_process(self, cmd: Sequence[str], **kwargs: object) -> object:
+        raise NotImplementedError("FakeSandbox has no live processes")
+
+    async def stop(self, delete: bool = True) -> None:
+        if self.started:
+            self.started = False
+            self.behaviour.stops += 1
+
+
+@pytest.fixture
+def behaviour(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
+    """Route every rollout's sandbox to a FakeSandbox driven by the returned Behaviour."""
+    shared = Behaviour()
+    monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
+                        lambda environment, spec: FakeSandbox(shared))
+    return shared
