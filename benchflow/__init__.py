@@ -17,6 +17,7 @@ from benchflow.job import Job, JobResult
 from benchflow.rollout import Rollout, RolloutResult, run
 from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
+from benchflow.users import BaseUser, FunctionUser, RoundResult
 
 try:
     __version__ = _version("benchflow")
@@ -24,14 +25,17 @@ except _PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "BaseUser",
     "BenchflowError",
     "ConfigError",
+    "FunctionUser",
     "Job",
     "JobResult",
     "Role",
     "Rollout",
     "RolloutConfig",
     "RolloutResult",
+    "RoundResult",
     "Scene",
     "Step",
     "Task",

@@ -108,6 +108,9 @@ class RolloutConfig(FrozenModel):
     timeout_multiplier: float = Field(default=1.0, gt=0)
     instruction_path: str = "/tmp/instruction.md"
     verifier_disabled: bool = False
+    harden: bool | None = Field(
+        default=None, description="harden before the final verify; None: unless every agent "
+        "is a trusted built-in (oracle, nop)")
     verifier_timeout_sec: float | None = Field(default=None, gt=0)
     override_cpus: float | None = None
     override_memory_mb: int | None = None

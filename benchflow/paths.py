@@ -14,6 +14,7 @@
     ├── agent/<role>.stderr.txt      ACP agents' stderr, drained live
     ├── build.log                    image build log (when built here)
     ├── trajectory/acp_trajectory.jsonl
+    ├── user_rounds.jsonl            one line per round of a user loop
     ├── verifier/{stdout,stderr}.txt verifier output
     └── logs/                        the container's /logs (agent/, verifier/)
 ```
@@ -71,6 +72,10 @@ class RolloutPaths:
     @property
     def trajectory(self) -> Path:
         return self.root / "trajectory" / "acp_trajectory.jsonl"
+
+    @property
+    def user_rounds(self) -> Path:
+        return self.root / "user_rounds.jsonl"
 
     @property
     def verifier_dir(self) -> Path:

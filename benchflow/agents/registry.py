@@ -1,20 +1,86 @@
-"""Resolve an agent name to the driver that runs it."""
+"""Resolve an agent name to the driver that runs it.
+
+Built-in agents (`oracle`, `nop`) first, then the catalog (`catalog.py`): ACP manifests
+by name or alias, and driver factories registered as `benchflow.agents` entry points.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping, Sequence
+
+from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.catalog import load_catalog
+from benchflow.config import Scene
 from benchflow.errors import ConfigError
 
 BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {"oracle": OracleAgent, "nop": NopAgent}
 
 
+TRUSTED_AGENTS = frozenset(BUILTIN_AGENTS)
+"""Agents that cannot game a verifier (the oracle is the reference; nop does nothing)."""
+
+
 def known_agents() -> list[str]:
-    return sorted(BUILTIN_AGENTS)
+    """Every agent name `get_driver` accepts (aliases not included)."""
+    return sorted({*BUILTIN_AGENTS, *load_catalog().names()})
 
 
 def get_driver(name: str) -> AgentDriver:
-    """The driver for `name`. Raises ConfigError listing the known agents."""
+    """The driver for `name` (a built-in, a manifest name or alias, or an entry point).
+
+    Raises:
+        ConfigError: unknown agent; the message lists every known agent.
+    """
     if name in BUILTIN_AGENTS:
         return BUILTIN_AGENTS[name]()
-    raise ConfigError(f"unknown agent {name!r}; known agents: {', '.join(known_agents())}")
+    catalog = load_catalog()
+    canonical = catalog.resolve(name)
+    if canonical is None:
+        raise ConfigError(catalog.unknown_message(name, extra=list(BUILTIN_AGENTS)))
+    if canonical in catalog.factories:
+        driver: AgentDriver = catalog.factories[canonical]()
+        return driver
+    return AcpAgentDriver(catalog.manifest(canonical))
+
+
+def check_credentials(agent_name: str, model: str | None = None,
+                      env: Mapping[str, str] | None = None) -> None:
+    """Fail before any container starts when `agent_name` cannot authenticate for `model`.
+
+    Looks in `env` (the role's env), benchflow's provider key and the host environment.
+    Built-in agents and entry-point drivers need nothing here.
+
+    Raises:
+        ConfigError: unknown agent, or a missing credential; the message names the
+            environment variables to set.
+    """
+    if agent_name in BUILTIN_AGENTS:
+        return
+    catalog = load_catalog()
+    canonical = catalog.resolve(agent_name)
+    if canonical is None:
+        raise ConfigError(catalog.unknown_message(agent_name, extra=list(BUILTIN_AGENTS)))
+    if canonical in catalog.factories:
+        return
+    resolve_credentials(catalog.manifest(canonical), model, env or {})
+
+
+def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
+    """Every role of `scenes` names a known agent whose credentials are present.
+
+    Agents in `given` (drivers a job supplies, such as command agents) are taken as they are.
+
+    Raises:
+        ConfigError: the first unknown agent or missing credential.
+    """
+    for scene in scenes:
+        for role in scene.roles:
+            if role.agent not in given:
+                get_driver(role.agent)
+                check_credentials(role.agent, role.model, role.env)
+
+
+__all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "get_driver", "known_agents"]

@@ -16,7 +16,7 @@ from benchflow.cli._common import (
     user_errors,
 )
 from benchflow.cli.progress import JobProgress, results_table
-from benchflow.agents.registry import get_driver
+from benchflow.agents.registry import check_scenes
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job import Job, JobResult, Trial
@@ -60,10 +60,8 @@ def run_command(
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None), task)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
-        for trial in trials:  # a bad agent name fails before any container starts
-            for scene in trial.config.scenes:
-                for role in scene.roles:
-                    get_driver(role.agent)
+        for trial in trials:  # bad agents and missing keys fail before any container starts
+            check_scenes(trial.config.scenes)
         job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
                                         trials, concurrency)
     console.print(results_table(results))

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchflow.agents.registry import get_driver
+from benchflow.agents.registry import check_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig
 from benchflow.job.datasets import ResolvedDataset, resolve_datasets
@@ -46,14 +46,13 @@ class PreparedJob:
 
 
 def check_agents(trials: list[Trial]) -> None:
-    """Every agent a trial names resolves to a driver. Raises ConfigError otherwise."""
-    seen: set[str] = set()
+    """Every agent a trial names resolves to a driver and has its credentials.
+
+    Raises:
+        ConfigError: an unknown agent or a missing credential, before anything starts.
+    """
     for trial in trials:
-        for scene in trial.config.scenes:
-            for role in scene.roles:
-                if role.agent not in seen and role.agent not in trial.drivers:
-                    seen.add(role.agent)
-                    get_driver(role.agent)
+        check_scenes(trial.config.scenes, given=trial.drivers)
 
 
 def prepare_job(config: JobConfig, *, source: Path | str = "job", lookup: EnvLookup = host_env,

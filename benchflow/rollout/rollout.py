@@ -14,7 +14,9 @@ from datetime import datetime
 import anyio
 
 from benchflow.agents.base import AgentContext, AgentDriver
-from benchflow.agents.registry import get_driver
+from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
+from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.paths import RolloutPaths
@@ -28,6 +30,7 @@ from benchflow.rollout.result import (
     write_json_atomic,
 )
 from benchflow.rollout.secrets import redacted_config_json
+from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.factory import create_sandbox
@@ -37,6 +40,9 @@ from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
+from benchflow.verify.baseline import Baseline, take_baseline
+from benchflow.verify.hardening import verify_hardened
+from benchflow.verify.soft import SoftVerifyResult, soft_verify
 from benchflow.verify.runner import VerifierRun, verify
 
 log = logging.getLogger(__name__)
@@ -76,6 +82,16 @@ class Rollout:
         self.ctx: AgentContext | None = None
         self._logs_collected = False
         self._started = False
+        self._agent_image: AgentImagePlan | None = None
+        self.baseline: Baseline | None = None
+
+    @property
+    def hardened(self) -> bool:
+        """Whether the final verify hardens the sandbox (always, unless only trusted agents ran)."""
+        if self.config.harden is not None:
+            return self.config.harden
+        return any(role.agent not in TRUSTED_AGENTS
+                   for scene in self.config.scenes for role in scene.roles)
 
     # -- phases --------------------------------------------------------------------------
 
@@ -89,6 +105,7 @@ class Rollout:
         task = self.task
         self.result.task_git_commit_id = task.git_commit_id()
         self.steps = desugar(config.scenes, task.instruction, task.prompts)
+        check_scenes(config.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
         settings = get_settings()
@@ -117,6 +134,7 @@ class Rollout:
         """Start the sandbox and place the instruction at `instruction_path`."""
         assert self.sandbox is not None and self.task is not None
         self._emit(RolloutEventKind.SANDBOX_START)
+        self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
         await self.sandbox.upload_bytes(self.task.instruction.encode(), self.config.instruction_path)
@@ -129,11 +147,25 @@ class Rollout:
         )
 
     async def install_agent(self) -> None:
-        """Install each distinct agent once."""
+        """Install each distinct agent once; cache registered agents as an image layer.
+
+        Registered (manifest) agents install and are committed first, so nothing a
+        built-in agent places (the oracle's solution) can reach a cached image.
+        """
         assert self.ctx is not None
         self._emit(RolloutEventKind.AGENT_INSTALL)
-        for driver in self.drivers.values():
+        cached = [d for d in self.drivers.values() if isinstance(d, AcpAgentDriver)]
+        for driver in cached:
             await driver.install(self.ctx)
+        if cached:
+            await commit_agent_image(self.sandbox, self._agent_image)
+        for driver in self.drivers.values():
+            if driver not in cached:
+                await driver.install(self.ctx)
+        if self.hardened:
+            # after installs and the workspace chown: the agent's changes are what differs
+            self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
+                                                config=self.task.config.verifier.hardening)
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
@@ -141,6 +173,9 @@ class Rollout:
         self._emit(RolloutEventKind.AGENT_START)
         if self.ctx.trajectory is None:
             self.ctx.trajectory = self._open_trajectory()
+        if self.config.user is not None:
+            await self._run_user_rounds()
+            return
         for group in session_groups(self.steps):
             first = group[0]
             async with self.drivers[first.role.agent].connect(self.ctx, first.role,
@@ -150,19 +185,54 @@ class Rollout:
                     self.result.n_prompts += 1
                     self.result.n_tool_calls += outcome.n_tool_calls
 
+    async def _run_user_rounds(self) -> None:
+        """Multi-round: the user drives the first role of the first scene, a session a round."""
+        assert self.ctx is not None and self.task is not None
+        role, scene = self.config.scenes[0].roles[0], self.config.scenes[0].name
+        solution = None
+        if self.config.oracle_access and self.task.solution_dir is not None:
+            solution = (self.task.solution_dir / "solve.sh").read_text(errors="replace")
+        verifier = self.task.config.verifier
+
+        async def score_round(round_index: int) -> SoftVerifyResult:
+            assert self.sandbox is not None
+            return await soft_verify(self.sandbox, self._verifier_run(), config=verifier.hardening,
+                                     baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
+                                     out_dir=self.paths.verifier_dir / f"round-{round_index}")
+
+        n_prompts, n_tool_calls = await run_user_loop(
+            user=self.config.user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
+            scene=scene, instruction=self.task.instruction, solution=solution,
+            max_rounds=self.config.max_user_rounds, score_round=score_round,
+            rounds_log=self.paths.user_rounds)
+        self.result.n_prompts += n_prompts
+        self.result.n_tool_calls += n_tool_calls
+
     async def verify(self) -> None:
-        """Run the task's verifier and record its rewards."""
-        assert self.sandbox is not None and self.task is not None
+        """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards."""
+        assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
-        task, config = self.task, self.config
-        timeout = (config.verifier_timeout_sec or task.config.verifier.timeout_sec)
-        run = VerifierRun(verifier_dir=task.verifier_dir, mount=task.verifier_mount,
-                          timeout_sec=timeout * config.timeout_multiplier,
-                          env=task.config.verifier.env, cwd=self.sandbox.workdir)
-        self._logs_collected = True  # verify() downloads /logs itself
-        outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
+        run = self._verifier_run()
+        self._logs_collected = True  # both paths download /logs themselves
+        if self.baseline is not None:
+            verifier = self.task.config.verifier
+            done = await verify_hardened(
+                self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir,
+                baseline=self.baseline, agent_user=self.ctx.agent_user,
+                config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
+            outcome = done.outcome
+        else:
+            outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
         self.result.rewards = outcome.rewards
         self.result.reward = outcome.reward
+
+    def _verifier_run(self) -> VerifierRun:
+        assert self.sandbox is not None and self.task is not None
+        task, config = self.task, self.config
+        timeout = config.verifier_timeout_sec or task.config.verifier.timeout_sec
+        return VerifierRun(verifier_dir=task.verifier_dir, mount=task.verifier_mount,
+                           timeout_sec=timeout * config.timeout_multiplier,
+                           env=task.config.verifier.env, cwd=self.sandbox.workdir)
 
     async def cleanup(self) -> None:
         """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""

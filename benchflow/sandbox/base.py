@@ -101,7 +101,6 @@ class Sandbox(Protocol):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: bytes | None = None,
     ) -> ExecResult:
         """Run `cmd` (argv, never a shell string) to completion and capture its output.
 

@@ -215,7 +215,7 @@ class DockerSandbox:
         files: dict[str, tuple[bytes, int]] = {
             "/logs/agent/": (b"", 0o777),
             "/logs/verifier/": (b"", 0o700),  # the agent must not read or plant verifier output
-            "/tmp/.benchflow/": (b"", 0o755),
+            "/tmp/.benchflow/": (b"", 0o1777),  # live processes of any user write pid files
             _KILL_SCRIPT: ((_SCRIPTS / "kill_process.sh").read_bytes(), 0o755),
         }
         if self._pems:
@@ -289,7 +289,9 @@ class DockerSandbox:
             return None if info["Running"] else int(info["ExitCode"] or 0)
 
         async def kill() -> None:
-            await self.exec(["sh", _KILL_SCRIPT, pidfile, proc_id], user="root", timeout=30)
+            # As the process's own user: docker drops CAP_SYS_PTRACE, so root could not read
+            # another user's /proc/<pid>/environ to confirm the marker.
+            await self.exec(["sh", _KILL_SCRIPT, pidfile, proc_id], user=user, timeout=30)
 
         return DockerProcess(raw, sock, exit_code, kill)
 

@@ -47,8 +47,13 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
-async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path) -> ExecResult:
+async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
+                          reset_logs: bool = True, logs_mode: str = "755") -> ExecResult:
     """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
+
+    In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
+    root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
+    `reset_logs=False`; `lock_verifier_dirs=false` passes "777").
 
     Raises:
         VerifierTimeout: test.sh ran past `timeout_sec`.
@@ -56,9 +61,11 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path) -> 
     """
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
-    launch = (f"rm -rf {VERIFIER_LOGS} && mkdir -m 755 -p {VERIFIER_LOGS} "
+    launch = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
               '&& chmod +x "$0" && exec "$0"')
-    result = await sandbox.exec(["sh", "-c", launch, script],
+    if not reset_logs:
+        launch = 'chmod +x "$0" && exec "$0"'
+    result = await sandbox.exec(["sh", "-c", launch, script, logs_mode],
                                 user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
     out_dir.mkdir(parents=True, exist_ok=True)

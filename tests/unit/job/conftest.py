@@ -152,3 +152,9 @@ def behaviour(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
                         lambda environment, spec: FakeSandbox(shared))
     return shared
+
+
+@pytest.fixture(autouse=True)
+def _no_hardening(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-memory sandbox cannot run the hardening scripts (integration tests cover them)."""
+    monkeypatch.setattr("benchflow.rollout.rollout.Rollout.hardened", property(lambda self: False))

@@ -84,7 +84,9 @@ def test_is_final():
     assert is_final(failed) and not is_final(failed, retry_errors=True)
 
 
-async def test_resume_refuses_changed_tasks_agents_and_models(tmp_path, dataset, behaviour):
+async def test_resume_refuses_changed_tasks_agents_and_models(tmp_path, dataset, behaviour,
+                                                               monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-dummy")  # the claude-code variant below
     job_dir, _ = await first_run(tmp_path, dataset, agents=[{"name": "cmd", "execute": "true"},
                                                             {"name": "oracle"}])
     (dataset / "alpha" / "oracle" / "solve.sh").write_text("#!/bin/bash\necho changed\n")

@@ -1,0 +1,300 @@
+"""The driver for every ACP agent described by a manifest (`agents/<name>/agent.toml`).
+
+`install(ctx)` (once per rollout, as root): create the sandbox's agent user with a
+writable home and give it the workdir; provide Node.js or the python wheels the agent
+needs (fetched on the host, so the sandbox needs no network for them); upload the
+manifest's files; run the rendered install script under the install timeout.
+`connect(ctx, role, scene)` starts the agent as that user and opens an ACP session with
+the manifest's argv and env, the role's env and the credentials from the host; each
+`prompt()` is one turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from benchflow.acp import AcpSession, AcpTimeouts
+from benchflow.agents import python_wheels
+from benchflow.agents.agent_env import format_model, launch_plan, resolve_credentials
+from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
+from benchflow.agents.manifest import AgentManifest
+from benchflow.agents.templates import render_file
+from benchflow.config import Role
+from benchflow.errors import AgentInstallError, AgentInstallTimeout, BenchflowError, ConfigError
+from benchflow.sandbox.base import ExecResult
+from benchflow.settings import get_settings
+from benchflow.steps import Step
+
+DEFAULT_AGENT_USER = "agent"
+INSTALLED_MARKERS = "/opt/benchflow/installed"
+CREATE_USER_SCRIPT = Path(__file__).parents[1] / "sandbox" / "scripts" / "create_user.sh"
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+_USER_KEY = "agent_user"
+SESSION_MARKER_ENV = "BENCHFLOW_AGENT_SESSION"
+"""Set in every agent's environment (inherited by its children) so that the session's
+processes can be found and killed when it ends."""
+_KILL_MARKED = (Path(__file__).parent / "scripts" / "kill_marked.sh").read_text()
+_KILL_TIMEOUT_SEC = 20.0
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AgentUser:
+    """The sandbox user agents run as, and the home it can write."""
+
+    name: str
+    uid: int
+    home: str
+
+
+async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
+    """Create (once per rollout) the user agents run as: the task's `agent.user`, else
+    `agent`. Gives it a writable home and the workdir; sets `ctx.agent_user`.
+
+    Raises:
+        ConfigError: the user name is invalid.
+        AgentInstallError: the user could not be created.
+    """
+    known = ctx.extras.get(_USER_KEY)
+    if isinstance(known, AgentUser):
+        return known
+    name = ctx.task.config.agent.user or ctx.agent_user or DEFAULT_AGENT_USER
+    if not _USER_NAME.match(name):
+        raise ConfigError(f"agent.user {name!r} is not a valid user name")
+    script = CREATE_USER_SCRIPT.read_text()
+    result = await ctx.sandbox.exec(["sh", "-c", script, "create_user", name, ctx.workdir],
+                                    user="root", timeout=120)
+    _append_setup_log(ctx, f"create user {name}", result)
+    lines = result.stdout.decode("utf-8", "replace").strip().splitlines()
+    if not result.ok or not lines:
+        raise AgentInstallError(f"cannot create the agent user {name!r}: {result.text(1000)}")
+    info = json.loads(lines[-1])
+    user = AgentUser(name=info["user"], uid=int(info["uid"]), home=info["home"])
+    ctx.extras[_USER_KEY] = user
+    ctx.agent_user = user.name
+    return user
+
+
+def _append_setup_log(ctx: AgentContext, title: str, result: ExecResult) -> None:
+    folder = ctx.paths.setup_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in (("stdout.txt", result.stdout), ("stderr.txt", result.stderr)):
+        with (folder / name).open("ab") as out:
+            out.write(f"=== {title} (exit {result.exit_code}) ===\n".encode() + data)
+            if data and not data.endswith(b"\n"):
+                out.write(b"\n")
+
+
+async def _kill_session_processes(ctx: AgentContext, user: AgentUser, marker: str) -> None:
+    """Kill whatever the session left running (agents that ignore EOF, native children
+    that survive their wrapper), as the agent user: shielded, bounded, never raising."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_TIMEOUT_SEC + 5):
+        try:
+            result = await ctx.sandbox.exec(["sh", "-c", _KILL_MARKED, "kill_marked", marker],
+                                            user=user.name, timeout=_KILL_TIMEOUT_SEC)
+        except BenchflowError as exc:
+            log.warning("could not stop the agent session's processes: %s", exc)
+            return
+        if not result.ok:
+            log.warning("stopping the agent session's processes failed: %s", result.text(500))
+
+
+class AcpConnection:
+    """One open ACP session of a role; `session` is the live `AcpSession`."""
+
+    def __init__(self, session: AcpSession) -> None:
+        self.session = session
+
+    async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
+        """Send the step's prompt and wait for the turn to end.
+
+        Raises:
+            AgentTimeout, AgentExecutionError, AgentProtocolError: as `AcpSession.prompt`.
+        """
+        out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round)
+        usage = out.usage
+        return StepOutcome(
+            stop_reason=out.stop_reason, n_tool_calls=out.n_tool_calls,
+            input_tokens=(usage.input_tokens or 0) if usage else 0,
+            output_tokens=(usage.output_tokens or 0) if usage else 0,
+            cost=usage.cost if usage else None, agent_text=out.agent_text)
+
+
+class AcpAgentDriver:
+    """Installs and connects one manifest's agent. One instance may serve many rollouts."""
+
+    def __init__(self, manifest: AgentManifest) -> None:
+        self.manifest = manifest
+        self.name = manifest.name
+
+    # -- install -----------------------------------------------------------------------
+
+    def install_timeout_sec(self, ctx: AgentContext) -> float:
+        """The task's `agent.install_timeout_sec` when set, else the manifest's, else the
+        task default; scaled by the rollout's timeout multiplier."""
+        task_set = "install_timeout_sec" in ctx.task.config.agent.model_fields_set
+        if task_set or not self.manifest.install.timeout_sec:
+            return ctx.install_timeout_sec
+        return ctx.scaled(self.manifest.install.timeout_sec)
+
+    async def install(self, ctx: AgentContext) -> None:
+        """Install the agent (idempotent: a second run takes the script's fast path).
+
+        Raises:
+            AgentInstallTimeout: the install exceeded its timeout.
+            AgentInstallError: a step failed (output in `setup/{stdout,stderr}.txt`).
+            ConfigError: a bad agent user name or install template.
+        """
+        timeout = self.install_timeout_sec(ctx)
+        deadline = anyio.current_time() + timeout
+        try:
+            with anyio.fail_after(timeout):
+                await self._install(ctx, deadline)
+        except TimeoutError as exc:
+            raise AgentInstallTimeout("agent_install", timeout,
+                                      f"installing agent {self.name!r} exceeded its timeout "
+                                      f"of {timeout:g} s") from exc
+
+    async def _install(self, ctx: AgentContext, deadline: float) -> None:
+        m, sandbox = self.manifest, ctx.sandbox
+        user = await ensure_agent_user(ctx)
+        python_path = None
+        if m.install.node or m.install.python:
+            platform = await python_wheels.probe_platform(sandbox)
+            if m.install.node:
+                line = await python_wheels.ensure_node(sandbox, platform, m.install.node,
+                                                       get_settings().cache_dir)
+                _append_setup_log(ctx, f"node for {m.name}", ExecResult(0, line.encode(), b""))
+            if m.install.python:
+                python_path = await self._install_python(ctx, platform)
+        ctx.extras[f"acp:{m.name}:python_path"] = python_path
+        if m.files:
+            assert m.folder is not None
+            for name in m.files:
+                await sandbox.upload(m.folder / name, f"{m.sandbox_dir}/{name}")
+            await python_wheels.make_readable(sandbox, m.sandbox_dir)
+        if m.install.script:
+            await self._run_script(ctx, user, python_path, deadline)
+
+    async def _install_python(self, ctx: AgentContext,
+                              platform: python_wheels.SandboxPlatform) -> str | None:
+        m = self.manifest
+        assert m.install.python is not None
+        need = tuple(int(p) for p in m.install.python.split("."))
+        if platform.python is None or platform.python < need:
+            have = "none" if platform.python is None else ".".join(map(str, platform.python))
+            raise AgentInstallError(
+                f"agent {m.name!r} needs python3 >= {m.install.python} in the task image "
+                f"(found: {have}); add python3 to the task's Dockerfile")
+        if not m.install.python_packages:
+            return None
+        key = python_wheels.wheel_set_key(m.install.python_packages, platform.platform_tags(),
+                                          platform.python)
+        dst = f"{python_wheels.SANDBOX_PYTHON_ROOT}/{key}"
+        present = await ctx.sandbox.exec(["test", "-f", f"{dst}/.complete"], user="root",
+                                         timeout=30)
+        if present.exit_code != 0:
+            site = await python_wheels.fetch_wheels(m.install.python_packages, platform,
+                                                    get_settings().cache_dir)
+            await python_wheels.upload_tree(ctx.sandbox, site, dst)
+        return dst
+
+    async def _run_script(self, ctx: AgentContext, user: AgentUser, python_path: str | None,
+                          deadline: float) -> None:
+        m = self.manifest
+        assert m.folder is not None and m.install.script is not None
+        context = {
+            "name": m.name, "version": m.version, "package": m.install.package or "",
+            "binary": m.install.binary or m.launch.argv[0],
+            "marker": f"{INSTALLED_MARKERS}/{m.name}", "agent_dir": m.sandbox_dir,
+            "python_path": python_path or "", "user": user.name, "home": user.home,
+        }
+        script = render_file(m.folder / m.install.script, context)
+        remaining = max(deadline - anyio.current_time(), 1.0)
+        result = await ctx.sandbox.exec(
+            ["sh", "-c", script, f"install-{m.name}"], user="root", cwd="/",
+            env={"DEBIAN_FRONTEND": "noninteractive", "NPM_CONFIG_PREFIX": "/usr/local"},
+            timeout=remaining)
+        _append_setup_log(ctx, f"install {m.name} {m.version}", result)
+        if result.timed_out:
+            raise AgentInstallTimeout("agent_install", remaining,
+                                      f"install script of agent {m.name!r} timed out")
+        if result.exit_code != 0:
+            raise AgentInstallError(
+                f"install script of agent {m.name!r} exited with code {result.exit_code} "
+                f"(full output: {ctx.paths.setup_dir}); output tail:\n{result.text(2000)}")
+
+    # -- connect -----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def connect(self, ctx: AgentContext, role: Role, scene: str
+                      ) -> AsyncIterator[AgentConnection]:
+        """Start the agent as the agent user and open an ACP session for `role`.
+
+        Raises:
+            ConfigError: credentials are missing, or the agent refused the model.
+            AgentTimeout: the handshake exceeded the manifest's handshake timeout.
+            AgentExecutionError, AgentProtocolError: the agent died or broke the protocol.
+        """
+        m = self.manifest
+        user = await ensure_agent_user(ctx)
+        credentials = resolve_credentials(m, role.model, role.env)
+        model = format_model(m, role.model)
+        if m.model.upload_file and model and Path(model).expanduser().is_file():
+            model = await self._upload_model_file(ctx, Path(model).expanduser())
+        await self._upload_credential_files(ctx, user, credentials.files)
+        plan = launch_plan(
+            m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
+            user=user.name, home=user.home, workdir=ctx.workdir,
+            python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
+        wall = ctx.scaled(role.timeout_sec) if role.timeout_sec else ctx.agent_timeout_sec
+        idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
+        timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
+                               idle_sec=idle, wall_sec=wall)
+        marker = f"{SESSION_MARKER_ENV}={secrets.token_hex(8)}"
+        env = {**plan.env, SESSION_MARKER_ENV: marker.split("=", 1)[1]}
+        try:
+            async with AcpSession.open(
+                ctx.sandbox, argv=plan.argv, cwd=ctx.workdir, env=env,
+                credentials=plan.credentials.env, user=user.name, role=role.name, scene=scene,
+                trajectory=ctx.trajectory,
+                stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
+                timeouts=timeouts, model=plan.acp_model, auth_method=plan.auth_method,
+            ) as session:
+                yield AcpConnection(session)
+        finally:
+            await _kill_session_processes(ctx, user, marker)
+
+    async def _upload_model_file(self, ctx: AgentContext, path: Path) -> str:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:12]
+        dst = f"{self.manifest.sandbox_dir}/models/{digest}-{path.name}"
+        await ctx.sandbox.upload_bytes(data, dst, mode=0o644)
+        await python_wheels.make_readable(ctx.sandbox, self.manifest.sandbox_dir)
+        return dst
+
+    async def _upload_credential_files(self, ctx: AgentContext, user: AgentUser,
+                                       files: list[tuple[Path, str]]) -> None:
+        for host, rel in files:
+            dst = f"{user.home}/{rel}"
+            await ctx.sandbox.upload_bytes(host.read_bytes(), dst, mode=0o600)
+            result = await ctx.sandbox.exec(
+                ["sh", "-c", 'chown "$1" "$2" "$(dirname "$2")"', "chown", user.name, dst],
+                user="root", timeout=30)
+            if not result.ok:
+                raise AgentInstallError(f"cannot hand credential file {rel} to {user.name}: "
+                                        f"{result.text(500)}")
+
+
+__all__ = ["DEFAULT_AGENT_USER", "AcpAgentDriver", "AcpConnection", "AgentUser",
+           "ensure_agent_user"]

@@ -1,0 +1,114 @@
+"""The pre-agent baseline that hardening compares the sandbox against before the final verify.
+
+`take_baseline()` runs once per rollout, after the agent is installed and before its first
+turn. In one root exec it records, into a root-only folder of the sandbox: the processes
+alive (later ones are the agent's), signatures and a copy of the workspace's build, test and
+import-hook files, and signatures of the interpreter's folders, the PATH folders and
+/etc/ld.so.preload. A signature holds the entry's ctime, which user space cannot set, so
+any write, chmod, rename or replacement shows. Python keeps the baseline's digest:
+`harden()` refuses a baseline that changed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+
+from pydantic import Field
+
+from benchflow._models import FrozenModel
+from benchflow.sandbox.base import Sandbox
+from benchflow.task.models import HardeningConfig
+from benchflow.verify._scripts import resource_text, run_script
+
+BASELINE_DIR = "/var/lib/benchflow"
+"""Where the baseline lives in the sandbox: root-owned, mode 0700."""
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class Baseline(FrozenModel):
+    """What `take_baseline()` recorded; `harden()` and `verifier_env()` read it."""
+
+    dir: str = BASELINE_DIR
+    workspace: str | None = None
+    """The workspace that was recorded; None when there is none (workdir `/`)."""
+    digest: str = ""
+    """sha256 over the saved files; harden.sh refuses a baseline whose digest changed."""
+    supported: bool = True
+    """False when the image has no GNU find: only kill, env and log reset can run."""
+    path: str = DEFAULT_PATH
+    """The image's PATH, keeping only folders (and parents) root-owned and not group/other-writable."""
+    pythonpath: str = ""
+    """The image's PYTHONPATH, filtered the same way (workspace entries are kept)."""
+    python: str | None = None
+    watched_dirs: tuple[str, ...] = ()
+    """Python and /etc folders watched recursively."""
+    n_workspace_files: int = 0
+    n_system_entries: int = 0
+    n_processes: int = 0
+    pytest_plugin_dists: tuple[str, ...] = ()
+    duration_sec: float = Field(default=0.0, ge=0)
+
+
+def normalize_workspace(workspace: str | None) -> str | None:
+    """An absolute, normalized workspace, or None for none (`/`, empty)."""
+    if not workspace:
+        return None
+    norm = posixpath.normpath(workspace)
+    if not norm.startswith("/") or norm == "/":
+        return None
+    return norm
+
+
+async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
+                        config: HardeningConfig | None = None, timeout: float = 120.0,
+                        ) -> Baseline:
+    """Record the pre-agent state hardening restores and checks against (one root exec).
+
+    Call it after the agent is installed and its user created, right before the agent's
+    first turn. `config` is accepted for symmetry; the baseline is always complete so that
+    any combination of steps can run later.
+
+    Raises:
+        VerifierError: the script failed (e.g. the sandbox cannot run commands as root).
+    """
+    del config
+    ws = normalize_workspace(workspace)
+    started = time.monotonic()
+    _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
+                               resource_text("pyinfo.py"), timeout=timeout)
+    return Baseline(
+        dir=BASELINE_DIR,
+        workspace=ws if data.get("workspace") else None,
+        digest=str(data["digest"]),
+        supported=bool(data.get("supported")),
+        path=str(data.get("path") or DEFAULT_PATH),
+        pythonpath=str(data.get("pythonpath") or ""),
+        python=data.get("python") or None,
+        watched_dirs=tuple(data.get("watched_dirs") or ()),
+        n_workspace_files=int(data.get("n_workspace_files") or 0),
+        n_system_entries=int(data.get("n_system_entries") or 0),
+        n_processes=int(data.get("n_processes") or 0),
+        pytest_plugin_dists=tuple(data.get("pytest_plugin_dists") or ()),
+        duration_sec=time.monotonic() - started,
+    )
+
+
+async def scrub_git_history(sandbox: Sandbox, *, workspace: str | None, timeout: float = 300.0
+                            ) -> bool:
+    """Keep only HEAD's history in the workspace repository, before the agent starts.
+
+    Deletes every other ref (branches, tags, remotes, stash), expires reflogs and drops
+    unreachable objects, so a solution committed later, on another branch or left in the
+    reflog cannot be recovered. Opt-in: some tasks need their branches. Returns whether a
+    repository was scrubbed (False: none at the workspace root, or no git in the image).
+
+    Raises:
+        VerifierError: git failed on the repository.
+    """
+    ws = normalize_workspace(workspace)
+    if ws is None:
+        return False
+    _, data = await run_script(sandbox, "scrub_git.sh", ws, timeout=timeout)
+    return bool(data.get("scrubbed"))

@@ -1,0 +1,210 @@
+"""Hardening before the final verify: undo or expose whatever the agent did to fake a pass.
+
+The rollout calls, in order:
+
+1. `take_baseline()` (baseline.py) after the agent is installed, before its first turn;
+   `protect_paths()` on the tests and solution folders whenever they are in the sandbox
+   while the agent runs.
+2. `verify_hardened()` instead of `runner.verify()`: `harden()` (kill the agent's
+   processes, restore the workspace's build/test files, remove injected files, check the
+   interpreter and PATH folders, empty the verifier folder), a fresh upload of the
+   verifier, `seal()` (verifier folder root-only), then test.sh in `verifier_env()`, in
+   the same exec that empties and recreates /logs/verifier (root-owned).
+
+Every step is on by default and switched off only through `HardeningConfig`. A change
+that cannot be undone raises `VerifierTampered` (reward null): never a silent score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import Field
+
+from benchflow._models import FrozenModel
+from benchflow.errors import VerifierTampered
+from benchflow.sandbox.base import Sandbox
+from benchflow.task.models import HardeningConfig
+from benchflow.verify._scripts import run_script
+from benchflow.verify.baseline import Baseline, take_baseline
+from benchflow.verify.rewards import read_rewards
+from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, run_test_script
+from benchflow.verify.verifier_env import verifier_env
+
+log = logging.getLogger(__name__)
+
+SECRET_DIRS = ("/oracle", "/solution", "/tests", "/verifier")
+"""Folders whose files a workspace symlink must never reach (besides the verifier mount)."""
+
+_REPORT_LIMIT = 200
+
+
+class HardeningReport(FrozenModel):
+    """What `harden()` did; saved as `verifier/hardening.json` in the rollout folder."""
+
+    steps: tuple[str, ...] = ()
+    """The HardeningConfig steps that ran."""
+    killed: int = 0
+    """Processes killed (the agent user's, and any started after the baseline)."""
+    survivors: int = 0
+    """Agent processes still alive after SIGKILL (non-zero fails the rollout closed)."""
+    restored: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    tampered: tuple[str, ...] = ()
+    """Changes that could not be undone; non-empty raises VerifierTampered."""
+    notes: tuple[str, ...] = ()
+    duration_sec: float = Field(default=0.0, ge=0)
+
+    @property
+    def clean(self) -> bool:
+        return not self.tampered and not self.survivors
+
+
+def _steps(config: HardeningConfig) -> dict[str, str]:
+    """The harden.sh step letters of the enabled steps, by HardeningConfig field."""
+    letters = {
+        "kill_agent_processes": "k",
+        "restore_build_config": "r",
+        "remove_injected_files": "i",
+        "check_system_integrity": "s",
+    }
+    steps = {name: letter for name, letter in letters.items() if getattr(config, name)}
+    if config.removes_conftests:
+        steps["cleanup_conftests"] = "c"
+    return steps
+
+
+def _capped(items: Sequence[str]) -> tuple[str, ...]:
+    items = tuple(items)
+    if len(items) <= _REPORT_LIMIT:
+        return items
+    return (*items[:_REPORT_LIMIT], f"... and {len(items) - _REPORT_LIMIT} more")
+
+
+def _agent_user_arg(agent_user: str | None) -> str:
+    return "" if agent_user in (None, "", "root", "0") else str(agent_user)
+
+
+async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None,
+                 config: HardeningConfig, verifier_mount: str, protected: Sequence[str] = (),
+                 timeout: float = 300.0) -> HardeningReport:
+    """Put the sandbox back to its pre-agent state where it matters to the verifier.
+
+    Kills the agent user's processes and every process started after the baseline
+    (frozen with SIGSTOP until none is left running, then SIGKILL twice), restores the
+    workspace's tracked build/test files from the baseline copy, removes injected files,
+    checks the interpreter and PATH folders, and empties `verifier_mount` for a fresh
+    upload. One root exec. `agent_user` None or "root" means a root agent.
+
+    Raises:
+        VerifierTampered: something the agent changed could not be undone, agent processes
+            survived, or the baseline itself was modified. `.report` holds the report.
+        VerifierError: the script failed.
+    """
+    steps = _steps(config)
+    started = time.monotonic()
+    _, data = await run_script(
+        sandbox, "harden.sh", baseline.dir, baseline.digest, baseline.workspace or "/",
+        _agent_user_arg(agent_user), "".join(steps.values()), verifier_mount,
+        VERIFIER_LOGS, *SECRET_DIRS, *protected, timeout=timeout)
+    report = HardeningReport(
+        steps=tuple(steps), killed=int(data.get("killed", 0)),
+        survivors=int(data.get("survivors", 0)),
+        restored=_capped(data.get("restored", ())), removed=_capped(data.get("removed", ())),
+        tampered=_capped(data.get("tampered", ())), notes=_capped(data.get("notes", ())),
+        duration_sec=time.monotonic() - started)
+    log.info("hardening: killed %d, restored %d, removed %d, tampered %d (%.2f s)",
+             report.killed, len(report.restored), len(report.removed), len(report.tampered),
+             report.duration_sec)
+    if not report.clean:
+        problems = list(report.tampered)
+        if report.survivors:
+            problems.append(f"{report.survivors} agent processes survived SIGKILL")
+        exc = VerifierTampered("the agent tampered with what the verifier trusts: "
+                               + "; ".join(problems))
+        exc.report = report  # type: ignore[attr-defined]
+        raise exc
+    return report
+
+
+async def seal(sandbox: Sandbox, verifier_mount: str, *, lock: bool) -> None:
+    """After the verifier upload: make the folder root's; with `lock`, root-only (0700), and
+    /logs/verifier and /logs unwritable by anyone but root."""
+    await run_script(sandbox, "seal.sh", verifier_mount, VERIFIER_LOGS, "1" if lock else "0",
+                     timeout=60, parse=False)
+
+
+async def protect_paths(sandbox: Sandbox, paths: Sequence[str], agent_user: str | None = None
+                        ) -> None:
+    """Make each folder root-owned and 0700 (created if missing) while the agent runs.
+
+    Call it after uploading tests or a solution that must sit in the sandbox during the
+    agent's turns (and on /logs/verifier), so that the agent user can neither read nor write
+    them. A root agent cannot be kept out; `agent_user` is accepted for the log line.
+    """
+    if not paths:
+        return
+    await run_script(sandbox, "protect.sh", *paths, timeout=60, parse=False)
+    log.debug("protected %s from %s", ", ".join(paths), agent_user or "root")
+
+
+@dataclasses.dataclass(frozen=True)
+class HardenedOutcome:
+    """The final verifier's outcome and what hardening did before it."""
+
+    outcome: VerifierOutcome
+    report: HardeningReport
+
+
+async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, logs_dir: Path, *,
+                          baseline: Baseline, agent_user: str | None, config: HardeningConfig,
+                          pytest_plugins: Sequence[str] = (), protected: Sequence[str] = (),
+                          ) -> HardenedOutcome:
+    """The final verify: harden, upload the verifier fresh, seal, run test.sh, read rewards.
+
+    Writes `out_dir/hardening.json` (also when tampering is found) next to test.sh's
+    stdout/stderr, and downloads `/logs` to `logs_dir`.
+
+    Raises:
+        VerifierTampered: see `harden()`.
+        VerifierFailed, VerifierTimeout, RewardMissingError, RewardInvalidError: as `verify()`.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report_path = out_dir / "hardening.json"
+    try:
+        report = await harden(sandbox, baseline, agent_user=agent_user, config=config,
+                              verifier_mount=run.mount, protected=protected)
+    except VerifierTampered as exc:
+        tampered = getattr(exc, "report", None)
+        if tampered is not None:
+            report_path.write_text(tampered.model_dump_json(indent=2))
+        raise
+    report_path.write_text(report.model_dump_json(indent=2))
+    await sandbox.upload(run.verifier_dir, run.mount)
+    await seal(sandbox, run.mount, lock=config.lock_verifier_dirs)
+    env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
+                       task_env=run.env, pytest_plugins=pytest_plugins, config=config,
+                       baseline=baseline)
+    result = await run_test_script(sandbox, dataclasses.replace(run, env=env), out_dir,
+                                   reset_logs=config.reset_verifier_logs,
+                                   logs_mode="755" if config.lock_verifier_dirs else "777")
+    await sandbox.download("/logs", logs_dir)
+    return HardenedOutcome(VerifierOutcome(read_rewards(logs_dir / "verifier"), result), report)
+
+
+__all__ = [
+    "SECRET_DIRS",
+    "Baseline",
+    "HardenedOutcome",
+    "HardeningReport",
+    "harden",
+    "protect_paths",
+    "seal",
+    "take_baseline",
+    "verifier_env",
+    "verify_hardened",
+]

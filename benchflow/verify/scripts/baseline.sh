@@ -1,0 +1,227 @@
+#!/bin/sh
+# baseline.sh BASE WORKSPACE PYINFO: record, as root, what hardening later compares against.
+#
+# Runs once per rollout after the agent is installed and before it starts (common.sh is
+# prepended). Saves into BASE (root-only, 0700):
+#   stamp      its ctime marks "before the agent": anything changed later is newer
+#   procs      "pid:starttime" of every live process; any other process is the agent's
+#   ws.sig     signatures of the tracked build/test/import-hook files under WORKSPACE
+#   ws.tar     a copy of those files, to restore them from
+#   ws.top     the names directly under WORKSPACE
+#   sys.tree   Python library folders, /etc/python3*, /etc/ld.so.conf.d (watched recursively)
+#   sys.flat   PATH folders (their direct entries are watched)
+#   sys.self   PATH entries as written, /etc/ld.so.preload, /etc/ld.so.conf
+#   sys.sig    signatures of every watched system entry
+#   modules    module names a new file must not shadow; plugins: dists with pytest11 plugins
+#   meta       key=value facts; ld.so.preload: a copy of /etc/ld.so.preload if it exists
+# PYINFO is the text of pyinfo.py. Prints one JSON line: the digest of BASE (harden.sh
+# refuses a baseline whose digest changed), PATH and PYTHONPATH filtered to folders the
+# agent cannot write, and counts. Exit codes: benchflow/sandbox/exit_codes.py.
+# shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
+set -eu
+
+if [ $# -ne 3 ]; then exit 64; fi  # USAGE
+base=$1
+ws=$2
+pyinfo=$3
+case $base in
+    /?*) ;;
+    *) exit 64 ;;  # USAGE
+esac
+if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+
+# resolve DIR: sets $resolved to DIR's physical path (no fork); fails if DIR is no folder.
+resolve() {
+    case $1 in /*) ;; *) return 1 ;; esac
+    cd -P -- "$1" 2>/dev/null || return 1
+    resolved=$PWD
+    cd /
+}
+
+# unsafe_dirs < DIRS: print those of DIRS and the folders above them that are not
+# root-owned or are group/other-writable (one stat for all of them).
+unsafe_dirs() {
+    while IFS= read -r d; do
+        while :; do
+            printf '%s\n' "$d"
+            if [ "$d" = / ]; then break; fi
+            d=${d%/*}
+            d=${d:-/}
+        done
+    done | sort -u | tr '\n' '\0' | xargs -0 stat -c '%u %a %n' -- 2>/dev/null \
+        | while read -r owner mode name; do
+            if [ "$owner" != 0 ] || [ $((0$mode & 18)) -ne 0 ]; then printf '%s\n' "$name"; fi
+        done
+}
+
+# resolve_all DIR...: the physical path of each DIR that is a folder, one per line.
+resolve_all() {
+    for p in "$@"; do
+        if resolve "$p"; then printf '%s\n' "$resolved"; fi
+    done
+}
+
+# is_safe DIR: DIR's physical path and the folders above it are all outside $unsafe.
+is_safe() {
+    resolve "$1" || return 1
+    d=$resolved
+    while :; do
+        case $unsafe in *"$nl$d$nl"*) return 1 ;; esac
+        if [ "$d" = / ]; then return 0; fi
+        d=${d%/*}
+        d=${d:-/}
+    done
+}
+
+# in_ws DIR: DIR is the workspace or below it.
+in_ws() {
+    if [ "$has_ws" != 1 ]; then return 1; fi
+    case $1 in "$ws" | "$ws"/*) return 0 ;; esac
+    return 1
+}
+
+rm -rf -- "$base"
+mkdir -p -- "$base"  # 0700: umask 077
+: > "$base/stamp"
+
+# Processes alive now: harden.sh kills every other one (and all of the agent user's).
+: > "$base/procs"
+for d in /proc/[0-9]*; do
+    if read -r line < "$d/stat" 2>/dev/null; then
+        rest=${line##*) }
+        # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
+        set -- $rest
+        printf '%s:%s\n' "${d#/proc/}" "${20}" >> "$base/procs"
+    fi
+done
+
+has_ws=0
+case $ws in
+    / | '' | *[[:cntrl:]]*) ;;  # none, or a name that scans could not parse
+    /*) if [ -d "$ws" ] && [ ! -L "$ws" ]; then has_ws=1; fi ;;
+esac
+
+gnu=0
+if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
+
+# PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
+# (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
+nl='
+'
+old_ifs=$IFS
+# Every folder named in PATH or PYTHONPATH and its parents, checked with one stat.
+set -f
+IFS=:
+# shellcheck disable=SC2086  # split PATH and PYTHONPATH on ':'
+set -- $path_of_image ${PYTHONPATH:-}
+IFS=$old_ifs
+set +f
+unsafe="$nl$(resolve_all "$@" | unsafe_dirs)$nl"
+safe_path=
+: > "$base/sys.flat"
+: > "$base/sys.self"
+set -f
+IFS=:
+for p in $path_of_image; do
+    IFS=$old_ifs
+    if is_safe "$p"; then
+        case ":$safe_path:" in
+            *":$p:"*) ;;
+            *)
+                safe_path=${safe_path:+$safe_path:}$p
+                printf '%s\n' "$p" >> "$base/sys.self"
+                printf '%s\n' "$resolved" >> "$base/sys.flat"
+                ;;
+        esac
+    fi
+done
+IFS=$old_ifs
+safe_pythonpath=
+: > "$base/sys.tree"
+IFS=:
+for p in ${PYTHONPATH:-}; do
+    IFS=$old_ifs
+    if in_ws "$p"; then
+        safe_pythonpath=${safe_pythonpath:+$safe_pythonpath:}$p
+    elif is_safe "$p"; then
+        safe_pythonpath=${safe_pythonpath:+$safe_pythonpath:}$p
+        printf '%s\n' "$p" >> "$base/sys.tree"
+    fi
+done
+IFS=$old_ifs
+set +f
+
+# The interpreter's folders and the module names new files must not shadow.
+python=
+set -f
+IFS=:
+for dir in $safe_path; do
+    IFS=$old_ifs
+    if [ -z "$python" ] && [ -x "$dir/python3" ] && [ ! -d "$dir/python3" ]; then
+        python=$dir/python3
+    fi
+done
+IFS=$old_ifs
+set +f
+printf '%s\n' pytest _pytest py pluggy iniconfig sitecustomize usercustomize > "$base/modules"
+if [ -n "$python" ]; then
+    if "$python" -I -S -c "$pyinfo" "$base/pyroots" "$base/pymodules" 2>/dev/null; then
+        cat "$base/pyroots" >> "$base/sys.tree"
+        cat "$base/pymodules" >> "$base/modules"
+    fi
+    rm -f "$base/pyroots" "$base/pymodules"
+fi
+for p in /etc/python3*; do
+    if [ -d "$p" ]; then printf '%s\n' "$p" >> "$base/sys.tree"; fi
+done
+printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
+printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
+sort -u -o "$base/modules" "$base/modules"
+sort -u -o "$base/sys.tree" "$base/sys.tree"
+sort -u -o "$base/sys.flat" "$base/sys.flat"
+
+: > "$base/ws.sig"
+: > "$base/ws.top"
+: > "$base/ws.list"
+: > "$base/sys.sig"
+: > "$base/plugins"
+if [ "$gnu" = 1 ]; then
+    if [ "$has_ws" = 1 ]; then
+        ws_scan > "$base/ws.sig"
+        ws_find -printf '%p\n' 2>/dev/null | sed 's|^/||' > "$base/ws.list"
+        find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
+            | sort > "$base/ws.top"
+    fi
+    sys_scan > "$base/sys.sig"
+    # pytest11 entry points: recorded so the report can name plugins the agent added.
+    plugin_dists > "$base/plugins"
+fi
+tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
+    || tar -cf "$base/ws.tar" -C / -T "$base/ws.list"
+rm -f "$base/ws.list"
+
+ld_preload=absent
+if [ -e /etc/ld.so.preload ] || [ -L /etc/ld.so.preload ]; then
+    cp -P -p /etc/ld.so.preload "$base/ld.so.preload"
+    ld_preload=present
+fi
+{
+    printf 'workspace=%s\n' "$ws"
+    printf 'has_ws=%s\n' "$has_ws"
+    printf 'gnu=%s\n' "$gnu"
+    printf 'ld_preload=%s\n' "$ld_preload"
+} > "$base/meta"
+
+printf '{"digest":"%s","supported":%s,"workspace":%s,"path":' "$(digest "$base")" \
+    "$([ "$gnu" = 1 ] && echo true || echo false)" "$([ "$has_ws" = 1 ] && echo true || echo false)"
+json_str "$safe_path"
+printf ',"pythonpath":'
+json_str "$safe_pythonpath"
+printf ',"python":'
+json_str "$python"
+printf ',"watched_dirs":'
+json_list "$base/sys.tree"
+printf ',"n_workspace_files":%s,"n_system_entries":%s,"n_processes":%s,"pytest_plugin_dists":' \
+    "$(wc -l < "$base/ws.sig")" "$(wc -l < "$base/sys.sig")" "$(wc -l < "$base/procs")"
+json_list "$base/plugins"
+printf '}\n'

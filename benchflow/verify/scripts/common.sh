@@ -1,0 +1,101 @@
+#!/bin/sh
+# common.sh: helpers shared by the hardening scripts. benchflow prepends this text to
+# baseline.sh, harden.sh and seal.sh and runs the result as `sh -c TEXT NAME ARGS...`:
+# no script is read from a file the agent could have edited, and every value arrives as
+# an argument. POSIX sh, because task images may have no bash.
+# shellcheck disable=SC2034,SC2154  # shared names are used, and ws/base set, by the scripts
+set -eu
+export LC_ALL=C
+path_of_image=${PATH:-}
+# Tools come from root-owned system folders only. /usr/local is left out: a root agent
+# could have planted a fake `find` or `sort` there.
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+umask 077
+tab=$(printf '\t')
+# Names with control characters are never parsed (a newline could forge a line); they
+# are pruned from every scan and handled on their own.
+cntrl='*[[:cntrl:]]*'
+# Signature of an entry. ctime cannot be set from user space, so a write, chmod, chown,
+# rename or replacement always changes it. Folders: only type, mode and owner (adding a
+# file to a folder is not a change of the folder).
+dsig='%p\td %m %U %G\n'
+fsig='%p\t%y %m %U %G %s %C@ %i\n'
+
+# The build, test and import-hook files hardening tracks in the workspace.
+ws_find() {  # ws_find FIND-ACTIONS...
+    find "$ws" -xdev \( -name .git -o -name node_modules -o -name "$cntrl" \) -prune -o \
+        \( -name pyproject.toml -o -name setup.cfg -o -name setup.py -o -name tox.ini \
+        -o -name pytest.ini -o -name .pytest.ini -o -name .coveragerc -o -name Makefile \
+        -o -name makefile -o -name GNUmakefile -o -name package.json -o -name conftest.py \
+        -o -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \) "$@"
+}
+
+ws_scan() {  # signatures of the tracked workspace files, sorted
+    ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) 2>/dev/null | sort
+}
+
+sys_scan() {  # signatures of the watched system entries (roots listed in $base/sys.*)
+    {
+        # Python folders and /etc/python3*, /etc/ld.so.conf.d: everything below them.
+        set --
+        while IFS= read -r p; do
+            if [ -e "$p" ]; then set -- "$@" "$p"; fi
+        done < "$base/sys.tree"
+        if [ $# -gt 0 ]; then
+            find -H "$@" -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
+                -o -printf "$fsig" 2>/dev/null || :
+        fi
+        # PATH folders: their direct entries.
+        set --
+        while IFS= read -r p; do
+            if [ -e "$p" ]; then set -- "$@" "$p"; fi
+        done < "$base/sys.flat"
+        if [ $# -gt 0 ]; then
+            find -H "$@" -maxdepth 1 -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
+                -o -printf "$fsig" 2>/dev/null || :
+        fi
+        # Single entries, symlinks not followed: PATH entries as written, /etc/ld.so.preload.
+        set --
+        while IFS= read -r p; do
+            if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; fi
+        done < "$base/sys.self"
+        if [ $# -gt 0 ]; then
+            find "$@" -maxdepth 0 -type d -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+        fi
+    } | sort -u
+}
+
+plugin_dists() {  # the dists under the watched Python folders that declare pytest11 plugins
+    set --
+    while IFS= read -r p; do
+        if [ -d "$p" ]; then set -- "$@" "$p"; fi
+    done < "$base/sys.tree"
+    if [ $# -gt 0 ]; then
+        find -H "$@" -mindepth 2 -maxdepth 2 -name entry_points.txt -path '*-info/*' \
+            -exec grep -l '^\[pytest11\]' {} + 2>/dev/null | sort -u || :
+    fi
+}
+
+digest() {  # digest BASE: one hash over everything baseline.sh saved, and its stamp
+    (
+        cd "$1"
+        set -- procs meta ws.sig ws.top ws.tar sys.tree sys.flat sys.self sys.sig modules plugins
+        if [ -e ld.so.preload ] || [ -L ld.so.preload ]; then set -- "$@" ld.so.preload; fi
+        sha256sum -- "$@"
+        stat -c '%z %i' stamp
+    ) | sha256sum | cut -c1-64
+}
+
+json_str() {  # json_str VALUE: print VALUE as a JSON string (control characters dropped)
+    case $1 in
+        *[\\\"]* | *[[:cntrl:]]*)
+            printf '"%s"' "$(printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g')" ;;
+        *) printf '"%s"' "$1" ;;
+    esac
+}
+
+json_list() {  # json_list FILE: the lines of FILE as a JSON array of strings
+    printf '[%s]' "$(tr -d '\000-\011\013-\037' < "$1" | sed 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&"/' \
+        | paste -sd, -)"
+}

@@ -1,0 +1,339 @@
+#!/bin/sh
+# harden.sh BASE DIGEST WORKSPACE AGENT_USER STEPS MOUNT [PROTECTED...]
+#
+# Runs as root after the agent's last turn and before the final verifier (common.sh is
+# prepended). Compares the sandbox with the baseline in BASE and puts it back:
+#   k  kill the agent user's processes and every process started after the baseline
+#   r  restore tracked workspace files (pyproject.toml, conftest.py, ...) that changed
+#   i  remove files the agent added to hijack the verifier: pytest.ini, sitecustomize.py,
+#      usercustomize.py, *.pth, new .pyc files, modules shadowing the standard library or
+#      pytest, symlinks into PROTECTED folders, Python files left in /tmp
+#   c  remove conftest.py files the agent added
+#   s  system integrity: new import hooks, shadowing modules and commands in the Python and
+#      PATH folders are removed, /etc/ld.so.preload is put back; any other change to an
+#      entry that existed is tampering and is reported, never repaired
+# STEPS holds the letters of the steps to run. MOUNT (the verifier folder) is emptied for a
+# fresh upload. AGENT_USER "" means the agent ran as root. Prints one JSON line:
+# {"killed", "survivors", "restored", "removed", "tampered", "notes"}.
+# Exit codes: benchflow/sandbox/exit_codes.py.
+# shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
+set -eu
+
+if [ $# -lt 6 ]; then exit 64; fi  # USAGE
+base=$1
+want_digest=$2
+ws=$3
+agent_user=$4
+steps=$5
+mount=$6
+shift 6
+for p in "$base" "$mount" "$@"; do
+    case $p in
+        /?*) ;;
+        *) exit 64 ;;  # USAGE
+    esac
+done
+case $ws/ in
+    "$mount"/*) exit 64 ;;  # USAGE: emptying the verifier folder would delete the workspace
+esac
+case $mount/ in
+    "$ws"/*) if [ "$ws" != / ]; then exit 64; fi ;;  # USAGE: the verifier folder is in the workspace
+esac
+if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if [ ! -f "$base/meta" ]; then exit 66; fi  # NO_BASELINE
+if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPERED
+
+out=$base/out
+rm -rf -- "$out"
+mkdir -p -- "$out"
+for f in restored removed tampered notes; do : > "$out/$f"; done
+note() { printf '%s\n' "$*" >> "$out/notes"; }
+has() { case $steps in *"$1"*) return 0 ;; esac; return 1; }
+add() { printf '%s\n' "$2" >> "$out/$1"; }
+meta() { sed -n "s/^$1=//p" "$base/meta"; }
+has_ws=$(meta has_ws)
+gnu=$(meta gnu)
+
+# ---- k: processes --------------------------------------------------------------------
+agent_uid=-1
+if [ -n "$agent_user" ]; then
+    if uid=$(id -u -- "$agent_user" 2>/dev/null); then
+        if [ "$uid" != 0 ]; then agent_uid=$uid; fi
+    else
+        note "agent user not found; killed only processes started after the baseline"
+    fi
+fi
+# This script and its parents (the exec, a `timeout` wrapper) are never killed.
+keep=" 1 "
+p=$$
+while [ "$p" -gt 1 ]; do
+    keep="$keep$p "
+    ppid=
+    while read -r key value; do
+        if [ "$key" = PPid: ]; then ppid=$value; break; fi
+    done < "/proc/$p/status"
+    p=${ppid:-1}
+done
+base_procs=" $(tr '\n' ' ' < "$base/procs")"
+
+# agent_proc PID: the process is the agent's (sets $state). Builtins only: a forked helper
+# would itself be a process started after the baseline.
+agent_proc() {
+    case $keep in *" $1 "*) return 1 ;; esac
+    read -r line < "/proc/$1/stat" 2>/dev/null || return 1
+    rest=${line##*) }
+    # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
+    set -- "$1" $rest
+    state=$2
+    if [ "$state" = Z ] || [ "$state" = X ]; then return 1; fi
+    case $base_procs in *" $1:${21} "*) ;; *) return 0 ;; esac
+    if [ "$agent_uid" -ge 0 ]; then
+        while read -r key real eff _; do
+            if [ "$key" = Uid: ]; then
+                if [ "$real" = "$agent_uid" ] || [ "$eff" = "$agent_uid" ]; then return 0; fi
+                return 1
+            fi
+        done < "/proc/$1/status" 2>/dev/null || return 1
+    fi
+    return 1
+}
+
+killed=0
+survivors=0
+if has k; then
+    # Freeze first, until a pass finds nothing left running: a frozen process cannot fork.
+    round=0
+    while [ "$round" -lt 50 ]; do
+        round=$((round + 1))
+        frozen=0
+        for d in /proc/[0-9]*; do
+            pid=${d#/proc/}
+            if agent_proc "$pid" && [ "$state" != T ] && [ "$state" != t ]; then
+                if kill -STOP "$pid" 2>/dev/null; then frozen=$((frozen + 1)); fi
+            fi
+        done
+        if [ "$frozen" -eq 0 ]; then break; fi
+    done
+    # Then kill, twice.
+    for pass in 1 2; do
+        for d in /proc/[0-9]*; do
+            pid=${d#/proc/}
+            if agent_proc "$pid"; then
+                if kill -KILL "$pid" 2>/dev/null && [ "$pass" = 1 ]; then killed=$((killed + 1)); fi
+            fi
+        done
+    done
+    tries=0
+    while :; do
+        survivors=0
+        for d in /proc/[0-9]*; do
+            if agent_proc "${d#/proc/}"; then survivors=$((survivors + 1)); fi
+        done
+        if [ "$survivors" -eq 0 ] || [ "$tries" -ge 40 ]; then break; fi
+        tries=$((tries + 1))
+        sleep 0.05
+    done
+fi
+
+if [ "$gnu" != 1 ] && { has r || has i || has c || has s; }; then
+    note "no GNU find in this image: workspace restore, injected-file removal and the integrity check did not run"
+fi
+
+# ---- r, i, c: the workspace ------------------------------------------------------------
+restore_ws() {  # restore_ws PATH: put PATH back from ws.tar, never through a symlink
+    rel=${1#"$ws"/}
+    cur=$ws
+    while :; do
+        case $rel in */*) ;; *) break ;; esac
+        cur=$cur/${rel%%/*}
+        rel=${rel#*/}
+        if [ -L "$cur" ] || { [ -e "$cur" ] && [ ! -d "$cur" ]; }; then rm -f -- "$cur"; fi
+    done
+    rm -rf -- "$1"
+    tar -xpf "$base/ws.tar" -C / --no-recursion --no-unquote "${1#/}"
+}
+
+if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && { has r || has i || has c; }; then
+    if [ -L "$ws" ] || [ ! -d "$ws" ]; then
+        add tampered "the workspace $ws was replaced"
+    else
+        ws_scan > "$out/ws.now"
+        awk -F "$tab" -v out="$tab" '
+            FILENAME == ARGV[1] { base[$1] = $2; next }
+            { seen[$1] = 1
+              if (!($1 in base)) print "N" out $1
+              else if (base[$1] != $2) print "R" out $1 }
+            END { for (p in base) if (!(p in seen)) print "R" out p }
+        ' "$base/ws.sig" "$out/ws.now" | sort > "$out/ws.diff"
+        while IFS="$tab" read -r kind path; do
+            if [ "$kind" = R ]; then
+                if has r; then
+                    restore_ws "$path"
+                    add restored "$path"
+                else
+                    note "changed, kept (restore_build_config is off): $path"
+                fi
+                continue
+            fi
+            case ${path##*/} in
+                conftest.py)
+                    if has c; then rm -rf -- "$path"; add removed "$path"; fi ;;
+                pytest.ini | .pytest.ini | sitecustomize.py | usercustomize.py | *.pth)
+                    if has i; then rm -rf -- "$path"; add removed "$path"; fi ;;
+                *) note "new file kept (pytest ignores it under -c /dev/null): $path" ;;
+            esac
+        done < "$out/ws.diff"
+    fi
+fi
+
+if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" ]; then
+    # Names with control characters made during the run: never legitimate, never parsed.
+    n=$(find "$ws" -xdev -mindepth 1 -name "$cntrl" -cnewer "$base/stamp" -prune -printf x \
+        -exec rm -rf -- {} + 2>/dev/null | wc -c)
+    if [ "$n" -gt 0 ]; then add removed "$n entries with control characters in their names"; fi
+    # Bytecode written during the run (a poisoned __pycache__ or a sourceless module).
+    find "$ws" -xdev \( -name .git -o -name "$cntrl" \) -prune -o \
+        \( -name '*.pyc' -o -name '*.pyo' \) -cnewer "$base/stamp" -print 2>/dev/null \
+        > "$out/pyc" || :
+    while IFS= read -r f; do rm -f -- "$f"; add removed "$f"; done < "$out/pyc"
+    # New top-level modules that shadow the standard library or the test runner.
+    find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
+        > "$out/ws.top.now"
+    awk '
+        FILENAME == ARGV[1] { mods[$0] = 1; next }
+        FILENAME == ARGV[2] { old[$0] = 1; next }
+        !($0 in old) {
+            m = $0
+            if (m ~ /\.(py|pyc|pyw)$/) sub(/\.[^.]*$/, "", m)
+            else if (m ~ /\.(so|pyd)$/) sub(/\..*$/, "", m)
+            else if (m ~ /\./) next
+            if (m in mods) print $0
+        }
+    ' "$base/modules" "$base/ws.top" "$out/ws.top.now" > "$out/shadow"
+    while IFS= read -r name; do
+        case $name in
+            *.*) rm -rf -- "${ws:?}/$name"; add removed "$ws/$name" ;;
+            *) if [ -d "$ws/$name" ]; then rm -rf -- "${ws:?}/$name"; add removed "$ws/$name"; fi ;;
+        esac
+    done < "$out/shadow"
+    # Symlinks that lead into the verifier's, the solution's or benchflow's folders.
+    find "$ws" -xdev \( -name .git -o -name node_modules -o -name "$cntrl" \) -prune -o \
+        -type l -print 2>/dev/null > "$out/links" || :
+    while IFS= read -r link; do
+        target=$(readlink -m -- "$link" 2>/dev/null || readlink -f -- "$link" 2>/dev/null || :)
+        for prot in "$base" "$mount" "$@"; do
+            case $target in
+                "$prot" | "$prot"/*) rm -f -- "$link"; add removed "$link -> $target"; break ;;
+            esac
+        done
+    done < "$out/links"
+fi
+
+if [ "$gnu" = 1 ] && has i; then
+    find /tmp -xdev \( -path /tmp/.benchflow -o -name "$cntrl" \) -prune -o \
+        \( -name '*.py' -o -name '*.pyc' -o -name '*.pth' \) -cnewer "$base/stamp" -print \
+        2>/dev/null > "$out/tmp" || :
+    while IFS= read -r f; do rm -rf -- "$f"; add removed "$f"; done < "$out/tmp"
+fi
+
+# ---- s: system integrity --------------------------------------------------------------
+new_cntrl_entries() {  # how many names with control characters appeared in system folders
+    set --
+    while IFS= read -r p; do
+        if [ -e "$p" ]; then set -- "$@" "$p"; fi
+    done < "$base/sys.tree"
+    if [ $# -eq 0 ]; then echo 0; return; fi
+    find -H "$@" -xdev -name "$cntrl" -cnewer "$base/stamp" -prune -printf x 2>/dev/null | wc -c
+}
+
+if [ "$gnu" = 1 ] && has s; then
+    sys_scan > "$out/sys.now"
+    awk -F "$tab" -v out="$tab" '
+        function dirname(p) { sub(/\/[^\/]*$/, "", p); return p == "" ? "/" : p }
+        function basename(p) { sub(/^.*\//, "", p); return p }
+        function modname(n) {
+            if (n ~ /\.(py|pyc|pyw)$/) { sub(/\.[^.]*$/, "", n); return n }
+            if (n ~ /\.(so|pyd)$/) { sub(/\..*$/, "", n); return n }
+            return n ~ /\./ ? "" : n
+        }
+        function classify(p,    d, n, r) {
+            d = dirname(p); n = basename(p)
+            if (d in flat)
+                return (n in bins || (n in tools && d !~ /^\/(usr\/)?s?bin$/)) ? "rm" : "keep"
+            for (r in tree) {
+                if (index(p, r "/") != 1) continue
+                if (r ~ /^\/etc\//) return "rm"
+                if (n ~ /\.(pth|pyc|pyo)$/ || n == "sitecustomize.py" || n == "usercustomize.py")
+                    return "rm"
+                if (d == r && modname(n) != "" && (modname(n) in mods || modname(n) in sysmods))
+                    return "rm"
+            }
+            return "keep"
+        }
+        BEGIN {
+            split("python python3 pytest py.test pytest-3 pip pip3 uv uvx curl wget bash sh " \
+                  "dash env timeout git node npm npx make", t, " ")
+            for (i in t) tools[t[i]] = 1
+        }
+        FILENAME == ARGV[1] { tree[$0] = 1; next }
+        FILENAME == ARGV[2] { flat[$0] = 1; next }
+        FILENAME == ARGV[3] { mods[$0] = 1; next }
+        FILENAME == ARGV[4] {
+            base[$1] = $2
+            if (dirname($1) in flat) bins[basename($1)] = 1
+            if (dirname($1) in tree && modname(basename($1)) != "") sysmods[modname(basename($1))] = 1
+            next
+        }
+        { now[$1] = 1
+          if (!($1 in base)) print "N" out $1 out classify($1)
+          else if (base[$1] != $2) print "C" out $1 }
+        END { for (p in base) if (!(p in now)) print "D" out p }
+    ' "$base/sys.tree" "$base/sys.flat" "$base/modules" "$base/sys.sig" "$out/sys.now" \
+        | sort > "$out/sys.diff"
+    kept=0
+    while IFS="$tab" read -r kind path action; do
+        if [ "$path" = /etc/ld.so.preload ]; then
+            rm -f -- /etc/ld.so.preload
+            if [ -e "$base/ld.so.preload" ] || [ -L "$base/ld.so.preload" ]; then
+                cp -P -p -- "$base/ld.so.preload" /etc/ld.so.preload
+                add restored /etc/ld.so.preload
+            else
+                add removed /etc/ld.so.preload
+            fi
+            continue
+        fi
+        case $kind in
+            C) add tampered "changed: $path" ;;
+            D) add tampered "deleted: $path" ;;
+            N)
+                if [ "$action" = rm ]; then
+                    rm -rf -- "$path"
+                    add removed "$path"
+                else
+                    kept=$((kept + 1))
+                fi ;;
+        esac
+    done < "$out/sys.diff"
+    if [ "$kept" -gt 0 ]; then
+        note "$kept new files kept in system folders (new packages; nothing they shadow)"
+    fi
+    n=$(new_cntrl_entries)
+    if [ "$n" -gt 0 ]; then add tampered "$n new entries with control characters in their names"; fi
+    plugin_dists > "$out/plugins"
+    comm -13 "$base/plugins" "$out/plugins" | while IFS= read -r dist; do
+        note "new pytest plugin (not loaded: plugin autoload is off): $dist"
+    done
+fi
+
+# ---- the verifier folder, emptied for a fresh upload ---------------------------------
+if [ "$mount" != / ]; then rm -rf -- "$mount"; fi
+
+printf '{"killed":%s,"survivors":%s,"restored":' "$killed" "$survivors"
+json_list "$out/restored"
+printf ',"removed":'
+json_list "$out/removed"
+printf ',"tampered":'
+json_list "$out/tampered"
+printf ',"notes":'
+json_list "$out/notes"
+printf '}\n'

@@ -1,0 +1,35 @@
+#!/bin/sh
+# seal.sh MOUNT LOGS LOCK: after the verifier upload, make the verifier folder root's
+# (common.sh is prepended). /logs/verifier itself is emptied and recreated by the exec that
+# starts test.sh (runner.run_test_script), so nothing can be planted between the two.
+#   MOUNT  the verifier folder; always chowned to root (an upload keeps the host's uid,
+#          which may be the agent's inside the sandbox)
+#   LOGS   /logs/verifier
+#   LOCK   1: MOUNT becomes root-only (0700), LOGS root's, and LOGS's parent unwritable by
+#          others, so that nobody but root can replace LOGS
+# Exit codes: benchflow/sandbox/exit_codes.py.
+set -eu
+
+if [ $# -ne 3 ]; then exit 64; fi  # USAGE
+mount=$1
+logs=$2
+lock=$3
+for p in "$mount" "$logs"; do
+    case $p in
+        /?*) ;;
+        *) exit 64 ;;  # USAGE
+    esac
+done
+if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+
+if [ -e "$mount" ]; then chown -R -h 0:0 -- "$mount"; fi
+if [ "$lock" = 1 ]; then
+    if [ -e "$mount" ]; then
+        chmod -R go-w -- "$mount"
+        chmod 0700 -- "$mount"
+    fi
+    parent=${logs%/*}
+    mkdir -p -- "$logs"
+    chown 0:0 -- "$logs" "${parent:-/}"
+    chmod go-w -- "$logs" "${parent:-/}"
+fi

