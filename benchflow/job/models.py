@@ -34,20 +34,18 @@ class Aggregates(StrictModel):
     pass_at_k: dict[str, float] | None = None
 
 
-class JobResult(StrictModel):
-    """Job-level result.json: what ran, what passed, what was skipped."""
-
+class _JobHead(StrictModel):
     schema_version: Literal[1] = 1
     job_name: str
     cancelled: bool = False
-    total_trials: int = 0
-    completed_trials: int = 0
-    failed_trials: int = 0
-    skipped_trials: int = 0
-    pass_rate: float | None = None
-    mean_reward: float | None = None
-    total_cost: float | None = None
-    pass_at_k: dict[str, float] | None = None
+
+
+class JobResult(Aggregates, _JobHead):
+    """Job-level result.json: what ran, what passed, what was skipped.
+
+    Field order (head, aggregates, then the rest) follows the job spec's example file.
+    """
+
     total_duration_sec: float | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
