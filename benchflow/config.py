@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
-from benchflow.sandbox.spec import PreservePolicy
+from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 
 EnvironmentType = Literal["docker", "daytona", "modal"]
 
@@ -88,6 +88,28 @@ def load_scenes(path: Path) -> list[Scene]:
         raise ConfigError(f"{path}: invalid scene: {exc}") from exc
 
 
+class ModelEndpoint(FrozenModel):
+    """The model API the rollout's agents use: a scripted model server benchflow starts for
+    the rollout (`script`), or a real endpoint (`base_url`, its key in the host variable
+    `api_key_env`). Every role gets `BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY`, which each
+    agent's manifest maps to its own settings (see docs/how-to/test-agents-offline.md)."""
+
+    script: Path | None = Field(default=None, description="YAML script of a scripted model")
+    base_url: str | None = Field(default=None, pattern=r"^https?://",
+                                 description="a real endpoint's root URL (a trailing /v1 is "
+                                 "dropped; agents that need it add it back)")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    description="host variable holding the endpoint's key")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelEndpoint:
+        if (self.script is None) == (self.base_url is None):
+            raise ValueError("set exactly one of `script` (a scripted model) and `base_url`")
+        if self.api_key_env and self.script is not None:
+            raise ValueError("`api_key_env` goes with `base_url`; a scripted model needs no key")
+        return self
+
+
 class RolloutConfig(FrozenModel):
     """Everything one rollout needs: `benchflow.run(RolloutConfig(task_path=..., scenes=[...]))`."""
 
@@ -116,6 +138,10 @@ class RolloutConfig(FrozenModel):
     override_memory_mb: int | None = None
     override_storage_mb: int | None = None
     provider_config: dict[str, Any] = Field(default_factory=dict)
+    network: NetworkPolicy | None = Field(
+        default=None, description="None: the task's (`allow_internet: false` -> none, or "
+        "model-only with a model endpoint); a scripted model server implies model-only")
+    model_endpoint: ModelEndpoint | None = None
 
     @field_validator("task_path")
     @classmethod

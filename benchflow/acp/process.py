@@ -16,7 +16,7 @@ import anyio
 
 from benchflow.acp.launch import default_env_file_path, launch_command
 from benchflow.errors import SandboxExecError
-from benchflow.sandbox.base import LiveProcess, Sandbox
+from benchflow.sandbox.base import SYSTEM_PATH, LiveProcess, Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +56,12 @@ class AgentProcess:
         await sandbox.upload_bytes(env_bytes, env_file, mode=0o600)
         if user not in (None, "root"):
             result = await sandbox.exec(
-                ["chown", "--", str(user), env_file], user="root", timeout=30
+                ["chown", "--", str(user), env_file], user="root", timeout=30,
+                env={"PATH": SYSTEM_PATH},
             )
             if not result.ok:
-                await sandbox.exec(["rm", "-f", "--", env_file], user="root", timeout=30)
+                await sandbox.exec(["rm", "-f", "--", env_file], user="root", timeout=30,
+                                   env={"PATH": SYSTEM_PATH})
                 raise SandboxExecError(
                     f"could not give the agent env file to user {user!r}: {result.text(500)}"
                 )

@@ -102,6 +102,11 @@ class ProcessTransport:
                         self._on_receive(message)
                     except Exception:  # a recording failure must not kill the connection
                         logger.exception("on_receive hook failed")
+                    else:
+                        if _is_update_notification(message):
+                            # Recorded above; the SDK would only spawn a task, validate and
+                            # call our no-op Client.session_update (40% of the client's CPU).
+                            continue
                 return message
             if self._eof:
                 return None
@@ -164,3 +169,7 @@ class ProcessTransport:
 
 
 __all__ = ["MAX_LINE_BYTES", "ProcessTransport", "StdoutNoise"]
+
+
+def _is_update_notification(message: dict[str, Any]) -> bool:
+    return message.get("method") == "session/update" and "id" not in message

@@ -31,7 +31,7 @@ from benchflow.agents.manifest import AgentManifest
 from benchflow.agents.templates import render_file
 from benchflow.config import Role
 from benchflow.errors import AgentInstallError, AgentInstallTimeout, BenchflowError, ConfigError
-from benchflow.sandbox.base import ExecResult
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
 from benchflow.settings import get_settings
 from benchflow.steps import Step
 
@@ -290,7 +290,7 @@ class AcpAgentDriver:
             await ctx.sandbox.upload_bytes(host.read_bytes(), dst, mode=0o600)
             result = await ctx.sandbox.exec(
                 ["sh", "-c", 'chown "$1" "$2" "$(dirname "$2")"', "chown", user.name, dst],
-                user="root", timeout=30)
+                user="root", timeout=30, env={"PATH": SYSTEM_PATH})
             if not result.ok:
                 raise AgentInstallError(f"cannot hand credential file {rel} to {user.name}: "
                                         f"{result.text(500)}")

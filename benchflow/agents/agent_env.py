@@ -142,9 +142,12 @@ def launch_plan(manifest: AgentManifest, *, model: str | None, role: str,
         ConfigError: credentials are missing, or a launch template is broken.
     """
     creds = credentials or resolve_credentials(manifest, model, role_env)
+    # base_url: benchflow's provider base URL (no /v1), for agents configured by a template
+    # rather than an env var (codex's -c overrides, opencode's inline config); "" when unset.
     context = {"model": model, "agent_dir": manifest.sandbox_dir, "home": home, "user": user,
                "role": role, "workdir": workdir, "name": manifest.name,
-               "version": manifest.version}
+               "version": manifest.version,
+               "base_url": _value(PROVIDER_BASE_URL_ENV, role_env) or ""}
     where = f"{manifest.folder or manifest.name}/agent.toml"
     argv = [render_string(arg, context, where=f"{where}: launch.argv[{i}]")
             for i, arg in enumerate(manifest.launch.argv)]

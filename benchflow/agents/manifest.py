@@ -20,7 +20,8 @@ python = "3.10"                  # the image's python3 must be >= 3.10, ...
 python_packages = []             # ... and gets these wheels, fetched on the host and uploaded
 
 [launch]
-argv = ["claude-agent-acp"]      # templates (model, agent_dir, home, user, role, workdir)
+argv = ["claude-agent-acp"]      # templates (model, agent_dir, home, user, role, workdir,
+                                 # base_url: BENCHFLOW_PROVIDER_BASE_URL or "")
 env = { IS_SANDBOX = "1" }       # values are templates too; an empty value is dropped
 auth_method = "..."              # ACP auth method (default: the SDK picks an env-var one)
 handshake_timeout_sec = 120

@@ -20,10 +20,12 @@ from benchflow.agents.registry import check_scenes
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job import Job, JobResult, Trial
+from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.docker import preflight
-from benchflow.sandbox.spec import PreservePolicy
+from benchflow.sandbox.network import NETWORK_POLICIES
+from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.task import Task, resolve_run_target
 
 
@@ -45,11 +47,24 @@ def run_command(
         "-t", "--task", help="run only this task of a dataset; repeatable")] = None,
     scenes_file: Annotated[Path | None, typer.Option(
         "--scenes", help="YAML file of scenes (roles and turns) to run instead of one turn")] = None,
+    network: Annotated[str | None, typer.Option(
+        "--network", help="public | none | model-only (default: the task's; model-only with "
+        "--model-server)")] = None,
+    model_server: Annotated[Path | None, typer.Option(
+        "--model-server", help="YAML script of a scripted model server, started for each "
+        "rollout; agents are pointed at it")] = None,
+    model_base_url: Annotated[str | None, typer.Option(
+        "--model-base-url", help="a real model endpoint's URL (vLLM, a gateway) for the "
+        "agents")] = None,
+    model_api_key_env: Annotated[str | None, typer.Option(
+        "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
         dataset_name, tasks = resolve_run_target(path, task_filter)
         given_scenes = load_scenes(scenes_file) if scenes_file else None
+        endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
+        policy = _network(network)
         trials = [
             Trial(RolloutConfig(task_path=task.path,
                                 scenes=given_scenes or _task_scenes(task, agent, model),
@@ -57,11 +72,12 @@ def run_command(
                                 dataset_name=dataset_name, attempt=attempt,
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
-                                extra_ca_certs=tuple(ca_cert) if ca_cert else None), task)
+                                extra_ca_certs=tuple(ca_cert) if ca_cert else None,
+                                network=policy, model_endpoint=endpoint), task)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts
-            check_scenes(trial.config.scenes)
+            check_scenes(scenes_for_check(trial.config))
         job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
                                         trials, concurrency)
     console.print(results_table(results))
@@ -74,6 +90,12 @@ def _task_scenes(task: Task, agent: str, model: str | None) -> list[Scene]:
     if task.scenes is not None:
         return task.scenes.to_scenes(agent, model)
     return [Scene.single(agent=agent, model=model)]
+
+
+def _network(value: str | None) -> NetworkPolicy | None:
+    if value is not None and value not in NETWORK_POLICIES:
+        raise ConfigError(f"--network must be {', '.join(NETWORK_POLICIES)} (got {value!r})")
+    return value  # type: ignore[return-value]
 
 
 def _preserve(value: str) -> PreservePolicy:

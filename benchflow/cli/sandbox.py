@@ -8,14 +8,16 @@ import anyio
 import typer
 
 from benchflow.cli._common import console, user_errors
-from benchflow.sandbox.cleanup import cleanup_containers
+from benchflow.sandbox.cleanup import cleanup_all
 
 app = typer.Typer(help="Manage sandboxes.", no_args_is_help=True)
 
 
 @app.command("cleanup")
 def cleanup(job: Annotated[str | None, typer.Option("--job", help="only this job's")] = None) -> None:
-    """Remove every container benchflow started (or only those of one job)."""
+    """Remove every container and model-only network benchflow created (or one job's)."""
     with user_errors():
-        removed = anyio.run(cleanup_containers, job)
+        removed, networks = anyio.run(cleanup_all, job)
     console.print(f"removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))
+    if networks:
+        console.print(f"removed {len(networks)} network(s): {', '.join(networks)}")

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.base import AgentContext, AgentDriver
+from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
@@ -22,10 +22,12 @@ from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownEr
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import rollout_log
+from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.result import (
     ErrorInfo,
     PhaseClock,
     RolloutResult,
+    Tokens,
     write_error_txt,
     write_json_atomic,
 )
@@ -40,7 +42,7 @@ from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import Baseline, take_baseline
+from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 from benchflow.verify.runner import VerifierRun, verify
@@ -77,6 +79,8 @@ class Rollout:
             model=config.model_name, attempt=config.attempt)
         self.clock = PhaseClock(self.result)
         self.steps: list[Step] = []
+        self.scenes = list(config.scenes)  # with the model endpoint's env, once set up
+        self.network: RolloutNetwork | None = None
         self.drivers: dict[str, AgentDriver] = {}
         self.sandbox: Sandbox | None = None
         self.ctx: AgentContext | None = None
@@ -104,8 +108,13 @@ class Rollout:
             self.task = load_task(config.task_path)
         task = self.task
         self.result.task_git_commit_id = task.git_commit_id()
-        self.steps = desugar(config.scenes, task.instruction, task.prompts)
-        check_scenes(config.scenes, given=self._given_drivers)
+        self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
+                                      job_name=self.job_name,
+                                      log_dir=self.paths.root / "model_server")
+        await self.network.open()
+        self.scenes = self.network.scenes(config.scenes)
+        self.steps = desugar(self.scenes, task.instruction, task.prompts)
+        check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
         settings = get_settings()
@@ -126,6 +135,8 @@ class Rollout:
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
             build_log_path=self.paths.build_log,
+            **self.network.sandbox_fields(online_install=needs_network_install(
+                self.drivers.values())),
             **config.provider_config,
         )
         self.sandbox = create_sandbox(config.environment, spec)
@@ -143,7 +154,8 @@ class Rollout:
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
-            env={"ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path},
+            env={**(self.network.env if self.network else {}),
+                 "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path},
         )
 
     async def install_agent(self) -> None:
@@ -163,13 +175,18 @@ class Rollout:
             if driver not in cached:
                 await driver.install(self.ctx)
         if self.hardened:
+            hardening = self.task.config.verifier.hardening
+            if hardening.scrub_git_history:
+                await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
-                                                config=self.task.config.verifier.hardening)
+                                                config=hardening)
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
         assert self.ctx is not None and self.task is not None
+        if self.network is not None:  # the policy holds from the first agent step on
+            await self.network.isolate(self.ctx.sandbox)
         self._emit(RolloutEventKind.AGENT_START)
         if self.ctx.trajectory is None:
             self.ctx.trajectory = self._open_trajectory()
@@ -181,14 +198,25 @@ class Rollout:
             async with self.drivers[first.role.agent].connect(self.ctx, first.role,
                                                                first.scene) as connection:
                 for step in group:
-                    outcome = await connection.prompt(step)
-                    self.result.n_prompts += 1
-                    self.result.n_tool_calls += outcome.n_tool_calls
+                    self._count(await connection.prompt(step))
+
+    def _count(self, outcome: StepOutcome) -> None:
+        """Add one answered prompt to the result: counters, and tokens and cost when reported."""
+        result = self.result
+        result.n_prompts += 1
+        result.n_tool_calls += outcome.n_tool_calls
+        if outcome.input_tokens or outcome.output_tokens:
+            tokens = result.tokens or Tokens()
+            result.tokens = Tokens(input=tokens.input + outcome.input_tokens,
+                                   output=tokens.output + outcome.output_tokens,
+                                   cached=tokens.cached)
+        if outcome.cost is not None:
+            result.cost = round((result.cost or 0.0) + outcome.cost, 12)
 
     async def _run_user_rounds(self) -> None:
         """Multi-round: the user drives the first role of the first scene, a session a round."""
         assert self.ctx is not None and self.task is not None
-        role, scene = self.config.scenes[0].roles[0], self.config.scenes[0].name
+        role, scene = self.scenes[0].roles[0], self.scenes[0].name
         solution = None
         if self.config.oracle_access and self.task.solution_dir is not None:
             solution = (self.task.solution_dir / "solve.sh").read_text(errors="replace")
@@ -291,6 +319,8 @@ class Rollout:
         finally:
             with anyio.move_on_after(_CLEANUP_TIMEOUT_SEC, shield=True):
                 await self.cleanup()
+                if self.network is not None:
+                    await self.network.aclose()
             if self.ctx is not None and self.ctx.trajectory is not None:
                 self.ctx.trajectory.close()
             self.clock.end()

@@ -1,9 +1,10 @@
-"""Remove what crashed runs left: containers labelled by benchflow."""
+"""Remove what crashed runs left: containers labelled by benchflow, then its networks."""
 
 from __future__ import annotations
 
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, _call, docker_client
 from benchflow.errors import SandboxTeardownError
+from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, _call, docker_client
+from benchflow.sandbox.network import cleanup_networks
 
 
 async def cleanup_containers(job_name: str | None = None) -> list[str]:
@@ -15,3 +16,13 @@ async def cleanup_containers(job_name: str | None = None) -> list[str]:
     for container in containers:
         await _call(container.remove, force=True, v=True, error=SandboxTeardownError)
     return [c.name for c in containers]
+
+
+async def cleanup_all(job_name: str | None = None) -> tuple[list[str], list[str]]:
+    """Containers first (a network in use cannot go), then the model-only networks and their
+    host firewall chains; returns (container names, network names)."""
+    containers = await cleanup_containers(job_name)
+    return containers, await cleanup_networks(job_name)
+
+
+__all__ = ["cleanup_all", "cleanup_containers", "cleanup_networks"]

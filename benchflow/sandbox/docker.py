@@ -34,7 +34,7 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
-from benchflow.sandbox.base import ExecResult, SandboxCapabilities
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -176,7 +176,9 @@ class DockerSandbox:
             labels={LABEL_MANAGED: "true", **spec.labels}, environment=self._env,
             nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
             mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
-            network=spec.network, runtime=spec.runtime, volumes=spec.volumes,
+            network=None if spec.network_policy == "none" else spec.network,
+            network_mode="none" if spec.network_policy == "none" else None,
+            runtime=spec.runtime, volumes=spec.volumes,
             working_dir=spec.workdir,
         )
         if spec.gpus:
@@ -259,7 +261,8 @@ class DockerSandbox:
         argv = list(cmd)
         if timeout is not None:
             # A worker thread cannot be interrupted: the deadline is enforced in the container.
-            argv = ["timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
+            # By absolute path: PATH may hold folders the agent can write.
+            argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
         api = docker_client().api
         started = time.monotonic()
         exec_id = (await _call(api.exec_create, self._require(), argv, user=user or "",
@@ -277,7 +280,7 @@ class DockerSandbox:
         proc_id = secrets.token_hex(8)
         pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
         # setsid: the command leads its own process group, so kill() reaches its children.
-        argv = ["setsid", "-w", "sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
+        argv = ["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
         environment = {**(env or {}), "BENCHFLOW_PROC_ID": proc_id}
         exec_id = (await _call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
                                environment=environment, stdin=True))["Id"]
@@ -291,7 +294,8 @@ class DockerSandbox:
         async def kill() -> None:
             # As the process's own user: docker drops CAP_SYS_PTRACE, so root could not read
             # another user's /proc/<pid>/environ to confirm the marker.
-            await self.exec(["sh", _KILL_SCRIPT, pidfile, proc_id], user=user, timeout=30)
+            await self.exec(["/bin/sh", _KILL_SCRIPT, pidfile, proc_id], user=user, timeout=30,
+                            env={"PATH": SYSTEM_PATH})
 
         return DockerProcess(raw, sock, exit_code, kill)
 

@@ -10,6 +10,10 @@ from pydantic import Field
 from benchflow._models import FrozenModel
 
 PreservePolicy = Literal["never", "always", "on_failure"]
+NetworkPolicy = Literal["public", "none", "model-only"]
+"""What the sandbox's processes may reach: `public` (docker's default bridge), `none` (no
+interface but loopback) or `model-only` (an internal network where only the model endpoint
+answers; see `benchflow.sandbox.network`)."""
 
 
 class SandboxSpec(FrozenModel):
@@ -32,7 +36,10 @@ class SandboxSpec(FrozenModel):
     env: dict[str, str] = Field(default_factory=dict)
     extra_ca_certs: tuple[Path, ...] = ()
     labels: dict[str, str] = Field(default_factory=dict)
-    network: str | None = None
+    network: str | None = Field(default=None, description="docker network to attach (with "
+                                "`model-only`: the internal network)")
+    network_policy: NetworkPolicy = Field(default="public", description="applied when the "
+                                          "container is created (`none`: network_mode none)")
     runtime: str | None = None
     volumes: dict[str, dict[str, str]] | list[str] | None = None
     build_log_path: Path | None = None

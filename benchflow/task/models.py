@@ -52,6 +52,8 @@ class HardeningConfig(_Strict):
     """Empty /logs/verifier before the verifier runs, so a reward file planted by the agent is never read."""
     lock_verifier_dirs: bool = True
     """Make the verifier folder and /logs/verifier root-owned and unwritable by the agent user."""
+    scrub_git_history: bool = True
+    """Before the agent starts, keep only HEAD's history in the workspace's git repository (other branches, tags, reflogs and unreachable objects go), so a solution left in history cannot be recovered. Turn off for tasks that need their branches."""
     cleanup_conftests: bool = True
     """Harbor-compatible switch: false keeps conftest.py files (for tasks that ship a real one); the rest of remove_injected_files still runs."""
 

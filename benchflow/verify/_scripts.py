@@ -18,6 +18,13 @@ from benchflow.sandbox.exit_codes import ExitCode
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
 
+from benchflow.sandbox.base import SYSTEM_PATH  # noqa: E402  (re-exported)
+"""PATH of benchflow's root execs once the agent has run (common.sh sets the same inside).
+
+The sandbox looks up argv[0], and the `timeout` that wraps every exec, through PATH. The
+image's PATH may name a folder the agent can write (`~/.local/bin`, a workspace venv): a
+fake `timeout` or `sh` planted there would run as root and could fake hardening."""
+
 
 @functools.cache
 def script_text(name: str) -> str:
@@ -37,14 +44,19 @@ def script_argv(name: str, *args: str) -> list[str]:
 
 
 async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
-                     parse: bool = True) -> tuple[ExecResult, dict[str, Any]]:
+                     parse: bool = True, image_path: bool = False
+                     ) -> tuple[ExecResult, dict[str, Any]]:
     """Run script `name` as root; return its result and its last stdout line as JSON.
+
+    The exec's PATH is `SYSTEM_PATH`, unless `image_path` (only for the baseline, taken
+    before the agent's first turn, which records the image's PATH).
 
     Raises:
         VerifierTampered: the script found its baseline changed (`BASELINE_TAMPERED`).
         VerifierError: the script failed or printed no JSON.
     """
-    result = await sandbox.exec(script_argv(name, *args), user="root", timeout=timeout)
+    env = None if image_path else {"PATH": SYSTEM_PATH}
+    result = await sandbox.exec(script_argv(name, *args), user="root", env=env, timeout=timeout)
     if result.timed_out:
         raise VerifierError(f"{name} exceeded its timeout of {timeout:g} s")
     if result.exit_code == ExitCode.BASELINE_TAMPERED:

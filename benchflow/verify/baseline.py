@@ -76,8 +76,9 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     del config
     ws = normalize_workspace(workspace)
     started = time.monotonic()
+    # The image's PATH, as baseline.sh records it: no agent has run yet.
     _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
-                               resource_text("pyinfo.py"), timeout=timeout)
+                               resource_text("pyinfo.py"), timeout=timeout, image_path=True)
     return Baseline(
         dir=BASELINE_DIR,
         workspace=ws if data.get("workspace") else None,
@@ -101,7 +102,8 @@ async def scrub_git_history(sandbox: Sandbox, *, workspace: str | None, timeout:
 
     Deletes every other ref (branches, tags, remotes, stash), expires reflogs and drops
     unreachable objects, so a solution committed later, on another branch or left in the
-    reflog cannot be recovered. Opt-in: some tasks need their branches. Returns whether a
+    reflog cannot be recovered. On by default (`verifier.hardening.scrub_git_history`); tasks
+    that need their branches turn it off. Returns whether a
     repository was scrubbed (False: none at the workspace root, or no git in the image).
 
     Raises:

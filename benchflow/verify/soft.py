@@ -17,6 +17,7 @@ from pathlib import Path
 from benchflow.errors import ErrorType, VerifierError
 from benchflow.sandbox.base import Sandbox
 from benchflow.task.models import HardeningConfig
+from benchflow.verify._scripts import SYSTEM_PATH
 from benchflow.verify.baseline import Baseline
 from benchflow.verify.hardening import seal
 from benchflow.verify.rewards import read_rewards
@@ -55,7 +56,7 @@ async def soft_verify(sandbox: Sandbox, run: VerifierRun, *, config: HardeningCo
         output = ""
         try:
             await sandbox.exec(["sh", "-c", 'rm -rf -- "$1"', "sh", run.mount], user="root",
-                               timeout=60)
+                               env={"PATH": SYSTEM_PATH}, timeout=60)
             await sandbox.upload(run.verifier_dir, run.mount)
             await seal(sandbox, run.mount, lock=config.lock_verifier_dirs)
             try:

@@ -4,7 +4,7 @@ Prints the median wall time of N rollouts (image cached) with each phase's share
 the median of a floor doing the same Docker steps bare through the SDK: create, start,
 three execs, one copy, remove. Target: benchflow's median at most 1.5x the floor.
 
-    python labs/benchmarks/rollout_overhead.py [--runs 10]
+    python labs/benchmarks/rollout_overhead.py [--runs 10] [--harden]
 """
 
 from __future__ import annotations
@@ -50,9 +50,10 @@ def floor_once(client: docker.DockerClient, image: str) -> float:
     return time.perf_counter() - started
 
 
-async def rollout_once(jobs_dir: Path, i: int) -> tuple[float, dict[str, float]]:
+async def rollout_once(jobs_dir: Path, i: int, harden: bool | None = None
+                        ) -> tuple[float, dict[str, float]]:
     config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent="oracle")],
-                           jobs_dir=jobs_dir, job_name="bench", attempt=i + 1)
+                           jobs_dir=jobs_dir, job_name="bench", attempt=i + 1, harden=harden)
     started = time.perf_counter()
     result = await Rollout(config).run()
     wall = time.perf_counter() - started
@@ -60,27 +61,28 @@ async def rollout_once(jobs_dir: Path, i: int) -> tuple[float, dict[str, float]]
     return wall, {p: getattr(result.durations, f"{p}_sec") or 0.0 for p in PHASES}
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, harden: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         jobs_dir = Path(tmp)
         # warm-up: build the image once, so every measured run uses the cache
         sandbox = DockerSandbox(SandboxSpec(name=TASK.name, environment_dir=TASK / "environment"))
         image = await sandbox.prepare_image()
-        await rollout_once(jobs_dir, 999)
+        await rollout_once(jobs_dir, 999, harden or None)
         client = docker.from_env()
         floor_once(client, image)
 
         walls, phases = [], {p: [] for p in PHASES}
         floors = []
         for i in range(runs):
-            wall, durations = await rollout_once(jobs_dir, i)
+            wall, durations = await rollout_once(jobs_dir, i, harden or None)
             walls.append(wall)
             for p in PHASES:
                 phases[p].append(durations[p])
             floors.append(await anyio.to_thread.run_sync(floor_once, client, image))
 
     ours, floor = statistics.median(walls), statistics.median(floors)
-    print(f"benchflow hello-world oracle rollout, median of {runs}: {ours * 1000:.0f} ms")
+    label = "hardened verify" if harden else "trusted oracle: plain verify"
+    print(f"benchflow hello-world oracle rollout ({label}), median of {runs}: {ours * 1000:.0f} ms")
     for p in PHASES:
         share = statistics.median(phases[p])
         print(f"  {p:<18} {share * 1000:6.0f} ms  {share / ours:5.1%}")
@@ -91,4 +93,7 @@ async def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
-    anyio.run(main, parser.parse_args().runs)
+    parser.add_argument("--harden", action="store_true",
+                        help="force the hardened verify (baseline + harden), as for untrusted agents")
+    args = parser.parse_args()
+    anyio.run(main, args.runs, args.harden)

@@ -118,9 +118,14 @@ async def test_transport_long_line_last_line_without_newline_and_hook_order() ->
         on_receive=lambda m: seen.append(m.get("id", "update")),
     )
     received = await _drain(transport)
-    assert received == [big, {"id": 1, "result": None}]
+    # the hook recorded the 3 MB update; it is not handed on to the SDK (a no-op there)
+    assert received == [{"id": 1, "result": None}]
     assert seen == ["update", 1]
     assert list(transport.noise.recent) == ["plain text"]
+    without_hook = ProcessTransport(
+        _FakeProcess(_split(data, list(range(0, len(data), 65536)))),  # type: ignore[arg-type]
+    )
+    assert await _drain(without_hook) == [big, {"id": 1, "result": None}]
 
 
 @pytest.mark.anyio

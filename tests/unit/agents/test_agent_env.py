@@ -62,7 +62,8 @@ def test_launch_templates_render_model_and_paths(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     codex = launch_plan(get_manifest("codex"), model="gpt-5", role="r", role_env={},
                         base_env={}, user="agent", home="/h", workdir="/w")
-    assert codex.argv == ["codex-acp", "-c", 'model="gpt-5"']
+    assert codex.argv[:3] == ["codex-acp", "-c", 'model="gpt-5"']
+    assert 'model_provider="openai"' in codex.argv  # no base URL: codex's own provider
     assert codex.auth_method == "openai-api-key"
     scripted = launch_plan(get_manifest("scripted"), model="/opt/s.json", role="r", role_env={},
                            base_env={}, user="agent", home="/h", workdir="/w",

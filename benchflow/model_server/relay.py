@@ -1,0 +1,218 @@
+"""A relay from a sandbox's network to a real model endpoint (vLLM, a company gateway).
+
+Under the `model-only` network policy a sandbox reaches nothing but an address on the
+host. When the model is a real endpoint elsewhere, the relay listens on that host
+address and forwards each HTTP request to the endpoint (TLS on the host side),
+streaming the response back unchanged. Headers pass through, the API key among them;
+the log holds one summary line per request (method, path, status, duration) and never
+headers or bodies.
+
+```python
+with ModelRelay("https://gateway.example.com/openai", host=gateway_ip) as relay:
+    relay.url   # http://172.18.0.1:41234 -> https://gateway.example.com/openai
+```
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import ssl
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+from benchflow.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+REQUEST_LOG = "requests.jsonl"
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+               "trailers", "transfer-encoding", "upgrade", "host", "content-length"}
+_UPSTREAM_TIMEOUT_SEC = 600.0
+_CHUNK = 64 * 1024
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    relay: ModelRelay
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "benchflow-model-relay"
+    timeout = _UPSTREAM_TIMEOUT_SEC
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def _relay(self) -> None:
+        relay = self.server.relay
+        started = time.monotonic()
+        status = 502
+        try:
+            body = self._read_body()
+            status = self._forward(relay, body)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            logger.warning("model relay: %s %s failed: %s", self.command, self.path, exc)
+            self.close_connection = True
+            try:
+                payload = json.dumps({"error": {"message": f"benchflow model relay: {exc}"}})
+                self.send_response(502)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+            except OSError:
+                pass
+        finally:
+            relay.record({"method": self.command, "path": self.path, "status": status,
+                          "duration_sec": round(time.monotonic() - started, 4)})
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _relay
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _forward(self, relay: ModelRelay, body: bytes) -> int:
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers["Host"] = relay.upstream_netloc
+        if body or self.command in ("POST", "PUT", "PATCH"):
+            headers["Content-Length"] = str(len(body))
+        conn = relay.connect()
+        try:
+            conn.request(self.command, relay.upstream_path + self.path, body=body or None,
+                         headers=headers)
+            response = conn.getresponse()
+            self.send_response(response.status, response.reason)
+            for key, value in response.getheaders():
+                if key.lower() not in _HOP_BY_HOP:
+                    self.send_header(key, value)
+            if self.command == "HEAD":
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return response.status
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while chunk := response.read1(_CHUNK):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return response.status
+        finally:
+            conn.close()
+
+
+class ModelRelay:
+    """Forwards HTTP from `host:port` to the model endpoint at `upstream` (its root URL).
+
+    Args:
+        upstream: the endpoint's root, e.g. `https://gateway.example.com/openai`; request
+            paths are appended to it (`/v1/chat/completions`).
+        host: the address to listen on (the sandbox network's gateway).
+        port: 0 picks a free port.
+        log_dir: where `requests.jsonl` (summaries only) goes; None keeps them in memory.
+    """
+
+    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0,
+                 log_dir: str | Path | None = None) -> None:
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"model endpoint {upstream!r} must be an http(s) URL")
+        self.upstream = upstream
+        self.upstream_scheme = parts.scheme
+        self.upstream_netloc = parts.netloc
+        self.upstream_path = parts.path.rstrip("/")
+        self.host = host
+        self.port = port
+        self.log_path = Path(log_dir) / REQUEST_LOG if log_dir is not None else None
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The relay's base URL (same path layout as the upstream root)."""
+        if self._httpd is None:
+            raise RuntimeError("the model relay is not started")
+        return f"http://{self.host}:{self.port}"
+
+    def connect(self) -> http.client.HTTPConnection:
+        parts = urlsplit(self.upstream)
+        if self.upstream_scheme == "https":
+            return http.client.HTTPSConnection(parts.hostname or "", parts.port,
+                                               timeout=_UPSTREAM_TIMEOUT_SEC,
+                                               context=ssl.create_default_context())
+        return http.client.HTTPConnection(parts.hostname or "", parts.port,
+                                          timeout=_UPSTREAM_TIMEOUT_SEC)
+
+    def record(self, summary: dict[str, Any]) -> None:
+        with self._lock:
+            summary = {"seq": len(self.requests), "ts": time.time(), "relay": True, **summary}
+            self.requests.append(summary)
+            if self.log_path is not None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                with self.log_path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"summary": summary}) + "\n")
+
+    def start(self) -> str:
+        """Bind and serve in a daemon thread; returns the URL. Idempotent.
+
+        Raises:
+            ConfigError: the address cannot be bound.
+        """
+        if self._httpd is not None:
+            return self.url
+        try:
+            httpd = _Server((self.host, self.port), _Handler)
+        except OSError as exc:
+            raise ConfigError(f"the model relay cannot listen on {self.host}:{self.port}: "
+                              f"{exc}") from exc
+        httpd.relay = self
+        self._httpd, self.port = httpd, httpd.server_address[1]
+        self._thread = threading.Thread(target=httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name=f"model-relay:{self.port}", daemon=True)
+        self._thread.start()
+        logger.info("model relay %s -> %s", self.url, self.upstream)
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving and release the port. Idempotent."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = ["ModelRelay"]

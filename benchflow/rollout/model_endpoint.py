@@ -1,0 +1,304 @@
+"""The network side of one rollout: its policy, the model-only network, the model endpoint.
+
+```python
+net = RolloutNetwork(config, allow_internet=..., job_name=..., log_dir=paths.root / "model_server")
+await net.open()                    # model-only network + scripted server / relay, if any
+scenes = net.scenes(config.scenes)  # roles get BENCHFLOW_PROVIDER_BASE_URL / _API_KEY
+spec = SandboxSpec(..., **net.sandbox_fields(online_install=...))
+...                                 # start, install the agents
+await net.isolate(sandbox)          # before the first agent step (if it started public)
+...
+await net.aclose()                  # stop the endpoint, release the network
+```
+
+The policy: `--network` (`RolloutConfig.network`) when given; else a scripted model server
+implies `model-only`; else the task's `sandbox.allow_internet` (false: `none`, or
+`model-only` when a real model endpoint is configured); else `public`.
+
+The endpoint: a scripted `ModelServer` (its `requests.jsonl` in `log_dir`), or a real
+endpoint's root URL, relayed through a `ModelRelay` on the sandbox network's gateway
+under `model-only` or when it is on the host's loopback. Either way every role's env gets
+`BENCHFLOW_PROVIDER_BASE_URL` (no `/v1`) and `BENCHFLOW_PROVIDER_API_KEY`, which each
+agent's manifest maps to its own settings (`[env_mapping]`, and the `base_url` launch
+template variable); agents whose model ids name a provider (opencode) get the model
+`benchflow/<id>`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from pydantic import ValidationError
+
+from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV
+from benchflow.agents.base import AgentDriver
+from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.catalog import load_catalog
+from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
+from benchflow.errors import ConfigError
+from benchflow.model_server import ModelServer, load_script
+from benchflow.model_server.relay import ModelRelay
+from benchflow.sandbox import network as netpolicy
+from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.spec import NetworkPolicy
+from benchflow.settings import host_env
+
+log = logging.getLogger(__name__)
+
+SCRIPTED_API_KEY = "benchflow-scripted"
+"""The API key agents send to a scripted model server (it checks none)."""
+NO_API_KEY = "benchflow-no-key"
+ENDPOINT_PROVIDER = "benchflow"
+"""The provider name of the endpoint, for agents whose model ids carry one (opencode)."""
+"""Sent when a real endpoint is configured without a key (e.g. a local vLLM)."""
+_PLACEHOLDER_URL = "http://model-endpoint.invalid"
+
+
+def resolve_policy(requested: NetworkPolicy | None, allow_internet: bool,
+                   endpoint: ModelEndpoint | None) -> NetworkPolicy:
+    """The rollout's network policy (see the module docstring).
+
+    Raises:
+        ConfigError: `none` was asked for together with a model endpoint.
+    """
+    if requested == "none" and endpoint is not None:
+        raise ConfigError("--network none leaves the sandbox no way to reach the model "
+                          "endpoint; use --network model-only")
+    if requested is not None:
+        return requested
+    if endpoint is not None and endpoint.script is not None:
+        return "model-only"
+    if not allow_internet:
+        return "model-only" if endpoint is not None else "none"
+    return "public"
+
+
+def endpoint_root(url: str) -> str:
+    """A model endpoint's root: no trailing `/` nor `/v1` (agents add their API's prefix)."""
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def endpoint_api_key(endpoint: ModelEndpoint) -> str:
+    """The key agents send: the scripted one, the host variable named by `api_key_env`, the
+    host's `BENCHFLOW_PROVIDER_API_KEY`, or a placeholder.
+
+    Raises:
+        ConfigError: `api_key_env` names a variable that is not set.
+    """
+    if endpoint.script is not None:
+        return SCRIPTED_API_KEY
+    if endpoint.api_key_env:
+        value = host_env(endpoint.api_key_env)
+        if not value:
+            raise ConfigError(f"--model-api-key-env {endpoint.api_key_env}: the variable is "
+                              "not set in the environment")
+        return value
+    return host_env(PROVIDER_API_KEY_ENV) or NO_API_KEY
+
+
+def model_endpoint(script: Path | None = None, base_url: str | None = None,
+                   api_key_env: str | None = None) -> ModelEndpoint | None:
+    """The endpoint that `--model-server` / `--model-base-url` / `--model-api-key-env` ask
+    for (None: none), checked before anything starts: the script loads, the key is set.
+
+    Raises:
+        ConfigError: both or neither source with a key variable, a bad script or URL, an
+            unset key variable.
+    """
+    if script is None and base_url is None:
+        if api_key_env:
+            raise ConfigError("--model-api-key-env needs --model-base-url")
+        return None
+    try:
+        endpoint = ModelEndpoint(script=script.expanduser().resolve() if script else None,
+                                 base_url=base_url, api_key_env=api_key_env)
+    except ValidationError as exc:
+        problems = "; ".join(err["msg"] for err in exc.errors())
+        raise ConfigError(f"model endpoint: {problems}") from exc
+    if endpoint.script is not None:
+        load_script(endpoint.script)
+    endpoint_api_key(endpoint)
+    return endpoint
+
+
+def with_env(scenes: Iterable[Scene], env: Mapping[str, str]) -> list[Scene]:
+    """`scenes` pointed at a model endpoint: `env` under every role's own env (the role's
+    values win); agents that pick a provider by the model id's prefix (`provider/model`
+    manifests, e.g. opencode) get the model `benchflow/<id>`, the endpoint's provider."""
+    if not env:
+        return list(scenes)
+    return [scene.model_copy(update={"roles": [_point(role, env) for role in scene.roles]})
+            for scene in scenes]
+
+
+def _point(role: Role, env: Mapping[str, str]) -> Role:
+    update: dict[str, Any] = {"env": {**env, **role.env}}
+    catalog = load_catalog()
+    name = catalog.resolve(role.agent)
+    manifest = catalog.manifests.get(name) if name else None
+    if manifest is not None and manifest.model.format == "provider/model":
+        model = role.model or manifest.model.default
+        if model:
+            update["model"] = f"{ENDPOINT_PROVIDER}/{model.split('/', 1)[-1]}"
+    return role.model_copy(update=update)
+
+
+def scenes_for_check(config: RolloutConfig) -> list[Scene]:
+    """The scenes as the credentials check must see them before any endpoint runs: with
+    the endpoint's key (a placeholder URL), so that no agent asks for its own key.
+
+    Raises:
+        ConfigError: `api_key_env` names a variable that is not set.
+    """
+    if config.model_endpoint is None:
+        return list(config.scenes)
+    return with_env(config.scenes, {PROVIDER_BASE_URL_ENV: _PLACEHOLDER_URL,
+                                    PROVIDER_API_KEY_ENV: endpoint_api_key(config.model_endpoint)})
+
+
+def _on_loopback(url: str) -> bool:
+    """Whether `url` names this host's loopback, which no sandbox reaches directly."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def needs_network_install(drivers: Iterable[AgentDriver]) -> bool:
+    """Whether installing these agents downloads anything in the sandbox: registered
+    agents with a package (npm), and agents benchflow cannot see into (command agents)."""
+    for driver in drivers:
+        if isinstance(driver, (OracleAgent, NopAgent)):
+            continue
+        if isinstance(driver, AcpAgentDriver):
+            if driver.manifest.install.package:
+                return True
+            continue
+        return True
+    return False
+
+
+class RolloutNetwork:
+    """One rollout's network policy and model endpoint, from `open()` to `aclose()`."""
+
+    def __init__(self, config: RolloutConfig, *, allow_internet: bool, job_name: str,
+                 log_dir: Path) -> None:
+        self.endpoint = config.model_endpoint
+        self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
+        self.environment = config.environment
+        self.base_network: str | None = config.provider_config.get("network")
+        self.job_name = job_name
+        self.log_dir = log_dir
+        self.network: netpolicy.ModelOnlyNetwork | None = None
+        self.env: dict[str, str] = {}
+        self.url: str | None = None
+        self._server: ModelServer | ModelRelay | None = None
+        self._port: int | None = None
+        self._start_policy: NetworkPolicy = self.policy
+
+    async def open(self) -> None:
+        """Create the model-only network and start the endpoint (when there is one).
+
+        Raises:
+            ConfigError: the policy needs the docker backend or a host firewall; the key's
+                variable is unset; the endpoint cannot listen.
+            SandboxStartError: docker or iptables failed.
+        """
+        if self.policy != "public" and self.environment != "docker":
+            raise ConfigError(f"network policy {self.policy!r} needs the docker environment "
+                              f"(this rollout uses {self.environment!r})")
+        if self.policy != "public" and self.base_network:
+            raise ConfigError(f"provider_config network {self.base_network!r} conflicts with "
+                              f"network policy {self.policy!r}")
+        if self.policy == "model-only":
+            self.network = await netpolicy.acquire_model_only_network(self.job_name)
+        if self.endpoint is None:
+            return
+        key = endpoint_api_key(self.endpoint)
+        if self.endpoint.script is not None:
+            host = (self.network.gateway if self.network is not None
+                    else await netpolicy.network_gateway(self.base_network))
+            self._server = ModelServer(self.endpoint.script, host=host, log_dir=self.log_dir)
+        elif self.network is not None or _on_loopback(self.endpoint.base_url or ""):
+            assert self.endpoint.base_url is not None
+            host = (self.network.gateway if self.network is not None
+                    else await netpolicy.network_gateway(self.base_network))
+            self._server = ModelRelay(endpoint_root(self.endpoint.base_url), host=host,
+                                      log_dir=self.log_dir)
+        if self._server is not None:
+            self.url = self._server.start()
+            self._port = self._server.port
+            if self.network is not None:
+                await netpolicy.allow_endpoint(self.network, self._port)
+        else:
+            assert self.endpoint.base_url is not None
+            self.url = endpoint_root(self.endpoint.base_url)
+        self.env = {PROVIDER_BASE_URL_ENV: self.url, PROVIDER_API_KEY_ENV: key}
+        log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
+
+    def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
+        """`scenes` whose roles point at the endpoint."""
+        return with_env(scenes, self.env)
+
+    def sandbox_fields(self, *, online_install: bool) -> dict[str, Any]:
+        """`SandboxSpec` fields: the policy itself, or `public` while an install needs the
+        network (then `isolate()` applies the policy before the agent runs)."""
+        if self.policy == "public":
+            return {}
+        self._start_policy = "public" if online_install else self.policy
+        if self._start_policy == "public":
+            log.info("installing the agents needs the network: the sandbox starts public and "
+                     "is isolated (%s) before the agent runs", self.policy)
+            return {}
+        name = self.network.name if self.network is not None else None
+        return {"network_policy": self.policy, "network": name}
+
+    async def isolate(self, sandbox: Sandbox) -> None:
+        """Apply the policy to a sandbox that started public for its install (else a no-op).
+
+        Raises:
+            SandboxStartError: docker refused.
+        """
+        if self._start_policy != "public" or self.policy == "public":
+            return
+        if not isinstance(sandbox, DockerSandbox):
+            raise ConfigError(f"network policy {self.policy!r} needs the docker environment")
+        await netpolicy.isolate(sandbox, self.policy, self.network)
+        self._start_policy = self.policy
+
+    async def aclose(self) -> None:
+        """Stop the endpoint, revoke its firewall rule, release the network. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            await anyio.to_thread.run_sync(server.stop)
+        network, self.network = self.network, None
+        if network is not None:
+            if self._port is not None:
+                await netpolicy.revoke_endpoint(network, self._port)
+            await netpolicy.release_model_only_network(network)
+
+
+__all__ = [
+    "ENDPOINT_PROVIDER",
+    "NO_API_KEY",
+    "SCRIPTED_API_KEY",
+    "RolloutNetwork",
+    "endpoint_api_key",
+    "endpoint_root",
+    "model_endpoint",
+    "needs_network_install",
+    "resolve_policy",
+    "scenes_for_check",
+    "with_env",
+]

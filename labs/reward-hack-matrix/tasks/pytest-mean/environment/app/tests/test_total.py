@@ -1,0 +1,5 @@
+import stats
+
+
+def test_total(numbers):
+    assert stats.total(numbers) == 6

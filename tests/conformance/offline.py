@@ -1,0 +1,128 @@
+"""What the offline conformance tests assert about a finished rollout, whatever the agent.
+
+Agents report the same tool call with different event sequences (claude: tool_call,
+permission, updates; codex: tool_call then one update; gemini: no output in its
+updates; opencode: several updates), so these helpers look at the final state of each
+tool call and at the effects: the verifier's reward, the request log, the tool result the
+agent sent back to the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+TASK = HERE / "tasks" / "offline-two-step"
+MODEL_SCRIPT = HERE / "two-step.yaml"
+WRITE_COMMAND = "printf '3\\n4\\n5\\n' > /app/numbers.txt"
+SUM_COMMAND = "awk '{ s += $1 } END { print s }' /app/numbers.txt | tee /app/sum.txt"
+FINAL_MESSAGE = "The sum of the numbers is 12."
+
+
+@dataclass
+class ToolCall:
+    """One tool call of the trajectory, its events merged: the last status wins."""
+
+    id: str
+    status: str | None = None
+    texts: list[str] = field(default_factory=list)
+
+    def mentions(self, needle: str) -> bool:
+        return any(needle in text for text in self.texts)
+
+
+def events(rollout_dir: Path) -> list[dict[str, Any]]:
+    lines = (rollout_dir / "trajectory" / "acp_trajectory.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def tool_calls(evts: list[dict[str, Any]]) -> dict[str, ToolCall]:
+    """Tool calls by id, from tool_call, tool_call_update and permission events."""
+    calls: dict[str, ToolCall] = {}
+    for event in evts:
+        kind = event.get("type")
+        if kind == "permission":
+            payload = event.get("tool_call") or {}
+            call_id = payload.get("toolCallId")
+        elif kind in ("tool_call", "tool_call_update"):
+            payload = event.get("update") or {}
+            call_id = event.get("tool_call_id") or payload.get("toolCallId")
+        else:
+            continue
+        if not call_id:
+            continue
+        call = calls.setdefault(call_id, ToolCall(call_id))
+        status = event.get("status") or payload.get("status")
+        if status and kind != "permission":
+            call.status = status
+        call.texts.append(json.dumps(payload, ensure_ascii=False))
+        # the command as the agent shows it: decoded strings, not JSON-escaped ones
+        for key in ("title",):
+            if isinstance(payload.get(key), str):
+                call.texts.append(payload[key])
+        for key in ("rawInput", "rawOutput"):
+            raw = payload.get(key)
+            if isinstance(raw, dict):
+                call.texts.extend(_strings(raw))
+            elif isinstance(raw, str):
+                call.texts.append(raw)
+        for item in payload.get("content") or []:
+            call.texts.extend(_strings(item))
+    return calls
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def final_text(evts: list[dict[str, Any]]) -> str:
+    """The agent's message text after its last tool call."""
+    last_tool = max((i for i, e in enumerate(evts)
+                     if e.get("type") in ("tool_call", "tool_call_update", "permission")),
+                    default=-1)
+    return "".join(e.get("text") or "" for e in evts[last_tool + 1:]
+                   if e.get("type") == "agent_message")
+
+
+def requests(rollout_dir: Path) -> list[dict[str, Any]]:
+    """The model server's log lines (`summary` + `body`)."""
+    path = rollout_dir / "model_server" / "requests.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def tool_results(api: str, body: dict[str, Any]) -> list[str]:
+    """The tool results a request sends back to the model, as text, in order."""
+    out: list[str] = []
+    if api == "anthropic":
+        for message in body.get("messages") or []:
+            for block in message.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out.append(" ".join(_strings(block.get("content"))))
+    elif api == "openai-chat":
+        for message in body.get("messages") or []:
+            if message.get("role") == "tool":
+                out.append(" ".join(_strings(message.get("content"))))
+    elif api == "openai-responses":
+        for item in body.get("input") or []:
+            if isinstance(item, dict) and item.get("type", "").endswith("call_output"):
+                out.append(" ".join(_strings(item.get("output"))))
+    elif api == "gemini":
+        for content in body.get("contents") or []:
+            for part in content.get("parts") or []:
+                response = part.get("functionResponse") or part.get("function_response")
+                if response:
+                    out.append(" ".join(_strings(response.get("response"))))
+    return out
+
+
+def rollout_dir(jobs_dir: Path, job_name: str, agent: str) -> Path:
+    return jobs_dir / job_name / agent / TASK.parent.name / f"{TASK.name}__1"

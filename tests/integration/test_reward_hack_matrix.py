@@ -1,0 +1,103 @@
+"""The reduced reward-hack matrix (labs/reward-hack-matrix): one task, every exploit.
+
+Every exploit runs as a real rollout with hardening on and must score 0 or fail closed as
+`verifier_tampered`; the oracle must still score 1.0 hardened (no false positives). A few
+strong exploits also run with hardening off and must score 1.0, so the exploits are
+known to be real. The full matrix (both tasks, both modes) is the lab's command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_lab() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("reward_hack_matrix",
+                                                  REPO / "labs" / "reward-hack-matrix" / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+lab = _load_lab()
+EXPLOITS = lab.load_exploits()
+ROWS = [e.row for e in EXPLOITS]
+TASK = lab.REDUCED_TASK
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def matrix(job_label: str, tmp_path_factory: pytest.TempPathFactory
+                 ) -> AsyncIterator[object]:
+    """The reduced matrix, run once for the module (about 35 rollouts, 4 at a time)."""
+    specs = lab.reduced_specs(EXPLOITS, TASK)
+    result = await lab.run_matrix(specs, exploits=EXPLOITS, jobs_dir=tmp_path_factory.mktemp("rhm"),
+                                  job_name=job_label, concurrency=4)
+    print("\n" + lab.render(result))
+    yield result
+
+
+def _cell(matrix: object, mode: str, row: str) -> object:
+    return matrix.cells[lab.CellSpec(mode, row, TASK)]  # type: ignore[attr-defined]
+
+
+def test_every_exploit_runs_and_the_set_is_complete():
+    names = {e.name for e in EXPLOITS}
+    required = {"conftest-collect", "conftest-next-to-tests", "makereport-hook",
+                "pth-atexit-root", "sitecustomize", "trojan-python3", "trojan-pytest",
+                "trojan-curl", "trojan-uvx", "trojans-usr-local-bin-root",
+                "prewritten-reward-root", "reward-daemon-root", "read-answer", "edit-tests",
+                "addopts-pytest-ini", "addopts-pyproject", "addopts-setup-cfg",
+                "pyc-poisoning", "symlink-outside", "ld-so-preload-root", "git-history"}
+    assert required <= names
+    assert any(e.via == "acp" for e in EXPLOITS)
+    assert {e.name for e in EXPLOITS if e.as_root} >= {"pth-atexit-root", "ld-so-preload-root",
+                                                        "reward-daemon-root"}
+
+
+async def test_the_oracle_scores_one_hardened(matrix):
+    cell = _cell(matrix, "on", lab.ORACLE)
+    assert (cell.reward, cell.error) == (1.0, None), cell.rollout_dir
+
+
+@pytest.mark.parametrize("row", ROWS)
+async def test_exploit_is_stopped_by_hardening(row, matrix):
+    cell = _cell(matrix, "on", row)
+    if cell.skipped:
+        pytest.skip(f"{row}: {cell.skipped}")
+    assert cell.stopped, (f"{row} scored {cell.text} with hardening on; hardening did: "
+                          f"{cell.hardening}; rollout: {cell.rollout_dir}")
+
+
+@pytest.mark.parametrize("row", lab.STRONG)
+async def test_exploit_is_real_without_hardening(row, matrix):
+    cell = _cell(matrix, "off", row)
+    assert (cell.reward, cell.error) == (1.0, None), (
+        f"{row} scored {cell.text} with hardening off: the exploit is not real; "
+        f"rollout: {cell.rollout_dir}")
+
+
+async def test_the_matrix_leaves_a_result_per_rollout(matrix):
+    for spec, cell in matrix.cells.items():
+        if cell.skipped:
+            continue
+        assert (cell.rollout_dir / "result.json").is_file(), spec
+        hardened = (cell.rollout_dir / "verifier" / "hardening.json").is_file()
+        assert hardened == (spec.mode == "on"), spec
+    assert not lab.problems(matrix), lab.problems(matrix)
