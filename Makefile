@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # npm work inside them behind a TLS-intercepting proxy. Override to choose others.
 export BENCHFLOW_EXTRA_CA_CERTS ?= $(shell ls /usr/local/share/ca-certificates/*.crt 2>/dev/null | paste -sd: -)
 
-.PHONY: setup install docker demo test test-unit test-slow bench clean
+.PHONY: setup install docker demo test test-unit test-slow test-conformance bench matrix clean
 
 setup: install docker
 
@@ -37,6 +37,15 @@ test-slow: setup
 
 bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py
+	$(BIN)/python labs/benchmarks/rollout_overhead.py --harden
+	$(BIN)/python labs/benchmarks/acp_throughput.py
+	$(BIN)/python labs/benchmarks/job_load.py
+
+matrix: setup
+	$(BIN)/python labs/reward-hack-matrix/run.py
+
+test-conformance: setup
+	$(BIN)/pytest -m slow tests/conformance
 
 clean:
 	rm -rf $(VENV) jobs
