@@ -29,6 +29,9 @@ MAX_AGENT_TEXT_CHARS = 1_000_000
 _RUNNING = (None, "pending", "in_progress")
 
 
+_MAX_TEXT_PARTS = 1024
+
+
 class UpdateRecorder:
     """Numbers and records session updates; tracks activity and per-turn counters."""
 
@@ -162,7 +165,8 @@ class UpdateRecorder:
     def _add_text(self, text: str) -> None:
         self._text_parts.append(text)
         self._text_len += len(text)
-        if self._text_len > 2 * MAX_AGENT_TEXT_CHARS:
+        # Join often: 100,000 one-character chunks as separate str objects cost ~5 MB.
+        if self._text_len > 2 * MAX_AGENT_TEXT_CHARS or len(self._text_parts) > _MAX_TEXT_PARTS:
             joined = "".join(self._text_parts)[-MAX_AGENT_TEXT_CHARS:]
             self._text_parts, self._text_len = [joined], len(joined)
 
