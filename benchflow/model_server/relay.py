@@ -27,6 +27,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from benchflow.errors import ConfigError
+from benchflow.model_server.server import read_body
 
 logger = logging.getLogger(__name__)
 
@@ -78,18 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _relay
 
     def _read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        return read_body(self)
 
     def _forward(self, relay: ModelRelay, body: bytes) -> int:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}

@@ -31,6 +31,26 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
+def read_body(handler: BaseHTTPRequestHandler, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    """A request's body, chunked or with Content-Length. Raises ValueError past `max_bytes`."""
+    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
+        chunks: list[bytes] = []
+        while True:
+            size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            chunks.append(handler.rfile.read(size))
+            handler.rfile.readline()
+            if sum(map(len, chunks)) > max_bytes:
+                raise ValueError("request body too large")
+    length = int(handler.headers.get("Content-Length") or 0)
+    if length > max_bytes:
+        raise ValueError("request body too large")
+    return handler.rfile.read(length) if length else b""
+
+
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -85,22 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
 
     def _read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-                if sum(map(len, chunks)) > MAX_BODY_BYTES:
-                    raise ValueError("request body too large")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            raise ValueError("request body too large")
-        return self.rfile.read(length) if length else b""
+        return read_body(self)
 
     def _write(self, reply: HttpReply) -> None:
         self.send_response(reply.status)
