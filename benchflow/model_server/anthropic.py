@@ -21,6 +21,7 @@ from benchflow.model_server.conversation import (
     stable_id,
     text_chunks,
     text_of,
+    tool_list,
 )
 
 API = "anthropic"
@@ -73,12 +74,8 @@ def parse_request(body: dict[str, Any]) -> Conversation:
 
 
 def _tools(tools: Any) -> list[ToolSpec]:
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise RequestError("`tools` must be a list", param="tools")
     out = []
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(tool_list(tools)):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             raise RequestError(f"`tools[{i}]` needs a `name`", param=f"tools[{i}]")
         schema = tool.get("input_schema")

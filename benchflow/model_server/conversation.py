@@ -180,6 +180,15 @@ def require(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what:
     return value
 
 
+def tool_list(tools: Any) -> list[Any]:
+    """A request's `tools` as a list (None: no tools). Raises RequestError for anything else."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise RequestError("`tools` must be a list", param="tools")
+    return tools
+
+
 def text_of(
     content: Any, text_types: tuple[str, ...] = ("text", "input_text", "output_text")
 ) -> str:

@@ -21,6 +21,7 @@ from benchflow.model_server.conversation import (
     sse,
     stable_id,
     text_chunks,
+    tool_list,
 )
 
 API = "gemini"
@@ -95,12 +96,8 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
 
 
 def _tools(tools: Any) -> list[ToolSpec]:
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise RequestError("`tools` must be a list", param="tools")
     out = []
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(tool_list(tools)):
         declarations = _get(tool, "functionDeclarations") if isinstance(tool, dict) else None
         for j, decl in enumerate(declarations or []):
             if not isinstance(decl, dict) or not isinstance(decl.get("name"), str):

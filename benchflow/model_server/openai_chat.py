@@ -22,6 +22,7 @@ from benchflow.model_server.conversation import (
     stable_id,
     text_chunks,
     text_of,
+    tool_list,
 )
 
 API = "openai-chat"
@@ -75,8 +76,7 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
     if tools is None:
         functions = body.get("functions") or []
         tools = [{"type": "function", "function": f} for f in functions]
-    if not isinstance(tools, list):
-        raise RequestError("`tools` must be a list", param="tools")
+    tools = tool_list(tools)
     out = []
     for i, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None

@@ -22,6 +22,7 @@ from benchflow.model_server.conversation import (
     stable_id,
     text_chunks,
     text_of,
+    tool_list,
 )
 from benchflow.model_server.openai_chat import error_body
 
@@ -92,12 +93,8 @@ def parse_request(body: dict[str, Any]) -> Conversation:
 
 
 def _tools(tools: Any) -> list[ToolSpec]:
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise RequestError("`tools` must be a list", param="tools")
     out = []
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(tool_list(tools)):
         if not isinstance(tool, dict):
             raise RequestError(f"`tools[{i}]` must be an object", param=f"tools[{i}]")
         kind = tool.get("type", "function")
