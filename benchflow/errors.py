@@ -205,7 +205,7 @@ class ProviderError(BenchflowError):
         self.transient = transient
 
     @property  # type: ignore[override]
-    def retryable(self) -> bool:  # noqa: D102
+    def retryable(self) -> bool:
         return self.transient
 
 

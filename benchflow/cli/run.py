@@ -8,6 +8,7 @@ from typing import Annotated
 import anyio
 import typer
 
+from benchflow.agents.registry import check_scenes
 from benchflow.cli._common import (
     EXIT_OK,
     EXIT_ROLLOUT_ERROR,
@@ -16,7 +17,6 @@ from benchflow.cli._common import (
     user_errors,
 )
 from benchflow.cli.progress import JobProgress, results_table
-from benchflow.agents.registry import check_scenes
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job import Job, JobResult, Trial

@@ -13,8 +13,8 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
 from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
 from benchflow.config import RolloutConfig
@@ -44,8 +44,8 @@ from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
 from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.soft import SoftVerifyResult, soft_verify
 from benchflow.verify.runner import VerifierRun, verify
+from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from benchflow._models import FrozenModel
 
-
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH for benchflow's own root commands once an agent has run: never a folder the agent
 could write (an image PATH may start with ~/.local/bin, and argv[0] is looked up through it)."""

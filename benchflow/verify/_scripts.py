@@ -13,17 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from benchflow.errors import VerifierError, VerifierTampered
-from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox  # SYSTEM_PATH: re-exported
 from benchflow.sandbox.exit_codes import ExitCode
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
-
-from benchflow.sandbox.base import SYSTEM_PATH  # noqa: E402  (re-exported)
-"""PATH of benchflow's root execs once the agent has run (common.sh sets the same inside).
-
-The sandbox looks up argv[0], and the `timeout` that wraps every exec, through PATH. The
-image's PATH may name a folder the agent can write (`~/.local/bin`, a workspace venv): a
-fake `timeout` or `sh` planted there would run as root and could fake hardening."""
 
 
 @functools.cache
