@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # npm work inside them behind a TLS-intercepting proxy. Override to choose others.
 export BENCHFLOW_EXTRA_CA_CERTS ?= $(shell ls /usr/local/share/ca-certificates/*.crt 2>/dev/null | paste -sd: -)
 
-.PHONY: setup install docker demo test test-unit test-slow test-conformance bench matrix clean
+.PHONY: setup install docker demo test test-unit test-slow test-conformance bench matrix parity clean
 
 setup: install docker
 
@@ -43,6 +43,11 @@ bench: setup
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py
+
+# Oracle parity on real third-party Harbor tasks (benchflow plain/hardened vs Harbor 0.24).
+# Needs the task repositories mirrored locally (see labs/harbor-parity/README.md): not in CI.
+parity: setup
+	$(BIN)/python labs/harbor-parity/run.py
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance
