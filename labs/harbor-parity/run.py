@@ -62,6 +62,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian/"
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 HARBOR_TIMEOUT_SEC = 1200
 MARKER = ".parity-prepared.json"
+CANNOT_RUN = "cannot run here"
 
 
 class Missing(Exception):
@@ -393,6 +394,15 @@ def run_benchflow(spec: TaskSpec, harden: bool, jobs_dir: Path) -> Cell:
                 duration_sec=time.monotonic() - started)
 
 
+def harbor_task_error(task_dir: Path) -> str:
+    """Why Harbor's task model rejects a task (its pydantic message, condensed)."""
+    code = ("import sys; from pathlib import Path; from harbor.models.task.task import Task\n"
+            "try:\n    Task(Path(sys.argv[1]))\nexcept Exception as e:\n    print(e)")
+    out = subprocess.run([str(HARBOR_VENV / "bin" / "python"), "-c", code, str(task_dir)],
+                         capture_output=True, text=True).stdout
+    return " ".join(out.split())[:300] or "Harbor loads this task without error"
+
+
 def run_harbor(spec: TaskSpec, jobs_dir: Path) -> Cell:
     """`harbor run -a oracle -e docker` on the prepared task; reads the trial's result.json."""
     job = f"{spec.id}-{datetime.now(UTC).strftime('%H%M%S')}"
@@ -409,6 +419,17 @@ def run_harbor(spec: TaskSpec, jobs_dir: Path) -> Cell:
     job_dir = jobs_dir / job
     (jobs_dir / f"{job}.log").write_text(proc.stdout + "\n--- stderr\n" + proc.stderr)
     trials = [p for p in sorted(job_dir.glob("*/result.json"))] if job_dir.is_dir() else []
+    if not trials and "network_mode='no-network' is not supported" in proc.stdout + proc.stderr:
+        # Harbor enforces no-network with an egress-control sidecar whose probe image
+        # (alpine, pinned by digest) must come from a registry: none is reachable here.
+        return Cell(error=CANNOT_RUN, detail="Harbor's docker environment rejects "
+                    "network_mode='no-network' without its egress-control sidecar (registry image)",
+                    run_dir=str(job_dir), duration_sec=duration)
+    if not trials and "Either datasets or tasks must be provided" in proc.stdout + proc.stderr:
+        # Harbor's CLI drops a task whose task.toml it cannot parse and then reports this;
+        # its own model says why.
+        return Cell(error="task rejected", detail=harbor_task_error(spec.dir),
+                    run_dir=str(job_dir), duration_sec=duration)
     if not trials:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return Cell(error="refused" if proc.returncode else "no trial", detail=" | ".join(tail)[:300],
@@ -433,9 +454,16 @@ def expected_ok(spec: TaskSpec, row: Row) -> bool:
     return all(c.reward == 1.0 for c in (row.plain, row.hardened))
 
 
+def outcome(cell: Cell) -> str:
+    """What agreement compares: the reward, or that there is none (refusals and errors alike)."""
+    return cell.text if cell.reward is not None else "no reward"
+
+
 def agreement(row: Row, harbor_ran: bool) -> str:
-    cells = [row.plain.text, row.hardened.text] + ([row.harbor.text] if harbor_ran else [])
-    return "yes" if len(set(cells)) == 1 else "NO"
+    harbor = harbor_ran and row.harbor.error != CANNOT_RUN
+    cells = [row.plain, row.hardened] + ([row.harbor] if harbor else [])
+    same = len({outcome(c) for c in cells}) == 1
+    return ("yes" if same else "NO") + ("" if harbor or not harbor_ran else " (bf only)")
 
 
 def render(tasks: list[TaskSpec], rows: dict[str, Row], *, harbor_note: str | None, commit: str,
@@ -455,9 +483,12 @@ def render(tasks: list[TaskSpec], rows: dict[str, Row], *, harbor_note: str | No
     n = len([s for s in tasks if s.id in rows])
     ones = sum(1 for s in tasks if s.id in rows and expected_ok(s, rows[s.id]))
     agree = sum(1 for s in tasks if s.id in rows and agreement(rows[s.id], harbor_ran) == "yes")
+    bf_only = sum(1 for s in tasks if s.id in rows and agreement(rows[s.id], harbor_ran).endswith(
+        "(bf only)"))
     lines += ["", f"{n} tasks; benchflow oracle 1.0 plain and hardened on {ones}; "
-              f"all columns agree on {agree}."]
-    details = [f"- {s.id} / {name}: {c.detail}" for s in tasks if s.id in rows
+              f"all three agree on {agree}; Harbor cannot run {bf_only} here (compared: benchflow "
+              "plain vs hardened only)."]
+    details = [f"- {s.id} / {name}: {' '.join(c.detail.split())}" for s in tasks if s.id in rows
                for name, c in (("plain", rows[s.id].plain), ("hardened", rows[s.id].hardened),
                                ("harbor", rows[s.id].harbor)) if c.detail]
     if details:
@@ -485,8 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="ID", help="run these tasks (others keep "
                         "their last results in the table)")
-    parser.add_argument("--skip-harbor", action="store_true")
-    parser.add_argument("--skip-benchflow", action="store_true")
+    parser.add_argument("--skip-harbor", action="store_true",
+                        help="keep Harbor's cells from the last run (its results do not change "
+                        "when benchflow does)")
+    parser.add_argument("--skip-benchflow", action="store_true",
+                        help="keep benchflow's cells from the last run")
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
     args = parser.parse_args(argv)
@@ -511,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     except Missing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.skip_harbor:
+    if args.skip_harbor and not any(r.harbor.text != "-" for r in _load_last().values()):
         harbor_note = "--skip-harbor"
     if args.prepare_only:
         log(f"prepared {len(selected)} tasks in {TASKS_DIR}")
@@ -527,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             row.plain = run_benchflow(spec, False, run_dir / "benchflow")
             log(f"{spec.id}: benchflow oracle, hardened -> plain was {row.plain.text}")
             row.hardened = run_benchflow(spec, True, run_dir / "benchflow")
-        if harbor_note is None:
+        if harbor_note is None and not args.skip_harbor:  # --skip-harbor keeps the last cells
             log(f"{spec.id}: Harbor oracle -> hardened was {row.hardened.text}")
             (run_dir / "harbor").mkdir(parents=True, exist_ok=True)
             row.harbor = run_harbor(spec, run_dir / "harbor")
