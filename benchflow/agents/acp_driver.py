@@ -137,6 +137,11 @@ class AcpAgentDriver:
         self.manifest = manifest
         self.name = manifest.name
 
+    @property
+    def skills_dir(self) -> str | None:
+        """Where the agent discovers skills, relative to its user's home (None: nowhere)."""
+        return self.manifest.skills_dir
+
     # -- install -----------------------------------------------------------------------
 
     def install_timeout_sec(self, ctx: AgentContext) -> float:
@@ -270,6 +275,7 @@ class AcpAgentDriver:
                 trajectory=ctx.trajectory,
                 stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
                 timeouts=timeouts, model=plan.acp_model, auth_method=plan.auth_method,
+                mcp_servers=ctx.mcp_servers,
             ) as session:
                 yield AcpConnection(session)
         finally:
