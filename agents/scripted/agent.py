@@ -474,6 +474,9 @@ class ScriptedAgent:
                                     content=[tool_content(text_block(text))],
                                     raw_output={"tools": tools, "result": text}),
         )
+        if action.get("save_to"):
+            await self._conn.write_text_file(session_id=sid, content=text,
+                                             path=self._path(state, str(action["save_to"])))
         if action.get("echo"):
             await self._say(state, text)
 
