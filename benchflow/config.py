@@ -163,8 +163,9 @@ class RolloutConfig(FrozenModel):
 
     @property
     def agent_name(self) -> str:
-        """The agent label used in paths and results: one agent's name, or `a+b` for several."""
-        names = dict.fromkeys(r.agent for s in self.scenes for r in s.roles)
+        """The agent label used in paths and results: one agent's name, or `a+b` for several
+        (a routed agent's `/` becomes `-`: `acpx/gemini` is stored as `acpx-gemini`)."""
+        names = dict.fromkeys(r.agent.replace("/", "-") for s in self.scenes for r in s.roles)
         return "+".join(names)
 
     @property

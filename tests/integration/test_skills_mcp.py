@@ -16,10 +16,10 @@ import pytest
 
 from benchflow import McpServer, Role, Scene, Turn
 from benchflow.task import load_task
-from benchflow.trajectory import ToolCallUpdateEvent
+from benchflow.trajectory import AgentMessageEvent, ToolCallUpdateEvent, iter_events
 
 from .conftest import FIXTURES, TASKS
-from .test_scenes import events_of, run_rollout, script, single, tool_outputs
+from .test_scenes import WRITE_42, events_of, run_rollout, script, single, tool_outputs
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -136,3 +136,24 @@ async def test_rollout_mcp_server_reaches_the_agent(tmp_path, job_label):
     (done,) = [e for e in events_of(paths.trajectory) if isinstance(e, ToolCallUpdateEvent)
                and isinstance(e.update.get("rawOutput"), dict)]
     assert done.update["rawOutput"]["result"] == "code-14"
+
+
+async def test_acpx_routes_the_scripted_agent_with_session_memory(tmp_path, job_label):
+    """`acpx/scripted`: ACPX (npm) keeps one session across a role's turns, and the
+    trajectory records the agent's updates as a direct ACP session would."""
+    play = script(tmp_path, [
+        {"actions": [WRITE_42, {"type": "message", "text": "wrote it"}]},
+        {"actions": [{"type": "recall"}]},
+    ])
+    scenes = [Scene(roles=[Role(name="agent", agent="acpx/scripted", model=str(play))],
+                    turns=[Turn(role="agent"), Turn(role="agent", prompt="what did I ask?")])]
+    result, paths = await run_rollout(ANSWER, scenes, tmp_path / "jobs", job_label)
+    assert result.error is None and result.reward == 1.0
+    assert result.agent_name == "acpx-scripted" and "/acpx-scripted/" in str(paths.root)
+    assert (result.n_prompts, result.n_tool_calls) == (2, 1)
+    events = [e for e in iter_events(paths.trajectory)]
+    sessions = {e.session_id for e in events if e.session_id}
+    assert len(sessions) == 1  # one ACP session behind both prompts
+    recalled = [e.text for e in events if isinstance(e, AgentMessageEvent) and e.turn == 1]
+    assert recalled == ['["Write the number 42 to `/app/answer.txt`."]'], recalled
+    assert (paths.agent_dir / "agent.acpx.stderr.txt").exists()

@@ -230,3 +230,36 @@ def test_servers_in_acp_schema_and_dropped_by_transport():
     assert [(h.name, h.value) for h in second.headers] == [("A", "b")]
     sent, dropped = acp_mcp_servers([sse], frozenset({"stdio", "sse"}))
     assert isinstance(sent[0], SseMcpServer) and dropped == []
+
+
+# -- ACPX routing -------------------------------------------------------------------------
+
+def test_acpx_prefix_routes_a_manifest_agent():
+    from benchflow.agents.acpx_driver import AcpxDriver
+    from benchflow.agents.registry import get_driver
+
+    driver = get_driver("acpx/scripted")
+    assert isinstance(driver, AcpxDriver)
+    assert (driver.name, driver.inner.name, driver.skills_dir) == (
+        "acpx/scripted", "scripted", ".scripted/skills")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("acpx/oracle", "ACPX routes registered ACP agents"),
+    ("acpx/nosuch", "nosuch"),
+])
+def test_acpx_of_a_non_acp_or_unknown_agent_is_a_config_error(name, message):
+    from benchflow.agents.registry import check_credentials, get_driver
+
+    with pytest.raises(ConfigError, match=message):
+        get_driver(name)
+    with pytest.raises(ConfigError, match=message):
+        check_credentials(name)
+
+
+def test_routed_agent_names_are_path_safe():
+    from benchflow.config import RolloutConfig
+
+    config = RolloutConfig(task_path=Path("t"), scenes=[
+        Scene.single(agent="acpx/gemini"), Scene.single(agent="nop")])
+    assert config.agent_name == "acpx-gemini+nop"
