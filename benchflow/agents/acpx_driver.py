@@ -100,6 +100,9 @@ class AcpxDriver:
             ConfigError: credentials are missing.
         """
         prep = await self.inner.prepare_launch(ctx, role)
+        if ctx.mcp_servers:
+            log.warning("agent %s: MCP servers are not passed through ACPX; not given %s",
+                        self.name, ", ".join(s.name for s in ctx.mcp_servers))
         recorder = UpdateRecorder(ctx.trajectory, scene=scene, role=role.name)
         connection = AcpxConnection(ctx, prep, role, recorder,
                                     session=f"benchflow-{secrets.token_hex(6)}")
