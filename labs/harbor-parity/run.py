@@ -1,4 +1,4 @@
-"""The oracle parity lab: real third-party Harbor tasks, benchflow's oracle plain and hardened, and Harbor 0.24.
+"""The oracle parity lab: third-party Harbor tasks, benchflow's oracle plain/hardened, Harbor 0.24.
 
     python labs/harbor-parity/run.py [--only ID ...] [--skip-harbor] [--prepare-only]
         [--mirrors DIR] [--concurrency N]
@@ -165,8 +165,8 @@ def substitute_image(ref: str, subs: dict[str, str], where: str) -> str:
     for pattern, local in subs.items():
         if re.fullmatch(pattern, ref):
             return local
-    raise SystemExit(f"{where}: image {ref!r} has no substitution in {MANIFEST.name} [substitutions]; "
-                     "add a local base for it")
+    raise SystemExit(f"{where}: image {ref!r} has no substitution in {MANIFEST.name} "
+                     "[substitutions]; add a local base for it")
 
 
 def substitute_dockerfile(text: str, subs: dict[str, str], where: str) -> tuple[str, list[str]]:
@@ -432,8 +432,8 @@ def run_harbor(spec: TaskSpec, jobs_dir: Path) -> Cell:
                     run_dir=str(job_dir), duration_sec=duration)
     if not trials:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return Cell(error="refused" if proc.returncode else "no trial", detail=" | ".join(tail)[:300],
-                    run_dir=str(job_dir), duration_sec=duration)
+        return Cell(error="refused" if proc.returncode else "no trial",
+                    detail=" | ".join(tail)[:300], run_dir=str(job_dir), duration_sec=duration)
     data = json.loads(trials[0].read_text())
     rewards = (data.get("verifier_result") or {}).get("rewards") or {}
     exc = data.get("exception_info") or {}
@@ -506,7 +506,8 @@ def _load_last() -> dict[str, Row]:
 
 def _save_last(rows: dict[str, Row]) -> None:
     LAST.parent.mkdir(parents=True, exist_ok=True)
-    LAST.write_text(json.dumps({k: {m: asdict(getattr(r, m)) for m in ("plain", "hardened", "harbor")}
+    modes = ("plain", "hardened", "harbor")
+    LAST.write_text(json.dumps({k: {m: asdict(getattr(r, m)) for m in modes}
                                 for k, r in rows.items()}, indent=1))
 
 

@@ -59,7 +59,7 @@ def test_dockerfile_substitution_changes_only_image_references() -> None:
 
 
 def test_unknown_base_image_stops_preparation_naming_file_and_image() -> None:
-    with pytest.raises(SystemExit, match=r"t/Dockerfile: image 'nvidia/cuda:12' has no substitution"):
+    with pytest.raises(SystemExit, match=r"t/Dockerfile: image 'nvidia/cuda:12' has no subst"):
         lab.substitute_dockerfile("FROM nvidia/cuda:12\n", SUBS, "t/Dockerfile")
 
 
