@@ -94,6 +94,8 @@ class Cell:
     detail: str = ""
     run_dir: str = ""
     duration_sec: float = 0.0
+    ran: str = ""
+    """`<run stamp> @ <benchflow commit>` of the run that produced this cell."""
 
     @property
     def text(self) -> str:
@@ -454,9 +456,17 @@ def expected_ok(spec: TaskSpec, row: Row) -> bool:
     return all(c.reward == 1.0 for c in (row.plain, row.hardened))
 
 
+REFUSALS = ("task_invalid", "config_invalid", "refused", "task rejected")
+"""Outcomes where a harness declined the task before running its verifier."""
+
+
 def outcome(cell: Cell) -> str:
-    """What agreement compares: the reward, or that there is none (refusals and errors alike)."""
-    return cell.text if cell.reward is not None else "no reward"
+    """What agreement compares: the reward, a refusal, or no reward (errors alike)."""
+    if cell.reward is not None:
+        return cell.text
+    if (cell.error or "").startswith(REFUSALS) or "Solution script not found" in cell.detail:
+        return "refused"  # Harbor finds a missing solve.sh only once it runs the oracle
+    return "no reward"
 
 
 def agreement(row: Row, harbor_ran: bool) -> str:
@@ -466,11 +476,12 @@ def agreement(row: Row, harbor_ran: bool) -> str:
     return ("yes" if same else "NO") + ("" if harbor or not harbor_ran else " (bf only)")
 
 
-def render(tasks: list[TaskSpec], rows: dict[str, Row], *, harbor_note: str | None, commit: str,
-           stamp: str) -> str:
+def render(tasks: list[TaskSpec], rows: dict[str, Row], *, harbor_note: str | None) -> str:
     harbor_ran = harbor_note is None
-    lines = [f"Run {stamp}, benchflow commit {commit}, Harbor {HARBOR_VERSION}"
-             + ("" if harbor_ran else f" (Harbor not run: {harbor_note})"), "",
+    runs = sorted({c.ran or "unrecorded" for s in tasks if s.id in rows
+                   for c in (rows[s.id].plain, rows[s.id].hardened, rows[s.id].harbor)})
+    lines = [f"Harbor {HARBOR_VERSION}" + ("" if harbor_ran else f" (not run: {harbor_note})")
+             + "; cells from runs (UTC stamp @ benchflow commit): " + ", ".join(runs), "",
              "| task | exercises | bf plain | bf hardened | Harbor 0.24 | agree | expected |",
              "|---|---|---|---|---|---|---|"]
     for spec in tasks:
@@ -553,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H%M%SZ")
+    commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    ran = f"{stamp} @ {commit}"
     run_dir = RUNS_DIR / stamp
     rows = _load_last()
     for spec in selected:
@@ -562,16 +576,16 @@ def main(argv: list[str] | None = None) -> int:
             row.plain = run_benchflow(spec, False, run_dir / "benchflow")
             log(f"{spec.id}: benchflow oracle, hardened -> plain was {row.plain.text}")
             row.hardened = run_benchflow(spec, True, run_dir / "benchflow")
+            row.plain.ran = row.hardened.ran = ran
         if harbor_note is None and not args.skip_harbor:  # --skip-harbor keeps the last cells
             log(f"{spec.id}: Harbor oracle -> hardened was {row.hardened.text}")
             (run_dir / "harbor").mkdir(parents=True, exist_ok=True)
             row.harbor = run_harbor(spec, run_dir / "harbor")
+            row.harbor.ran = ran
             log(f"{spec.id}: Harbor {row.harbor.text}")
         rows[spec.id] = row
         _save_last(rows)
-    commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    table = render(tasks, rows, harbor_note=harbor_note, commit=commit, stamp=stamp)
+    table = render(tasks, rows, harbor_note=harbor_note)
     RESULTS.write_text("# Oracle parity: last run\n\n" + table)
     print(table)
     return 0
