@@ -99,3 +99,21 @@ def test_missing_mirrors_exit_2_with_instructions(tmp_path: Path, capsys) -> Non
     err = capsys.readouterr().err
     assert "fetch github:<owner>/<name>" in err and "MJinXiang/Agent_harness" in err
     assert "Traceback" not in err
+
+
+def test_agreement_tells_refusals_rewards_and_missing_rewards_apart() -> None:
+    cell = lab.Cell
+    refused_both = lab.Row("t", plain=cell(error="task_invalid"),
+                           hardened=cell(error="task_invalid"),
+                           harbor=cell(error="FileNotFoundError",
+                                       detail="Solution script not found: /x/solution/solve.sh"))
+    assert lab.agreement(refused_both, harbor_ran=True) == "yes"
+    ran_vs_refused = lab.Row("t", plain=cell(error="verifier_failed"),
+                             hardened=cell(error="verifier_failed"), harbor=cell(error="refused"))
+    assert lab.agreement(ran_vs_refused, harbor_ran=True) == "NO"
+    hardening_zeroes = lab.Row("t", plain=cell(reward=1.0), hardened=cell(reward=0.0),
+                               harbor=cell(reward=1.0))
+    assert lab.agreement(hardening_zeroes, harbor_ran=True) == "NO"
+    harbor_cannot = lab.Row("t", plain=cell(reward=1.0), hardened=cell(reward=1.0),
+                            harbor=cell(error=lab.CANNOT_RUN))
+    assert lab.agreement(harbor_cannot, harbor_ran=True) == "yes (bf only)"
