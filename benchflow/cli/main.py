@@ -13,6 +13,7 @@ from benchflow.cli import agents, jobs, sandbox, tasks
 from benchflow.cli._common import configure_logging
 from benchflow.cli.model_server import model_server_command
 from benchflow.cli.run import run_command
+from benchflow.cli.view import view_command
 
 app = typer.Typer(
     name="benchflow", no_args_is_help=True, pretty_exceptions_enable=False,
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.command("run")(run_command)
 app.command("model-server")(model_server_command)
+app.command("view")(view_command)
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(jobs.app, name="jobs")
