@@ -142,6 +142,9 @@ class RolloutConfig(FrozenModel):
         default=None, description="None: the task's (`allow_internet: false` -> none, or "
         "model-only with a model endpoint); a scripted model server implies model-only")
     model_endpoint: ModelEndpoint | None = None
+    capture_model_calls: bool = Field(
+        default=False, description="record every model request and response that passes "
+        "through benchflow's model server or relay in model_calls.jsonl (needs model_endpoint)")
 
     @field_validator("task_path")
     @classmethod

@@ -58,6 +58,10 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    capture_model_calls: Annotated[bool, typer.Option(
+        "--capture-model-calls", help="record every model request and response (with token "
+        "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
+        "--model-server or --model-base-url")] = False,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
@@ -65,6 +69,9 @@ def run_command(
         given_scenes = load_scenes(scenes_file) if scenes_file else None
         endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
         policy = _network(network)
+        if capture_model_calls and endpoint is None:
+            raise ConfigError("--capture-model-calls records calls through benchflow's model "
+                              "server or relay: add --model-server SCRIPT or --model-base-url URL")
         trials = [
             Trial(RolloutConfig(task_path=task.path,
                                 scenes=given_scenes or _task_scenes(task, agent, model),
@@ -73,7 +80,8 @@ def run_command(
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint), task)
+                                network=policy, model_endpoint=endpoint,
+                                capture_model_calls=capture_model_calls), task)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts

@@ -110,7 +110,8 @@ class Rollout:
         self.result.task_git_commit_id = task.git_commit_id()
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
-                                      log_dir=self.paths.root / "model_server")
+                                      log_dir=self.paths.root / "model_server",
+                                      capture_path=self.paths.model_calls)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts)
@@ -190,6 +191,8 @@ class Rollout:
         self._emit(RolloutEventKind.AGENT_START)
         if self.ctx.trajectory is None:
             self.ctx.trajectory = self._open_trajectory()
+        if self.network is not None:
+            self.network.attribute_calls(self.ctx.trajectory)
         if self.config.user is not None:
             await self._run_user_rounds()
             return
