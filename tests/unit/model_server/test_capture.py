@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -36,7 +36,7 @@ class _FakeVllm(BaseHTTPRequestHandler):
     """Answers /v1/chat/completions like vLLM with `logprobs` and `return_token_ids`."""
 
     protocol_version = "HTTP/1.1"
-    seen_auth: list[str] = []
+    seen_auth: ClassVar[list[str]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
