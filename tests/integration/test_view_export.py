@@ -27,17 +27,19 @@ BENCHFLOW_CLI = Path(sys.executable).with_name("benchflow")
 CODER_REVIEWER = TASKS / "coder-reviewer"
 
 
-@pytest.fixture(scope="module")
-def coder_reviewer_job(tmp_path_factory: pytest.TempPathFactory, job_label: str) -> Path:
+def run_coder_reviewer(jobs: Path, name: str) -> Path:
     """A real job: the scripted agent plays coder and reviewer on tasks/coder-reviewer."""
-    jobs = tmp_path_factory.mktemp("jobs")
-    name = f"{job_label}-view"
     run = subprocess.run(
         [str(BENCHFLOW_CLI), "run", str(CODER_REVIEWER), "-a", "scripted", "-m",
          str(CODER_REVIEWER / "scripted.yaml"), "--jobs-dir", str(jobs), "--job-name", name],
         capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     return jobs / name
+
+
+@pytest.fixture(scope="module")
+def coder_reviewer_job(tmp_path_factory: pytest.TempPathFactory, job_label: str) -> Path:
+    return run_coder_reviewer(tmp_path_factory.mktemp("jobs"), f"{job_label}-view")
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
