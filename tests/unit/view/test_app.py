@@ -193,3 +193,19 @@ def test_static_export(jobs: Path, tmp_path: Path) -> None:
     assert (out / "static" / "app.js").is_file()
     with pytest.raises(Exception, match="outside the jobs folder"):
         export_site(jobs, jobs / "site")
+
+
+def test_pages_follow_files_as_they_are_written(jobs: Path, client: TestClient) -> None:
+    from benchflow.paths import RolloutPaths
+
+    from .jobs_fixture import _result
+
+    before = client.get("/jobs/job-b/index.html").text
+    assert before.count('<span class="badge running">running</span>') == 2
+    paths = RolloutPaths.for_trial(jobs, "job-b", "scripted", "ds", "t2", 1)
+    paths.result.write_text(_result("job-b", "scripted", "t2", 1, 0.0).model_dump_json())
+    after = client.get("/jobs/job-b/index.html").text
+    assert after.count('<span class="badge running">running</span>') == 1  # only the job now
+    assert '<span class="badge fail">fail</span>' in after
+    trial = client.get("/jobs/job-b/scripted/ds/t2__1/index.html").text
+    assert 'data-live="1"' not in trial and "reward 0.00" in trial
