@@ -7,11 +7,15 @@ Needs the `view` extra (starlette, uvicorn); importing this package does not imp
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 __all__ = ["create_app", "export_site", "serve"]
 
 
-def create_app(root: Path):  # type: ignore[no-untyped-def]
+def create_app(root: Path) -> Starlette:
     """The Starlette app serving the jobs folder `root` (see `benchflow.view.app`)."""
     from benchflow.view.app import create_app as _create
 

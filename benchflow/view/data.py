@@ -8,7 +8,6 @@ URL can name nothing outside the jobs folder (no `..`, no absolute path, no syml
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from benchflow.job.models import Aggregates, JobResult, aggregate
+from benchflow.job.store import read_trial_result
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.secrets import redact
@@ -108,13 +108,6 @@ class JobSummary:
         return sum(not t.running for t in self.trials)
 
 
-def _load_result(path: Path) -> RolloutResult | None:
-    try:
-        return RolloutResult.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError):
-        return None
-
-
 def _load_job_result(path: Path) -> JobResult | None:
     try:
         return JobResult.model_validate_json(path.read_bytes())
@@ -129,7 +122,7 @@ def iter_trials(job_dir: Path) -> Iterator[TrialRow]:
             continue
         agent, dataset = trial.parent.parent.name, trial.parent.name
         task, _, attempt = trial.name.rpartition("__")
-        result = _load_result(RolloutPaths(trial).result)
+        result = read_trial_result(RolloutPaths(trial).result)
         yield TrialRow(job=job_dir.name, rel=f"{agent}/{dataset}/{trial.name}", agent=agent,
                        dataset=dataset, task=task, attempt=int(attempt), result=result,
                        running=result is None)
@@ -396,10 +389,3 @@ def role_names(trial: Path) -> list[str]:
             if role.get("name") not in names:
                 names.append(role.get("name"))
     return names
-
-
-def file_size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

@@ -13,6 +13,9 @@ from typing import Any
 
 import jinja2
 
+from benchflow.job.store import read_trial_result
+from benchflow.paths import RolloutPaths
+from benchflow.rollout.result import RolloutResult
 from benchflow.trajectory.conversation import Message, Note, Plan, Thought, ToolCall, TurnUsage
 from benchflow.view import data
 
@@ -96,12 +99,12 @@ class Pages:
                             errors=sorted({t.error_type for t in job.trials if t.error_type}))
 
     def trial(self, job_dir: Path, trial_dir: Path, page: int = 1) -> str | None:
-        paths = data.RolloutPaths(trial_dir)
+        paths = RolloutPaths(trial_dir)
         traj = data.trajectory_page(paths.trajectory, page)
         if traj is None and page != 1:
             return None
         rel = str(trial_dir.relative_to(job_dir))
-        result = data._load_result(paths.result)
+        result = read_trial_result(paths.result)
         roles = data.role_names(trial_dir)
         if traj is not None:
             for block in traj.blocks:
@@ -121,7 +124,7 @@ class Pages:
                             live=False)
 
 
-def _timeline(result: data.RolloutResult | None) -> list[dict[str, Any]]:
+def _timeline(result: RolloutResult | None) -> list[dict[str, Any]]:
     """Phase bars: offset and width as a percentage of the whole rollout."""
     if result is None or result.timestamps.started_at is None:
         return []
