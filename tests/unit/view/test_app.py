@@ -209,3 +209,12 @@ def test_pages_follow_files_as_they_are_written(jobs: Path, client: TestClient) 
     assert '<span class="badge fail">fail</span>' in after
     trial = client.get("/jobs/job-b/scripted/ds/t2__1/index.html").text
     assert 'data-live="1"' not in trial and "reward 0.00" in trial
+
+
+def test_verifier_output_in_either_layout(jobs: Path, client: TestClient) -> None:
+    trial = jobs / "job-a" / "scripted" / "ds" / "t2__1"
+    (trial / "verifier" / "stdout.txt").unlink()
+    (trial / "logs" / "verifier").mkdir(parents=True)
+    (trial / "logs" / "verifier" / "stdout.txt").write_text("moved to logs/verifier\n")
+    html = client.get("/jobs/job-a/scripted/ds/t2__1/index.html").text
+    assert "verifier stdout" in html and "moved to logs/verifier" in html
