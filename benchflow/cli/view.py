@@ -23,7 +23,7 @@ def view_command(
         if not jobs_dir.is_dir():
             err_console.print(f"[bold red]error:[/] {jobs_dir}: no such jobs folder "
                               "(pass the folder given to --jobs-dir; default ./jobs)",
-                              highlight=False)
+                              highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_BAD_INPUT)
         if export is not None:
             from benchflow.view import export_site
@@ -36,9 +36,9 @@ def view_command(
             import uvicorn  # noqa: F401
         except ImportError:
             err_console.print("[bold red]error:[/] benchflow view needs the `view` extra: "
-                              "pip install 'benchflow[view]'", highlight=False)
+                              "pip install 'benchflow[view]'", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         from benchflow.view import serve
 
-        console.print(f"benchflow view: http://{host}:{port}/  (jobs in {jobs_dir}; Ctrl-C stops)")
-        serve(jobs_dir.resolve(), host=host, port=port)
+        serve(jobs_dir.resolve(), host=host, port=port, ready=lambda url: console.print(
+            f"benchflow view: {url}  (jobs in {jobs_dir}; Ctrl-C stops)", highlight=False))

@@ -6,6 +6,7 @@ Needs the `view` extra (starlette, uvicorn); importing this package does not imp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,11 +23,12 @@ def create_app(root: Path) -> Starlette:
     return _create(root)
 
 
-def serve(root: Path, host: str = "127.0.0.1", port: int = 8700) -> None:
-    """Serve the viewer for `root` until interrupted."""
+def serve(root: Path, host: str = "127.0.0.1", port: int = 8700,
+          ready: Callable[[str], None] | None = None) -> None:
+    """Serve the viewer for `root` until interrupted; `ready(url)` once listening."""
     from benchflow.view.app import serve as _serve
 
-    _serve(root, host=host, port=port)
+    _serve(root, host=host, port=port, ready=ready)
 
 
 def export_site(root: Path, out: Path) -> int:

@@ -17,6 +17,8 @@ leave the jobs folder is a 404.
 from __future__ import annotations
 
 import re
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -25,6 +27,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from benchflow.errors import ConfigError
 from benchflow.view import data
 from benchflow.view.render import Pages
 
@@ -92,8 +95,30 @@ def create_app(root: Path) -> Starlette:
     return Starlette(routes=routes)
 
 
-def serve(root: Path, host: str = "127.0.0.1", port: int = 8700) -> None:
-    """Serve the viewer until interrupted."""
+def serve(root: Path, host: str = "127.0.0.1", port: int = 8700,
+          ready: Callable[[str], None] | None = None) -> None:
+    """Serve the viewer until interrupted; `ready` gets the URL once the port is bound
+    (`port=0` picks a free one).
+
+    Raises:
+        ConfigError: the address cannot be bound.
+    """
     import uvicorn
 
-    uvicorn.run(create_app(root), host=host, port=port, log_level="warning")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"benchflow view cannot listen on {host}:{port}: {exc.strerror or exc}"
+                          " (choose another --port, or --port 0 for any free one)") from exc
+    bound = sock.getsockname()[1]
+    if ready is not None:
+        ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound}/")
+    server = uvicorn.Server(uvicorn.Config(create_app(root), log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
