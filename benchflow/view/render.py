@@ -21,6 +21,8 @@ from benchflow.view import data
 
 TOOL_OUTPUT_PREVIEW = 1200
 """Characters of a tool's output shown before the expand control."""
+TOOL_OUTPUT_FULL = 200_000
+"""Characters of a tool's output sent to the browser at most (the expand control's limit)."""
 ROLE_COLOURS = 8
 
 
@@ -59,7 +61,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(num=_fmt_num, pct=_fmt_pct, sec=_fmt_sec, time=_fmt_time, tojson_pretty=_json)
-    env.globals.update(PREVIEW=TOOL_OUTPUT_PREVIEW, Message=Message, Thought=Thought,
+    env.globals.update(PREVIEW=TOOL_OUTPUT_PREVIEW, FULL=TOOL_OUTPUT_FULL, Message=Message, Thought=Thought,
                        ToolCall=ToolCall, Plan=Plan, TurnUsage=TurnUsage, Note=Note)
     env.tests.update({
         "message": lambda i: isinstance(i, Message), "thought": lambda i: isinstance(i, Thought),
