@@ -57,8 +57,7 @@ async def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory,
     rollouts = {
         agent: Rollout(RolloutConfig(
             task_path=offline.TASK, scenes=[Scene.single(agent=agent)], jobs_dir=jobs_dir,
-            job_name=job_label, model_endpoint=ModelEndpoint(script=offline.MODEL_SCRIPT),
-            capture_model_calls=True))
+            job_name=job_label, model_endpoint=ModelEndpoint(script=offline.MODEL_SCRIPT)))
         for agent in AGENTS}
     results: dict[str, Any] = {}
     isolated = _Records()
@@ -142,33 +141,3 @@ async def test_agent_runs_the_script_offline(agent: str, runs) -> None:
     last = next(r for r in logged if r["summary"].get("step") == 2)
     results = offline.tool_results(api, last["body"])
     assert len(results) >= 2 and "12" in results[-1].split(), results
-
-
-@pytest.mark.timeout(1200)
-@pytest.mark.parametrize("agent", sorted(AGENTS))
-async def test_model_calls_are_captured(agent: str, runs) -> None:
-    """Every call the real agent made is in model_calls.jsonl: attributed to its role and
-    turn, the request as sent, the (reassembled) response, no API key; the step calls
-    become SFT examples ending in the scripted reply."""
-    import json
-
-    from benchflow.trajectory.exporters import model_call_examples
-
-    result, root = runs[agent]
-    api = AGENTS[agent][0]
-    calls = [json.loads(line) for line in (root / "model_calls.jsonl").read_text().splitlines()]
-    logged = offline.requests(root)
-    assert len(calls) == len(logged) and calls
-    assert {(c["role"], c["turn"], c["source"]) for c in calls} == {("agent", 0, "model_server")}
-    assert [c["path"] for c in calls] == [r["summary"]["path"] for r in logged]
-    last = next(r for r in logged if r["summary"].get("step") == 2)
-    captured = calls[logged.index(last)]
-    assert "12" in " ".join(offline.tool_results(api, captured["request"]))
-    assert isinstance(captured["response"], dict) and captured["status"] == 200
-    text = (root / "model_calls.jsonl").read_text()
-    assert "sk-ant-dummy" not in text and "sk-dummy" not in text
-    examples = list(model_call_examples(root / "model_calls.jsonl"))
-    if api in ("anthropic", "openai-chat"):
-        steps = [e for e in examples if any(offline.FINAL_MESSAGE in (m.get("content") or "")
-                                            for m in e["messages"][-1:])]
-        assert steps, [e["messages"][-1] for e in examples]

@@ -143,3 +143,35 @@ async def test_capture_through_the_scripted_model_server(tmp_path: Path, job_lab
     assert stats.lines == 2 and [e["metadata"]["role"] for e in examples] == ["coder", "reviewer"]
     assert examples[0]["messages"][-1]["tool_calls"] == reply["tool_calls"]
     assert examples[0]["tools"][0]["function"]["name"] == "bash"
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.timeout(900)
+async def test_capture_with_a_real_agent(tmp_path: Path, job_label: str) -> None:
+    """Claude Code (npm, in the sandbox) against the scripted model server, capture on:
+    every call it made is in model_calls.jsonl, attributed, reassembled and key-free, and
+    `--from model-calls` turns them into SFT examples ending in the scripted final answer."""
+    from tests.conformance import offline
+
+    rollout = Rollout(RolloutConfig(
+        task_path=offline.TASK, scenes=[Scene.single(agent="claude")],
+        jobs_dir=tmp_path / "jobs", job_name=f"{job_label}-real-capture",
+        model_endpoint=ModelEndpoint(script=offline.MODEL_SCRIPT), capture_model_calls=True))
+    result = await rollout.run()
+    assert result.error is None and result.reward == 1.0, result.error
+    calls = lines(rollout.paths.model_calls)
+    steps = [c for c in calls if c["path"].startswith("/v1/messages") and c["stream"]]
+    assert len(steps) == 3 and {(c["role"], c["turn"]) for c in steps} == {("agent", 0)}
+    assert steps[-1]["response"]["content"][-1] == {"type": "text",
+                                                    "text": offline.FINAL_MESSAGE}
+    assert "12" in " ".join(offline.tool_results("anthropic", steps[-1]["request"]))
+    assert all(c["usage"]["output_tokens"] > 0 for c in steps)
+    assert "sk-ant" not in rollout.paths.model_calls.read_text()
+
+    out = tmp_path / "calls.jsonl"
+    export_job(rollout.paths.root.parent.parent.parent, "sft", out, source="model-calls")
+    examples = lines(out)
+    assert examples[-1]["messages"][-1] == {"role": "assistant",
+                                            "content": offline.FINAL_MESSAGE}
+    assert [m["role"] for m in examples[-1]["messages"]][:2] == ["system", "user"]
