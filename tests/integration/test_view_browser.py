@@ -32,11 +32,17 @@ uvicorn = pytest.importorskip("uvicorn")
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, job_label: str) -> Iterator[str]:
-    from benchflow.view import create_app
-
+def jobs_dir(tmp_path_factory: pytest.TempPathFactory, job_label: str) -> Path:
     jobs = tmp_path_factory.mktemp("jobs")
     run_coder_reviewer(jobs, f"{job_label}-browser")
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def served(jobs_dir: Path) -> Iterator[str]:
+    from benchflow.view import create_app
+
+    jobs = jobs_dir
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(create_app(jobs), log_level="warning"))
@@ -115,3 +121,25 @@ def test_click_from_jobs_list_into_a_two_role_trial(served: str, browser, job_la
     shot = ARTIFACTS / "view-trial.png"
     assert browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_a_running_job_updates_live(served: str, browser, jobs_dir: Path, job_label: str) -> None:
+    """A job still running (no job result.json, a trial without result.json) refreshes in
+    the browser when the trial's result file is written."""
+    import shutil
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    done = jobs_dir / f"{job_label}-browser" / "scripted" / "tasks" / "coder-reviewer__1"
+    live = jobs_dir / "live-job" / "scripted" / "tasks" / "coder-reviewer__1"
+    shutil.copytree(done, live)
+    result = (live / "result.json").read_text()
+    (live / "result.json").unlink()
+    browser.get(served + "/jobs/live-job/index.html")
+    status = browser.find_element(By.CSS_SELECTOR, "#trials tbody tr .badge")
+    assert status.text == "running"
+    (live / "result.json").write_text(result)
+    WebDriverWait(browser, 15, poll_frequency=0.5).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#trials tbody tr .badge").text == "pass")
+    assert "1.00" in browser.find_element(By.CSS_SELECTOR, "#trials tbody tr").text
