@@ -46,9 +46,16 @@ def host_secret_values() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+_SECRET_FIELD = re.compile(
+    r"(api[_-]?key|secret|passw(or)?d|authorization|credential|(access|refresh|auth|id|"
+    r"session|bearer)[_-]?token|[_-]token$)", re.IGNORECASE)
+"""Field names of credentials in JSON bodies. Stricter than `is_secret_name` (env names):
+model APIs have fields like `token`, `max_tokens` and `logprobs[].token` that are data."""
+
+
 class Scrubber:
     """Masks credentials in data leaving benchflow (exports, captured model calls): values
-    of the host's secret variables, common API-key shapes, and secret-named keys."""
+    of the host's secret variables, common API-key shapes, and credential-named fields."""
 
     def __init__(self, values: list[str] | None = None) -> None:
         self.values = host_secret_values() if values is None else values
@@ -59,11 +66,12 @@ class Scrubber:
         return _CREDENTIAL_PATTERNS.sub(REDACTED, value)
 
     def __call__(self, value: Any) -> Any:
-        """`value` with every string scrubbed and secret-named keys' values replaced."""
+        """`value` with every string scrubbed and credential-named fields' values replaced."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {k: (REDACTED if isinstance(v, str) and is_secret_name(str(k)) else self(v))
+            return {k: (REDACTED if isinstance(v, str) and _SECRET_FIELD.search(str(k))
+                        else self(v))
                     for k, v in value.items()}
         if isinstance(value, list):
             return [self(v) for v in value]

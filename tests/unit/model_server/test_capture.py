@@ -135,6 +135,8 @@ def test_relay_captures_token_ids_and_logprobs(vllm: str, tmp_path: Path) -> Non
         assert call["usage"]["completion_tokens"] == 4
         assert call["duration_sec"] >= 0 and call["status"] == 200
     assert first["prompt_logprobs"] == [None, {"872": {"logprob": -3.2}}]
+    tokens = first["response"]["choices"][0]["logprobs"]["content"]
+    assert [t["token"] for t in tokens] == ["The", " answer", " is", " 42"]  # data, not secrets
     message = second["response"]["choices"][0]["message"]  # the stream, reassembled
     assert message["content"] == "The answer is 42"
     assert message["tool_calls"] == [{"id": "call_9", "type": "function",
