@@ -230,16 +230,19 @@ class ModelCallLog:
     def record(self, *, source: str, method: str, path: str, status: int, started: float,
                request: bytes, response: bytes, content_type: str | None,
                truncated: bool = False, request_encoding: str | None = None,
-               response_encoding: str | None = None) -> dict[str, Any]:
-        """Write one call. `started` is `time.time()` when the request arrived; the
-        encodings are the bodies' `Content-Encoding` (gzip and deflate are decoded)."""
+               response_encoding: str | None = None,
+               where: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write one call. `started` is `time.time()` when the request arrived, `where` the
+        caller as `where()` said then (the turn may have moved on by the time the response
+        is complete); the encodings are the bodies' `Content-Encoding` (gzip and deflate
+        are decoded)."""
         request, response = _decoded(request, request_encoding), _decoded(response,
                                                                             response_encoding)
         stream = "text/event-stream" in (content_type or "")
         body: Any = reassemble(path, sse_events(response)) if stream else _json(response)
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(started, UTC).isoformat().replace("+00:00", "Z"),
-            "source": source, **self._where(), "method": method, "path": path,
+            "source": source, **(where if where is not None else self.where()), "method": method, "path": path,
             "status": status, "duration_sec": round(time.time() - started, 4),
             "stream": stream, "request": _json(request), "response": body,
             **token_fields(body),
@@ -254,7 +257,8 @@ class ModelCallLog:
                 fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
         return entry
 
-    def _where(self) -> dict[str, Any]:
+    def where(self) -> dict[str, Any]:
+        """The caller now: scene, role, turn and round from `place()` (None when unknown)."""
         try:
             place = self.place() or {}
         except Exception:  # noqa: BLE001 - attribution must never break the agent's call

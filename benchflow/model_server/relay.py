@@ -61,12 +61,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _relay(self) -> None:
         relay = self.server.relay
         started, wall = time.monotonic(), time.time()
+        where = relay.capture.where() if relay.capture is not None else None
         status = 502
         try:
             body = self._read_body()
             status = self._forward(relay, body)
             if relay.capture is not None:
-                self._capture(relay.capture, body, status, wall)
+                self._capture(relay.capture, body, status, wall, where)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             logger.warning("model relay: %s %s failed: %s", self.command, self.path, exc)
             self.close_connection = True
@@ -83,14 +84,15 @@ class _Handler(BaseHTTPRequestHandler):
             relay.record({"method": self.command, "path": self.path, "status": status,
                           "duration_sec": round(time.monotonic() - started, 4)})
 
-    def _capture(self, capture: ModelCallLog, body: bytes, status: int, wall: float) -> None:
+    def _capture(self, capture: ModelCallLog, body: bytes, status: int, wall: float,
+                 where: dict[str, Any] | None) -> None:
         try:
             capture.record(source="relay", method=self.command, path=self.path, status=status,
                            started=wall, request=body, response=bytes(self._captured),
                            content_type=self._content_type,
                            truncated=len(self._captured) >= MAX_CAPTURE_BYTES,
                            request_encoding=self.headers.get("Content-Encoding"),
-                           response_encoding=self._content_encoding)
+                           response_encoding=self._content_encoding, where=where)
         except (OSError, ValueError, TypeError) as exc:  # the agent already has its answer
             logger.warning("model relay: capturing %s %s failed: %s", self.command, self.path,
                            exc)

@@ -97,6 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, f"unreadable request body: {exc}")
             return
         started = time.time()
+        capture = self.server.capture
+        where = capture.where() if capture is not None else None
         reply = self.server.app.handle(
             self.command, self.path, body, self.headers.get("Content-Encoding")
         )
@@ -105,14 +107,14 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             logger.debug("client went away during %s %s", self.command, self.path)
             self.close_connection = True
-        capture = self.server.capture
         if capture is not None:
             response = b"".join(reply.events) if reply.events is not None else reply.payload()
             try:
                 capture.record(source="model_server", method=self.command, path=self.path,
                                status=reply.status, started=started, request=body,
                                response=response, content_type=reply.content_type,
-                               request_encoding=self.headers.get("Content-Encoding"))
+                               request_encoding=self.headers.get("Content-Encoding"),
+                               where=where)
             except (OSError, ValueError, TypeError) as exc:
                 logger.warning("capturing %s %s failed: %s", self.command, self.path, exc)
 
