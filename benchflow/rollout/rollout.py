@@ -114,7 +114,8 @@ class Rollout:
         self.result.task_git_commit_id = task.git_commit_id()
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
-                                      log_dir=self.paths.root / "model_server")
+                                      log_dir=self.paths.root / "model_server",
+                                      capture_path=self.paths.model_calls)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
@@ -199,6 +200,8 @@ class Rollout:
             self.ctx.trajectory = self._open_trajectory()
         assert self.skills is not None
         await self.skills.stage(self.ctx)
+        if self.network is not None:
+            self.network.attribute_calls(self.ctx.trajectory)
         if self.config.user is not None:
             await self._run_user_rounds()
             return
