@@ -7,9 +7,10 @@ a Harbor-style `task.toml` onto the same shape first, and both end in `TaskConfi
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import posixpath
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from benchflow._models import FrozenModel
 
@@ -81,19 +82,6 @@ class AgentSettings(_Strict):
     """Sandbox user the agent runs as; None means benchflow's non-root default user."""
 
 
-class VerifierSettings(_Strict):
-    """How the task's test.sh is run."""
-
-    timeout_sec: Seconds = 600.0
-    """Budget of test.sh."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for test.sh (templates such as ${VAR} are resolved at run time)."""
-    hardening: HardeningConfig = HardeningConfig()
-    """Anti-reward-hacking steps run before test.sh."""
-    pytest_plugins: list[str] = Field(default_factory=list)
-    """pytest plugins the verifier may load even though plugin auto-discovery is off."""
-
-
 class SandboxSettings(_Strict):
     """The container the agent works in."""
 
@@ -109,6 +97,114 @@ class SandboxSettings(_Strict):
     """Environment variables set in the sandbox for every phase."""
     build_timeout_sec: Seconds = 600.0
     allow_internet: bool = True
+
+
+class VerifierSettings(_Strict):
+    """How the task's test.sh is run."""
+
+    timeout_sec: Seconds = 600.0
+    """Budget of test.sh."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for test.sh (templates such as ${VAR} are resolved at run time)."""
+    hardening: HardeningConfig = HardeningConfig()
+    """Anti-reward-hacking steps run before test.sh."""
+    pytest_plugins: list[str] = Field(default_factory=list)
+    """pytest plugins the verifier may load even though plugin auto-discovery is off."""
+    environment_mode: VerifierMode | None = None
+    """`separate`: the tests run in a fresh sandbox of the verifier's own image, given only the declared artifacts and /logs; `shared` (default unless `environment` is set): in the agent's sandbox."""
+    environment: SandboxSettings | None = None
+    """The separate verifier's sandbox (same keys as `sandbox`); implies `environment_mode = "separate"`."""
+
+    @property
+    def separate(self) -> bool:
+        """Whether the verifier runs in its own sandbox (Harbor's resolution of the mode)."""
+        if self.environment_mode is not None:
+            return self.environment_mode == "separate"
+        return self.environment is not None
+
+
+VerifierMode = Literal["shared", "separate"]
+RewardStrategy = Literal["mean", "final"]
+
+
+def _artifact(value: Any) -> Any:
+    return {"source": value} if isinstance(value, str) else value
+
+
+class Artifact(_Strict):
+    """A sandbox path carried out of the agent's sandbox after it finishes (Harbor's `artifacts`):
+    kept under the rollout's `artifacts/` and, for a separate verifier, copied to the same
+    path in the verifier's sandbox."""
+
+    source: Text
+    destination: str | None = None
+    """Where under the rollout's `artifacts/` it is kept (default: the source path)."""
+    exclude: list[str] = Field(default_factory=list)
+    """tar --exclude patterns for a folder."""
+
+    @field_validator("source")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or ".." in value.split("/"):
+            raise ValueError(f"artifact source {value!r} must be an absolute sandbox path "
+                             "without '..'")
+        return posixpath.normpath(value)
+
+    @field_validator("destination")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value and (value.startswith("/") or ".." in value.split("/")):
+            raise ValueError(f"artifact destination {value!r} must be a relative path "
+                             "without '..'")
+        return value or None
+
+    @property
+    def kept_as(self) -> str:
+        """The path under the rollout's `artifacts/` folder."""
+        return self.destination or self.source.lstrip("/")
+
+
+Artifacts = list[Annotated[Artifact, BeforeValidator(_artifact)]]
+
+
+class StepAgentSettings(_Strict):
+    """A multi-step task's per-step agent settings (unset: the task's)."""
+
+    timeout_sec: Seconds | None = None
+    user: Text | None = None
+
+
+class StepVerifierSettings(_Strict):
+    """A multi-step task's per-step verifier settings (unset: the task's)."""
+
+    timeout_sec: Seconds | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    environment_mode: VerifierMode | None = None
+    environment: SandboxSettings | None = None
+
+
+class TaskStepConfig(_Strict):
+    """One step of a multi-step task (Harbor's `[[steps]]`): `steps/<name>/instruction.md`,
+    optional `steps/<name>/tests/` and `steps/<name>/solution/`."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    agent: StepAgentSettings = StepAgentSettings()
+    verifier: StepVerifierSettings = StepVerifierSettings()
+    min_reward: float | dict[str, float] | None = None
+    """Stop the remaining steps when this step scores below it: a number gates `reward`, a table gates each key (a missing key fails)."""
+    artifacts: Artifacts = Field(default_factory=list)
+
+    def gate_failure(self, rewards: dict[str, float]) -> str | None:
+        """Why this step's rewards stop the rollout (None when they pass `min_reward`)."""
+        if self.min_reward is None:
+            return None
+        gates = (self.min_reward if isinstance(self.min_reward, dict)
+                 else {"reward": self.min_reward})
+        for key, threshold in gates.items():
+            actual = rewards.get(key, float("-inf"))
+            if actual < threshold:
+                return f"step {self.name!r} scored {key}={actual:g}, below min_reward {threshold:g}"
+        return None
 
 
 class OracleSettings(_Strict):
@@ -142,6 +238,17 @@ class TaskConfig(_Strict):
     verifier: VerifierSettings = VerifierSettings()
     sandbox: SandboxSettings = SandboxSettings()
     oracle: OracleSettings = OracleSettings()
+    artifacts: Artifacts = Field(default_factory=list)
+    steps: list[TaskStepConfig] = Field(default_factory=list)
+    multi_step_reward_strategy: RewardStrategy | None = None
+
+    def step_separate(self, step: TaskStepConfig) -> bool:
+        """Whether `step`'s verifier runs in its own sandbox (the step's mode, else the task's)."""
+        if step.verifier.environment_mode is not None:
+            return step.verifier.environment_mode == "separate"
+        if step.verifier.environment is not None:
+            return True
+        return self.verifier.separate
 
 
 class TaskInfo(_Strict):
@@ -164,6 +271,9 @@ class Frontmatter(_Strict):
     verifier: VerifierSettings = VerifierSettings()
     sandbox: SandboxSettings = SandboxSettings()
     oracle: OracleSettings = OracleSettings()
+    artifacts: Artifacts = Field(default_factory=list)
+    steps: list[TaskStepConfig] = Field(default_factory=list)
+    multi_step_reward_strategy: RewardStrategy | None = None
     agents: Any = None
     """Reserved for multi-agent tasks; kept in Task.raw_frontmatter."""
     scenes: Any = None
@@ -185,6 +295,9 @@ class Frontmatter(_Strict):
             verifier=self.verifier,
             sandbox=self.sandbox,
             oracle=self.oracle,
+            artifacts=self.artifacts,
+            steps=self.steps,
+            multi_step_reward_strategy=self.multi_step_reward_strategy,
         )
 
 
@@ -193,6 +306,12 @@ RESERVED_KEYS = ("agents", "scenes", "user")
 __all__ = [
     "RESERVED_KEYS",
     "AgentSettings",
+    "Artifact",
+    "RewardStrategy",
+    "StepAgentSettings",
+    "StepVerifierSettings",
+    "TaskStepConfig",
+    "VerifierMode",
     "Author",
     "Frontmatter",
     "HardeningConfig",
