@@ -145,7 +145,26 @@ class Artifact(_Strict):
     destination: str | None = None
     """Where under the rollout's `artifacts/` it is kept (default: the source path)."""
     exclude: list[str] = Field(default_factory=list)
-    """tar --exclude patterns for a folder."""
+    """Harbor's tar --exclude patterns: not supported (refused when not empty)."""
+    service: str | None = None
+    """Harbor's compose service: only the agent's own (`main`) exists in benchflow."""
+
+    @field_validator("exclude")
+    @classmethod
+    def _no_exclude(cls, value: list[str]) -> list[str]:
+        if value:
+            raise ValueError("artifact exclude patterns are not supported by benchflow (they "
+                             "change what the verifier sees); carry the folder whole or name "
+                             "its files")
+        return value
+
+    @field_validator("service")
+    @classmethod
+    def _main_only(cls, value: str | None) -> str | None:
+        if value not in (None, "main"):
+            raise ValueError(f"artifact service {value!r}: multi-container tasks are not "
+                             "supported by benchflow; only the agent's sandbox (main) exists")
+        return value
 
     @field_validator("source")
     @classmethod
