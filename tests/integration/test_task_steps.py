@@ -100,8 +100,8 @@ async def test_a_missing_artifact_is_a_warning_and_the_verifier_decides(tmp_path
     result, _ = await run_rollout(SEPARATE, [Scene.single(agent="nop")], tmp_path / "jobs",
                                   job_label)
     assert result.error is None and result.reward == 0.0
-    assert result.warnings == ["artifact /app/out did not exist in the agent's sandbox; the "
-                               "separate verifier ran without it"]
+    assert result.warnings == [("artifact /app/out did not exist in the agent's sandbox; the "
+                                "separate verifier ran without it")]
 
 
 async def test_nothing_but_the_artifacts_reaches_the_separate_verifier(tmp_path, job_label):
