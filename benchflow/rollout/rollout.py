@@ -34,7 +34,8 @@ from benchflow.rollout.result import (
 from benchflow.rollout.secrets import redacted_config_json
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.rollout.sandbox_needs import require_sandbox
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
@@ -111,6 +112,7 @@ class Rollout:
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
                                       log_dir=self.paths.root / "model_server")
+        require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts)
@@ -137,9 +139,8 @@ class Rollout:
             build_log_path=self.paths.build_log,
             **self.network.sandbox_fields(online_install=needs_network_install(
                 self.drivers.values())),
-            **config.provider_config,
         )
-        self.sandbox = create_sandbox(config.environment, spec)
+        self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
 
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
@@ -281,7 +282,7 @@ class Rollout:
             if self.result.error is None:
                 self.result.error = self.result.teardown_error
         if keep:
-            self.result.sandbox_preserved = getattr(self.sandbox, "container_id", None)
+            self.result.sandbox_preserved = self.sandbox.sandbox_id
 
     # -- the whole rollout -------------------------------------------------------------
 

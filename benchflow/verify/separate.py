@@ -20,7 +20,8 @@ from pathlib import Path
 import anyio
 
 from benchflow.errors import ConfigError
-from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.factory import create_sandbox
 from benchflow.task.models import HardeningConfig
 from benchflow.verify.baseline import normalize_workspace, take_baseline
 from benchflow.verify.hardening import HardenedOutcome, verify_hardened
@@ -29,11 +30,11 @@ from benchflow.verify.runner import VerifierRun
 _STOP_TIMEOUT_SEC = 60.0
 
 
-async def verify_in_fresh_sandbox(sandbox: DockerSandbox, run: VerifierRun, out_dir: Path,
+async def verify_in_fresh_sandbox(sandbox: Sandbox, run: VerifierRun, out_dir: Path,
                                   logs_dir: Path, *, workspace: str, config: HardeningConfig,
                                   pytest_plugins: Sequence[str] = (),
                                   labels: dict[str, str] | None = None) -> HardenedOutcome:
-    """Verify a copy of `workspace` in a new container of `sandbox`'s image.
+    """Verify a copy of `workspace` in a new sandbox (same backend) of `sandbox`'s image.
 
     The new container carries `sandbox`'s labels (plus `labels`) and is always removed.
 
@@ -50,7 +51,7 @@ async def verify_in_fresh_sandbox(sandbox: DockerSandbox, run: VerifierRun, out_
         "name": f"{sandbox.spec.name}-verify", "docker_image": sandbox.image,
         "environment_dir": None, "force_build": False,
         "labels": {**sandbox.spec.labels, **(labels or {})}})
-    fresh = DockerSandbox(spec)
+    fresh = create_sandbox(sandbox.backend, spec)
     fresh.image = sandbox.image
     with tempfile.TemporaryDirectory(prefix="bf-separate-") as tmp:
         copy = Path(tmp) / "workspace"
