@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import logging
 import re
 import secrets
 import shlex
-import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +32,9 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
+from benchflow.sandbox.archive import extract as _extract
+from benchflow.sandbox.archive import tar_bytes as _tar_bytes
+from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
@@ -80,46 +81,6 @@ async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError
     with map_docker_errors(error):
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
                                               limiter=_docker_limiter)
-
-
-def _tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:
-    """A tar of `{path: (data, mode)}`; a path ending in "/" is a directory."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, (data, mode) in files.items():
-            info = tarfile.TarInfo(name.strip("/"))
-            info.mode, info.mtime = mode, int(time.time())
-            if name.endswith("/"):
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _tar_path(src: Path, arcname: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(src, arcname=arcname.lstrip("/"))
-    return buf.getvalue()
-
-
-def _extract(chunks: Iterator[bytes], src: str, dst: Path) -> None:
-    """Extract a get_archive stream of `src` to `dst` (safely: the sandbox is untrusted)."""
-    data = b"".join(chunks)
-    root = Path(src.rstrip("/")).name or "root"
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member in tar.getmembers():
-            parts = member.name.split("/", 1)
-            if parts[0] != root:
-                continue
-            member.name = dst.name if len(parts) == 1 else f"{dst.name}/{parts[1]}"
-            try:
-                tar.extract(member, dst.parent, filter="data")
-            except (tarfile.TarError, OSError) as exc:
-                log.warning("skipped %s while downloading %s: %s", member.name, src, exc)
 
 
 CAPABILITIES = SandboxCapabilities(
