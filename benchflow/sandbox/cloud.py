@@ -1,8 +1,9 @@
-"""Daytona and Modal providers: registered names whose preflight checks credentials.
+"""Cloud providers' credential checks, and the Modal provider (registered, no adapter yet).
 
-Their sandbox adapters are not implemented yet: with credentials present, preflight and
-`create` fail with a `ConfigError` saying so, before anything starts. No capability is
-claimed for them until an adapter exists.
+`_CloudProvider.missing_credentials` names the variables to set. Modal's sandbox adapter is
+not implemented yet: with credentials present, its preflight and `create` fail with a
+`ConfigError` saying so, before anything starts, and it claims no capability. Daytona's
+adapter (`benchflow.sandbox.daytona`) builds on `DaytonaCredentials`.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class _CloudProvider(SandboxProvider):
         raise self._unavailable()
 
 
-class DaytonaProvider(_CloudProvider):
-    """Daytona (needs `DAYTONA_API_KEY`, or `DAYTONA_JWT_TOKEN` with `DAYTONA_ORGANIZATION_ID`)."""
+class DaytonaCredentials(_CloudProvider):
+    """Daytona credentials (`DAYTONA_API_KEY`, or `DAYTONA_JWT_TOKEN` with `DAYTONA_ORGANIZATION_ID`)."""
 
     name = "daytona"
     credential_sets = (("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"))
@@ -68,4 +69,4 @@ class ModalProvider(_CloudProvider):
     config_file = Path("~/.modal.toml")
 
 
-__all__ = ["DaytonaProvider", "ModalProvider"]
+__all__ = ["DaytonaCredentials", "ModalProvider"]

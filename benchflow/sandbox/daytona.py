@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import logging
 import secrets
 import shlex
@@ -35,7 +36,7 @@ from benchflow.errors import (
 )
 from benchflow.sandbox import archive, certs, images
 from benchflow.sandbox.base import ExecResult, LiveProcess, SandboxCapabilities
-from benchflow.sandbox.cloud import DaytonaProvider as _DaytonaCredentials
+from benchflow.sandbox.cloud import DaytonaCredentials as _DaytonaCredentials
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -161,6 +162,9 @@ class DaytonaSandbox:
         with map_daytona_errors(SandboxStartError):
             self._box = await client.create(params, timeout=self.config.create_timeout_sec)
         try:
+            with map_daytona_errors(SandboxStartError):
+                # the image's WORKDIR (Daytona falls back to the user's home)
+                self.workdir = spec.workdir or await self._box.get_work_dir() or "/"
             await self._init()
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -275,6 +279,8 @@ class DaytonaSandboxProvider(_DaytonaCredentials):
         missing = self.missing_credentials()
         if missing:
             raise ConfigError(f"{self.name} credentials missing: set {' and '.join(missing)}")
+        if self.config.client_factory is None and importlib.util.find_spec("daytona") is None:
+            raise ConfigError("the daytona SDK is not installed: pip install 'benchflow[daytona]'")
 
     def create(self, spec: SandboxSpec) -> DaytonaSandbox:
         return DaytonaSandbox(spec, self.config)

@@ -47,7 +47,6 @@ async def sandbox(tmp_path, job_label, backend) -> AsyncIterator[Sandbox]:
     env_dir.mkdir()
     (env_dir / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
     box = make_box(backend, SandboxSpec(name="contract", environment_dir=env_dir, memory_mb=256,
-                                        workdir="/app" if backend != "docker" else None,
                                         labels={"benchflow.job": job_label}))
     await box.start()
     try:

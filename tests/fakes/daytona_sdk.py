@@ -111,6 +111,11 @@ class FakeSandbox:
         self.process = FakeProcess(container)
         self.fs = FakeFileSystem(container)
 
+    async def get_work_dir(self) -> str:
+        await _Injector._enter("sandbox.get_work_dir")
+        await _io(self._container.reload)
+        return self._container.attrs.get("Config", {}).get("WorkingDir") or "/root"
+
     async def stop(self, timeout: float | None = 60, force: bool = False) -> None:
         await _Injector._enter("sandbox.stop")
         await _io(self._container.stop, timeout=2)

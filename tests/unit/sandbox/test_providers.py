@@ -13,7 +13,8 @@ from benchflow.config import RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.sandbox import registry
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
-from benchflow.sandbox.cloud import DaytonaProvider, ModalProvider
+from benchflow.sandbox.cloud import ModalProvider
+from benchflow.sandbox.daytona import DaytonaSandboxProvider
 from benchflow.sandbox.docker import CAPABILITIES as DOCKER_CAPABILITIES
 from benchflow.sandbox.docker_provider import DockerProvider
 from benchflow.sandbox.provider import CapabilityError, SandboxNeeds, SandboxProvider
@@ -51,7 +52,7 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_builtins_are_registered_and_resolve_to_providers():
     assert registry.registered_backends()[:3] == ["docker", "daytona", "modal"]
     assert registry.provider_class("docker") is DockerProvider
-    assert registry.provider_class("daytona") is DaytonaProvider
+    assert registry.provider_class("daytona") is DaytonaSandboxProvider
     assert registry.provider_class("modal") is ModalProvider
 
 
@@ -101,12 +102,11 @@ def test_docker_provider_config_applies_to_the_spec():
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("provider", "env", "message"), [
-    (DaytonaProvider, {}, "daytona credentials missing: set DAYTONA_API_KEY"),
-    (DaytonaProvider, {"DAYTONA_JWT_TOKEN": "x"}, "set DAYTONA_API_KEY"),
+    (DaytonaSandboxProvider, {}, "daytona credentials missing: set DAYTONA_API_KEY"),
+    (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x"}, "set DAYTONA_API_KEY"),
     (ModalProvider, {"MODAL_TOKEN_ID": "x"}, "set MODAL_TOKEN_SECRET"),
-    (DaytonaProvider, {"DAYTONA_API_KEY": "x"}, "adapter is not implemented"),
-    (DaytonaProvider, {"DAYTONA_JWT_TOKEN": "x", "DAYTONA_ORGANIZATION_ID": "o"},
-     "adapter is not implemented"),
+    (DaytonaSandboxProvider, {"DAYTONA_API_KEY": "x"}, None),
+    (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x", "DAYTONA_ORGANIZATION_ID": "o"}, None),
     (ModalProvider, {"MODAL_TOKEN_ID": "x", "MODAL_TOKEN_SECRET": "y"}, "adapter is not implemented"),
 ])
 async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path, provider, env,
@@ -117,6 +117,9 @@ async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.modal.toml
+    if message is None:  # credentials complete: the SDK is installed here, so preflight passes
+        assert await provider().preflight() is None
+        return
     with pytest.raises(ConfigError, match=message):
         await provider().preflight()
 
