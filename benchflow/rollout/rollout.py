@@ -36,6 +36,7 @@ from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
@@ -137,6 +138,7 @@ class Rollout:
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
             build_log_path=self.paths.build_log,
+            ledger_path=config.jobs_dir / self.job_name / LEDGER_NAME,
             **self.network.sandbox_fields(online_install=needs_network_install(
                 self.drivers.values())),
         )

@@ -34,10 +34,10 @@ from benchflow.errors import (
     SandboxStartError,
     SandboxTeardownError,
 )
-from benchflow.sandbox import archive, certs, images
+from benchflow.sandbox import archive, certs, images, ledger
 from benchflow.sandbox.base import ExecResult, LiveProcess, SandboxCapabilities
 from benchflow.sandbox.cloud import DaytonaCredentials as _DaytonaCredentials
-from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 CAPABILITIES = SandboxCapabilities(live_processes=False, root_exec=True, gpus=False,
                                    snapshots=False, network_policies=frozenset({"public", "none"}))
 _TIMEOUT_EXIT_CODES = (124, 137)
+LABEL_CREATE = "benchflow.create"
+"""A token unique to one create request: finds what an ambiguous create made."""
 
 
 class DaytonaConfig(FrozenModel):
@@ -58,6 +60,39 @@ class DaytonaConfig(FrozenModel):
     """Minutes after a stop before Daytona deletes it (0: at once)."""
     create_timeout_sec: float = 300.0
     target: str | None = None
+    max_sandboxes: int = 100
+    """Sandboxes alive at once from this process, whatever the job's concurrency."""
+    creates_per_sec: float = 5.0
+    rate_limit_retries: int = 5
+    """Creates answered 429 are retried this many times, with exponential backoff."""
+    backoff_sec: float = 1.0
+
+
+class _Limits:
+    """A provider-level limiter: concurrent sandboxes and creates per second."""
+
+    def __init__(self, max_sandboxes: int, creates_per_sec: float) -> None:
+        self.alive = anyio.CapacityLimiter(max_sandboxes)
+        self.interval = 1.0 / creates_per_sec if creates_per_sec > 0 else 0.0
+        self._lock = anyio.Lock()
+        self._last = float("-inf")
+
+    async def pace(self) -> None:
+        async with self._lock:
+            wait = self._last + self.interval - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            self._last = anyio.current_time()
+
+
+_limits: dict[tuple[int, float], _Limits] = {}
+
+
+def _limits_for(config: DaytonaConfig) -> _Limits:
+    key = (config.max_sandboxes, config.creates_per_sec)
+    if key not in _limits:
+        _limits[key] = _Limits(*key)
+    return _limits[key]
 
 
 @contextlib.contextmanager
@@ -146,7 +181,8 @@ class DaytonaSandbox:
         import daytona
 
         client, spec = self._client_now(), self.spec
-        labels = {LABEL_MANAGED: "true", **spec.labels}
+        token = secrets.token_hex(8)
+        labels = {LABEL_MANAGED: "true", **spec.labels, LABEL_CREATE: token}
         common: dict[str, Any] = dict(
             labels=labels, env_vars=self._env, os_user="root",
             auto_stop_interval=self.config.auto_stop_interval,
@@ -159,8 +195,7 @@ class DaytonaSandbox:
             self.image = spec.docker_image
             params = daytona.CreateSandboxFromImageParams(image=spec.docker_image,
                                                           resources=self._resources(), **common)
-        with map_daytona_errors(SandboxStartError):
-            self._box = await client.create(params, timeout=self.config.create_timeout_sec)
+        self._box = await self._create(client, params, labels)
         try:
             with map_daytona_errors(SandboxStartError):
                 # the image's WORKDIR (Daytona falls back to the user's home)
@@ -196,6 +231,62 @@ class DaytonaSandbox:
                 await box.stop()
         if delete:
             self._box = None
+            self._record("deleted", box.labels.get(LABEL_CREATE, "") if isinstance(
+                getattr(box, "labels", None), dict) else "", str(box.id))
+            _limits_for(self.config).alive.release_on_behalf_of(self)
+
+    def _record(self, event: Any, token: str, sandbox_id: str | None = None) -> None:
+        ledger.record(self.spec.ledger_path, ledger.LedgerEntry(
+            event=event, provider=self.backend, rollout=self.spec.labels.get(LABEL_ROLLOUT, ""),
+            sandbox_id=sandbox_id, create_token=token))
+
+    async def _create(self, client: Any, params: Any, labels: dict[str, str]) -> Any:
+        """Create under the provider limits; 429 backs off and retries; an ambiguous failure
+        (timeout, 5xx after the request went out) is resolved by label lookup, and whatever
+        was made is deleted before the (retryable) error propagates."""
+        import daytona
+
+        token, limits = labels[LABEL_CREATE], _limits_for(self.config)
+        self._record("creating", token)
+        await limits.alive.acquire_on_behalf_of(self)
+        try:
+            for attempt in range(self.config.rate_limit_retries + 1):
+                await limits.pace()
+                try:
+                    with map_daytona_errors(SandboxStartError):
+                        try:
+                            box = await client.create(params, timeout=self.config.create_timeout_sec)
+                        except daytona.DaytonaRateLimitError:
+                            if attempt == self.config.rate_limit_retries:
+                                raise
+                            delay = self.config.backoff_sec * 2 ** attempt
+                            log.info("daytona rate limit: retrying the create in %.1fs", delay)
+                            await anyio.sleep(delay)
+                            continue
+                except SandboxError:
+                    with anyio.CancelScope(shield=True):
+                        await self._delete_duplicates(client, token)
+                    raise
+                self._record("created", token, str(box.id))
+                return box
+            raise AssertionError("unreachable")  # pragma: no cover
+        except BaseException:
+            limits.alive.release_on_behalf_of(self)
+            raise
+
+    async def _delete_duplicates(self, client: Any, token: str) -> None:
+        """Delete sandboxes a failed create may have made (found by their create token)."""
+        import daytona
+
+        try:
+            with map_daytona_errors(SandboxTeardownError):
+                async for box in client.list(daytona.ListSandboxesQuery(
+                        labels={LABEL_CREATE: token})):
+                    await client.delete(box)
+                    self._record("duplicate_deleted", token, str(box.id))
+                    log.warning("deleted sandbox %s left by an ambiguous create", box.id)
+        except SandboxError as exc:
+            log.warning("could not look up sandboxes of an ambiguous create: %s", exc)
 
     def _require(self) -> Any:
         if self._box is None:

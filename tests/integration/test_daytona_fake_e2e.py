@@ -94,3 +94,62 @@ async def test_cleanup_removes_a_jobs_leftovers(tmp_path, job_label):
     assert len(_containers(job_label)) == 1
     removed = await get_provider("daytona", FAKE).cleanup(job_label)
     assert len(removed) == 1 and _containers(job_label) == []
+
+
+def _ledger(tmp_path: Path, job_label: str) -> list:
+    from benchflow.sandbox import ledger
+
+    return list(ledger.read(tmp_path / "jobs" / job_label / ledger.LEDGER_NAME))
+
+
+async def test_ledger_records_before_and_after_create_and_the_delete(tmp_path, job_label):
+    result = await benchflow.run(_config(tmp_path, job_label, "oracle"))
+    assert result.reward == 1.0
+    entries = _ledger(tmp_path, job_label)
+    assert [e.event for e in entries] == ["creating", "created", "deleted"]
+    assert entries[0].sandbox_id is None and entries[1].sandbox_id == entries[2].sandbox_id
+    assert {e.rollout for e in entries} == {result.rollout_name}
+    assert {e.create_token for e in entries[:2]} == {entries[0].create_token}
+
+
+async def test_ambiguous_create_deletes_the_duplicate(tmp_path, job_label):
+    daytona_sdk.FakeAsyncDaytona.inject["create.after"] = [
+        daytona.DaytonaTimeoutError("read timeout after the request went out")]
+    result = await benchflow.run(_config(tmp_path, job_label, "oracle"))
+    assert result.error is not None and result.error.type == "environment_start_failed"
+    events = [e.event for e in _ledger(tmp_path, job_label)]
+    assert events == ["creating", "duplicate_deleted"]
+    assert _containers(job_label) == []
+
+
+async def test_rate_limited_creates_back_off_and_succeed(tmp_path, job_label):
+    daytona_sdk.FakeAsyncDaytona.inject["create"] = [
+        daytona.DaytonaRateLimitError("429", status_code=429) for _ in range(2)]
+    config = _config(tmp_path, job_label, "oracle").model_copy(
+        update={"provider_config": {**FAKE, "backoff_sec": 0.05}})
+    result = await benchflow.run(config)
+    assert result.error is None and result.reward == 1.0
+    assert daytona_sdk.FakeAsyncDaytona.calls.count("create") == 3
+
+
+async def test_provider_limiter_bounds_concurrent_sandboxes(tmp_path, job_label):
+    import anyio
+
+    from benchflow.sandbox.spec import SandboxSpec
+
+    provider = get_provider("daytona", {**FAKE, "max_sandboxes": 1, "creates_per_sec": 100})
+    spec = SandboxSpec(name="limit", docker_image="debian:bookworm-slim",
+                       labels={"benchflow.job": job_label})
+    first, second = provider.create(spec), provider.create(spec)
+    await first.start()
+    try:
+        with anyio.move_on_after(1.5) as scope:
+            await second.start()
+        assert scope.cancelled_caught  # waits for a free slot
+        await first.stop()
+        with anyio.fail_after(30):
+            await second.start()
+        assert second.sandbox_id is not None
+    finally:
+        await first.stop()
+        await second.stop()
