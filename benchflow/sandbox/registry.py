@@ -83,5 +83,19 @@ def get_provider(name: str, provider_config: dict[str, Any] | None = None) -> Sa
     return provider_class(name)(provider_config)
 
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "UnknownBackendError", "check_backend", "get_provider",
+def capability_table() -> str:
+    """A markdown table of every built-in backend's capabilities (docs/how-to/cloud-sandboxes.md
+    embeds it; a test checks the two agree)."""
+    yes = {True: "yes", False: "no"}
+    rows = ["| backend | live processes (ACP) | exec as another user | network policies | "
+            "snapshots (agent install cache) | GPUs |", "|---|---|---|---|---|---|"]
+    for name in BUILTIN:
+        caps = provider_class(name).capabilities
+        policies = ", ".join(p for p in ("public", "none", "model-only") if p in caps.network_policies)
+        rows.append(f"| {name} | {yes[caps.live_processes]} | {yes[caps.root_exec]} | {policies} | "
+                     f"{yes[caps.snapshots]} | {yes[caps.gpus]} |")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["BUILTIN", "capability_table", "ENTRY_POINT_GROUP", "UnknownBackendError", "check_backend", "get_provider",
            "provider_class", "registered_backends"]
