@@ -358,6 +358,7 @@ class DaytonaSandboxProvider(_DaytonaCredentials):
     """Daytona sandboxes (credentials: `DAYTONA_API_KEY`; keys in `DaytonaConfig`)."""
 
     capabilities = CAPABILITIES
+    config_model = DaytonaConfig
 
     def __init__(self, provider_config: dict[str, Any] | None = None) -> None:
         super().__init__(provider_config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from benchflow._models import FrozenModel
 from benchflow.errors import BenchflowError
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import (
@@ -18,7 +19,14 @@ from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
-_CONFIG_KEYS = ("network", "runtime", "volumes")
+
+
+class DockerProviderConfig(FrozenModel):
+    """`environment.provider_config` for docker."""
+
+    network: str | None = None
+    runtime: str | None = None
+    volumes: dict[str, dict[str, str]] | list[str] | None = None
 
 
 class DockerProvider(SandboxProvider):
@@ -26,13 +34,14 @@ class DockerProvider(SandboxProvider):
 
     name = "docker"
     capabilities = CAPABILITIES
+    config_model = DockerProviderConfig
 
     async def preflight(self) -> None:
         await preflight()
 
     def create(self, spec: SandboxSpec) -> Sandbox:
         """A container for `spec`; `provider_config` keys (network, runtime, volumes) apply."""
-        keys = {k: v for k, v in self.provider_config.items() if k in _CONFIG_KEYS}
+        keys = {k: v for k, v in self.provider_config.items() if k in DockerProviderConfig.model_fields}
         return DockerSandbox(spec.model_copy(update=keys) if keys else spec)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
@@ -61,4 +70,4 @@ class DockerProvider(SandboxProvider):
             return []
 
 
-__all__ = ["DockerProvider"]
+__all__ = ["DockerProvider", "DockerProviderConfig"]

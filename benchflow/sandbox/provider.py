@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
@@ -53,6 +54,8 @@ class SandboxProvider(ABC):
 
     name: ClassVar[str]
     capabilities: ClassVar[SandboxCapabilities]
+    config_model: ClassVar[type[FrozenModel] | None] = None
+    """The pydantic model of `provider_config` (job files are validated against it)."""
 
     def __init__(self, provider_config: dict[str, Any] | None = None) -> None:
         self.provider_config = dict(provider_config or {})
