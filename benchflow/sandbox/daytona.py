@@ -224,11 +224,18 @@ class DaytonaSandbox:
         box, client = self._box, self._client
         if box is None:
             return
+        import daytona
+
         with map_daytona_errors(SandboxTeardownError):
-            if delete:
-                await client.delete(box)
-            else:
-                await box.stop()
+            try:
+                if delete:
+                    await client.delete(box)
+                else:
+                    await box.stop()
+            except daytona.DaytonaNotFoundError:
+                if not delete:
+                    raise
+                log.info("sandbox %s was already deleted", box.id)  # e.g. by a job's cancel
         if delete:
             self._box = None
             self._record("deleted", box.labels.get(LABEL_CREATE, "") if isinstance(

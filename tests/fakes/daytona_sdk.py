@@ -9,6 +9,7 @@ and the SDK's own parameter and exception classes. Failure injection: put except
 
 from __future__ import annotations
 
+import functools
 import io
 import shlex
 import tarfile
@@ -34,7 +35,15 @@ FAKE_LABEL = "benchflow.fake-daytona"
 
 
 async def _io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+    """Run a docker call; its failures surface as the SDK's exceptions (as the API's would)."""
+    try:
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+    except docker.errors.NotFound as exc:
+        raise daytona.DaytonaNotFoundError(str(exc), status_code=404) from exc
+    except docker.errors.APIError as exc:
+        code = exc.status_code or 500
+        cls = daytona.DaytonaConflictError if code == 409 else daytona.DaytonaInternalServerError
+        raise cls(str(exc), status_code=code) from exc
 
 
 class _Injector:
@@ -93,7 +102,7 @@ class FakeFileSystem:
         await _Injector._enter("fs.download_file")
         try:
             chunks, _ = await _io(self._container.get_archive, args[0])
-        except docker.errors.NotFound as exc:
+        except daytona.DaytonaNotFoundError as exc:
             raise daytona.DaytonaFileNotFoundError(f"{args[0]}: not found") from exc
         with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
             member = tar.next()
@@ -129,10 +138,7 @@ class FakeSnapshotService:
 
     async def get(self, name: str) -> Any:
         await _Injector._enter("snapshot.get")
-        try:
-            return await _io(self._docker.images.get, f"fake-daytona/{name}")
-        except docker.errors.ImageNotFound as exc:
-            raise daytona.DaytonaNotFoundError(f"snapshot {name} not found") from exc
+        return await _io(self._docker.images.get, f"fake-daytona/{name}")
 
     async def create(self, params: CreateSnapshotParams, *,
                      on_logs: Callable[[str], None] | None = None, timeout: float | None = 0
@@ -153,8 +159,8 @@ class FakeSnapshotService:
                 else:
                     target.write_bytes(src.read_bytes())
             try:
-                built, _ = await _io(self._docker.images.build, path=tmp,
-                                     tag=f"fake-daytona/{params.name}", rm=True)
+                built, _ = await anyio.to_thread.run_sync(functools.partial(
+                    self._docker.images.build, path=tmp, tag=f"fake-daytona/{params.name}", rm=True))
             except docker.errors.BuildError as exc:
                 raise daytona.DaytonaBadRequestError(f"snapshot build failed: {exc}") from exc
         return built
@@ -190,10 +196,7 @@ class FakeAsyncDaytona(_Injector):
 
     async def delete(self, sandbox: FakeSandbox, timeout: float = 60, wait: bool = False) -> None:
         await self._enter("delete")
-        try:
-            await _io(sandbox._container.remove, force=True, v=True)
-        except docker.errors.NotFound as exc:
-            raise daytona.DaytonaNotFoundError(f"sandbox {sandbox.id} not found") from exc
+        await _io(sandbox._container.remove, force=True, v=True)
 
     async def list(self, query: ListSandboxesQuery | None = None,
                    request_timeout: float | None = None) -> AsyncIterator[FakeSandbox]:

@@ -153,3 +153,49 @@ async def test_provider_limiter_bounds_concurrent_sandboxes(tmp_path, job_label)
     finally:
         await first.stop()
         await second.stop()
+
+
+def test_sigint_leaves_no_daytona_sandbox_behind(tmp_path, job_label):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from benchflow.job.models import JobResult
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump({
+        "name": job_label, "jobs_dir": str(tmp_path / "jobs"), "n_attempts": 3,
+        "n_concurrent_trials": 2, "agents": [{"name": "slow", "execute": "sleep 300"}],
+        "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}],
+        "environment": {"type": "daytona", "provider_config": FAKE}}))
+    env = {**os.environ, "DAYTONA_API_KEY": "fake-key", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", "from benchflow.cli.main import main; main()",
+                             "jobs", "run", str(job_file)], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len([c for c in _containers(job_label) if c.status == "running"]) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.3)
+        time.sleep(1.0)  # both rollouts into their agent phase
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    job = JobResult.model_validate_json((tmp_path / "jobs" / job_label / "result.json").read_text())
+    assert job.cancelled
+    assert _containers(job_label) == []
+    entries = _ledger(tmp_path, job_label)
+    created = {e.sandbox_id for e in entries if e.event == "created"}
+    assert len(created) == 2  # both recorded; both gone (the cancel's cleanup deletes by label)
+    client = docker.from_env()
+    for sandbox_id in created:
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(sandbox_id)
