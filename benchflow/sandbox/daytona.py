@@ -143,6 +143,9 @@ class DaytonaSandbox:
     def sandbox_id(self) -> str | None:
         return None if self._box is None else str(self._box.id)
 
+    def fork(self, spec: SandboxSpec) -> DaytonaSandbox:
+        return DaytonaSandbox(spec, self.config)
+
     def _client_now(self) -> Any:
         if self._client is None:
             with map_daytona_errors(SandboxStartError):

@@ -21,7 +21,6 @@ import anyio
 
 from benchflow.errors import ConfigError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.factory import create_sandbox
 from benchflow.task.models import HardeningConfig
 from benchflow.verify.baseline import normalize_workspace, take_baseline
 from benchflow.verify.hardening import HardenedOutcome, verify_hardened
@@ -51,7 +50,7 @@ async def verify_in_fresh_sandbox(sandbox: Sandbox, run: VerifierRun, out_dir: P
         "name": f"{sandbox.spec.name}-verify", "docker_image": sandbox.image,
         "environment_dir": None, "force_build": False,
         "labels": {**sandbox.spec.labels, **(labels or {})}})
-    fresh = create_sandbox(sandbox.backend, spec)
+    fresh = sandbox.fork(spec)
     fresh.image = sandbox.image
     with tempfile.TemporaryDirectory(prefix="bf-separate-") as tmp:
         copy = Path(tmp) / "workspace"
