@@ -19,6 +19,8 @@ import importlib.util
 import logging
 import secrets
 import shlex
+import tarfile
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,10 +167,15 @@ class DaytonaSandbox:
                 return name
             except daytona.DaytonaNotFoundError:
                 pass
-            image = daytona.Image.from_dockerfile(self.spec.environment_dir / "Dockerfile")
             log.info("creating daytona snapshot %s", name)
-            await client.snapshot.create(daytona.CreateSnapshotParams(
-                name=name, image=image, resources=self._resources()))
+            # The build context as on docker: CA certificates installed after every FROM.
+            with tempfile.TemporaryDirectory(prefix="bf-daytona-") as tmp:
+                context = images.build_context(self.spec.environment_dir, self._pems)
+                with tarfile.open(fileobj=context) as tar:
+                    tar.extractall(tmp, filter="data")
+                image = daytona.Image.from_dockerfile(Path(tmp) / "Dockerfile")
+                await client.snapshot.create(daytona.CreateSnapshotParams(
+                    name=name, image=image, resources=self._resources()))
         return name
 
     def _resources(self) -> Any:

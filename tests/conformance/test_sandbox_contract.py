@@ -2,8 +2,7 @@
 SDK whose sandboxes are local containers (`tests/fakes/daytona_sdk.py`).
 
 Known gaps (skipped by capability, so they show up as skips per backend):
-- daytona: no live processes yet (the two open_process tests); extra CA certificates are
-  installed at start only, not during the image build.
+- daytona: no live processes yet (the two open_process tests).
 - modal: no adapter yet (registered; preflight checks credentials only).
 """
 
@@ -171,13 +170,12 @@ async def test_extra_ca_certificates_are_installed_at_build_and_start(tmp_path, 
     env_dir.mkdir()
     # the RUN step sees the certificate during the build
     (env_dir / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\nRUN grep -c BEGIN /etc/ssl/certs/ca-certificates.crt > /build-count || true\n")
+        "FROM debian:bookworm-slim\nRUN grep -c BEGIN /etc/ssl/certs/ca-certificates.crt > /build-count\n")
     box = make_box(backend, SandboxSpec(name="contract-ca", environment_dir=env_dir,
                                         extra_ca_certs=(pem,), labels={"benchflow.job": job_label}))
     await box.start()
     try:
-        if backend == "docker":  # known gap on daytona: installed at start only
-            assert (await box.exec(["cat", "/build-count"])).stdout.strip() == b"1"
+        assert (await box.exec(["cat", "/build-count"])).stdout.strip() == b"1"
         bundle = (await box.exec(["cat", "/etc/ssl/certs/ca-certificates.crt"])).stdout
         assert pem.read_bytes().strip() in bundle
         env = (await box.exec(["env"])).stdout
