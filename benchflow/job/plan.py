@@ -27,8 +27,8 @@ from benchflow.job.config import (
     config_error,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
-from benchflow.mcp import McpServer
 from benchflow.job.job import Trial
+from benchflow.mcp import McpServer
 
 
 def load_scenes(path: Path) -> list[Scene]:
@@ -92,6 +92,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         verifier_disabled=verifier.disable, verifier_timeout_sec=verifier_timeout,
         override_cpus=env.override_cpus, override_memory_mb=env.override_memory_mb,
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
+        capture_model_calls=config.capture_model_calls,
         skills=config.skills, mcp_servers=mcp_servers or [],
     )
 

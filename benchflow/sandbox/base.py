@@ -113,11 +113,6 @@ class Sandbox(Protocol):
         """The backend's id of the running sandbox (None before start and after delete)."""
         ...
 
-    def fork(self, spec: SandboxSpec) -> Sandbox:
-        """A new, not-started sandbox of the same backend and provider settings for `spec`
-        (a separate verifier's sandbox)."""
-        ...
-
     async def start(self) -> None:
         """Build or fetch the image and start the sandbox (idempotent)."""
         ...

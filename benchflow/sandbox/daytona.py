@@ -145,9 +145,6 @@ class DaytonaSandbox:
     def sandbox_id(self) -> str | None:
         return None if self._box is None else str(self._box.id)
 
-    def fork(self, spec: SandboxSpec) -> DaytonaSandbox:
-        return DaytonaSandbox(spec, self.config)
-
     def _client_now(self) -> Any:
         if self._client is None:
             with map_daytona_errors(SandboxStartError):
@@ -406,6 +403,23 @@ class DaytonaSandboxProvider(_DaytonaCredentials):
                 await client.delete(box)
                 removed.append(str(box.id))
         return removed
+
+    async def cleanup_ids(self, sandbox_ids: list[str]) -> list[str]:
+        return await _delete_ids(_client_factory(self.config)(), sandbox_ids)
+
+
+async def _delete_ids(client: Any, sandbox_ids: list[str]) -> list[str]:
+    import daytona
+
+    removed = []
+    with map_daytona_errors(SandboxTeardownError):
+        for sandbox_id in sandbox_ids:
+            try:
+                await client.delete(await client.get(sandbox_id))
+            except daytona.DaytonaNotFoundError:
+                continue
+            removed.append(sandbox_id)
+    return removed
 
 
 __all__ = ["CAPABILITIES", "DaytonaConfig", "DaytonaSandbox", "DaytonaSandboxProvider",

@@ -106,9 +106,6 @@ class DockerSandbox:
     def sandbox_id(self) -> str | None:
         return self.container_id
 
-    def fork(self, spec: SandboxSpec) -> DockerSandbox:
-        return DockerSandbox(spec)
-
     # -- lifecycle ---------------------------------------------------------------------
 
     async def prepare_image(self) -> str:

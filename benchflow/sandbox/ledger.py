@@ -51,11 +51,11 @@ def read(path: Path) -> Iterator[LedgerEntry]:
             continue
 
 
-def unaccounted(path: Path) -> list[str]:
-    """Ids created and never recorded as deleted."""
+def unaccounted(path: Path, provider: str | None = None) -> list[str]:
+    """Ids created (by `provider`, if given) and never recorded as deleted."""
     alive: dict[str, None] = {}
     for entry in read(path):
-        if entry.sandbox_id is None:
+        if entry.sandbox_id is None or (provider is not None and entry.provider != provider):
             continue
         if entry.event == "created":
             alive[entry.sandbox_id] = None

@@ -76,6 +76,11 @@ class SandboxProvider(ABC):
     async def cleanup(self, job_name: str | None = None) -> list[str]:
         """Remove leftover sandboxes of `job_name` (or all benchflow's); returns what went."""
 
+    async def cleanup_ids(self, sandbox_ids: list[str]) -> list[str]:
+        """Delete sandboxes by id (those a job's ledger says were never deleted); returns the
+        ids that were still there. Backends without a ledger return []."""
+        return []
+
     async def cleanup_extras(self, job_name: str | None = None) -> list[str]:
         """Remove other leftovers (networks, firewall rules) after the sandboxes; returns names."""
         return []

@@ -194,6 +194,15 @@ class FakeAsyncDaytona(_Injector):
             raise queue.pop(0)
         return box
 
+    async def get(self, sandbox_id_or_name: str, request_timeout: float | None = None
+                  ) -> FakeSandbox:
+        await self._enter("get")
+        container = await _io(self._docker.containers.get, sandbox_id_or_name)
+        if FAKE_LABEL not in container.labels:
+            raise daytona.DaytonaNotFoundError(f"sandbox {sandbox_id_or_name} not found",
+                                               status_code=404)
+        return FakeSandbox(container, dict(container.labels))
+
     async def delete(self, sandbox: FakeSandbox, timeout: float = 60, wait: bool = False) -> None:
         await self._enter("delete")
         await _io(sandbox._container.remove, force=True, v=True)

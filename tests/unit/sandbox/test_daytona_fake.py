@@ -18,6 +18,7 @@ SURFACE = [
     (daytona.AsyncDaytona.__init__, fake.FakeAsyncDaytona.__init__),
     (daytona.AsyncDaytona.create, fake.FakeAsyncDaytona.create),
     (daytona.AsyncDaytona.delete, fake.FakeAsyncDaytona.delete),
+    (daytona.AsyncDaytona.get, fake.FakeAsyncDaytona.get),
     (daytona.AsyncDaytona.list, fake.FakeAsyncDaytona.list),
     (daytona.AsyncSandbox.stop, fake.FakeSandbox.stop),
     (daytona.AsyncSandbox.get_work_dir, fake.FakeSandbox.get_work_dir),
