@@ -199,3 +199,22 @@ def test_sigint_leaves_no_daytona_sandbox_behind(tmp_path, job_label):
     for sandbox_id in created:
         with pytest.raises(docker.errors.NotFound):
             client.containers.get(sandbox_id)
+
+
+async def test_cleanup_by_ledger_ids_finds_sandboxes_without_the_job_label(tmp_path, job_label):
+    from benchflow.sandbox import ledger
+
+    client = daytona_sdk.FakeAsyncDaytona()
+    box = await client.create(daytona.CreateSandboxFromImageParams(
+        image="debian:bookworm-slim", labels={"benchflow.job": job_label}))  # no managed label
+    path = tmp_path / ledger.LEDGER_NAME
+    for event, sandbox_id in (("creating", None), ("created", box.id)):
+        ledger.record(path, ledger.LedgerEntry(event=event, provider="daytona", rollout="r",
+                                               sandbox_id=sandbox_id, create_token="t"))
+    assert ledger.unaccounted(path, "daytona") == [box.id]
+    assert ledger.unaccounted(path, "modal") == []
+    provider = get_provider("daytona", FAKE)
+    assert await provider.cleanup(job_label) == []  # not labelled as benchflow's
+    assert await provider.cleanup_ids(ledger.unaccounted(path, "daytona")) == [box.id]
+    assert _containers(job_label) == []
+    assert await provider.cleanup_ids([box.id]) == []  # already gone: not an error
