@@ -15,8 +15,10 @@
     ├── build.log                    image build log (when built here)
     ├── trajectory/acp_trajectory.jsonl
     ├── user_rounds.jsonl            one line per round of a user loop
-    ├── verifier/{stdout,stderr}.txt verifier output
-    └── logs/                        the container's /logs (agent/, verifier/)
+    ├── verifier/                    hardening.json, round-<n>/ of a user loop's soft verifies
+    └── logs/                        the container's /logs, collected whenever a sandbox started
+        ├── agent/
+        └── verifier/                reward files, and test.sh's {stdout,stderr}.txt
 ```
 """
 
@@ -84,6 +86,11 @@ class RolloutPaths:
     @property
     def logs_dir(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def verifier_logs_dir(self) -> Path:
+        """`logs/verifier/`: the reward files and test.sh's stdout.txt / stderr.txt."""
+        return self.logs_dir / "verifier"
 
     def mkdirs(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

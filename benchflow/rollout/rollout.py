@@ -28,6 +28,7 @@ from benchflow.rollout.result import (
     PhaseClock,
     RolloutResult,
     Tokens,
+    append_error_txt,
     write_error_txt,
     write_json_atomic,
 )
@@ -241,7 +242,6 @@ class Rollout:
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
         run = self._verifier_run()
-        self._logs_collected = True  # both paths download /logs themselves
         if self.baseline is not None:
             verifier = self.task.config.verifier
             done = await verify_hardened(
@@ -250,7 +250,8 @@ class Rollout:
                 config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
             outcome = done.outcome
         else:
-            outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
+            outcome = await verify(self.sandbox, run, self.paths.logs_dir)
+        self._logs_collected = True  # on success both paths downloaded /logs; else cleanup does
         self.result.rewards = outcome.rewards
         self.result.reward = outcome.reward
 
@@ -273,13 +274,14 @@ class Rollout:
         except BenchflowError as exc:
             log.warning("%s: could not collect /logs: %s", self.rollout_name, exc)
         policy = self.config.preserve_env
-        keep = policy == "always" or (policy == "on_failure" and not self.result.passed)
+        keep = policy == "always" or (policy == "on_failure" and self.result.failed)
         try:
             await self.sandbox.stop(delete=not keep)
         except SandboxTeardownError as exc:
             self.result.teardown_error = ErrorInfo.from_exception(exc, "teardown")
             if self.result.error is None:
                 self.result.error = self.result.teardown_error
+            append_error_txt(self.paths.error, exc)
         if keep:
             self.result.sandbox_preserved = getattr(self.sandbox, "container_id", None)
 
