@@ -5,11 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
 from benchflow.steps import Step
+
+if TYPE_CHECKING:
+    from benchflow.task import Task
 
 ORACLE_DIR = "/oracle"
 ORACLE_LOG = "/logs/agent/oracle.txt"
@@ -71,12 +76,21 @@ class OracleAgent:
 
     name = "oracle"
 
+    @staticmethod
+    def check_task(task: Task) -> Path:
+        """The task's solution folder; checked before any container starts.
+
+        Raises:
+            TaskInvalidError: the task has no solve.sh.
+        """
+        if task.solution_dir is None:
+            folder = "oracle" if task.layout == "native" else "solution"
+            raise TaskInvalidError(f"{task.path}: the oracle needs a solution; add "
+                                   f"{folder}/solve.sh")
+        return task.solution_dir
+
     async def install(self, ctx: AgentContext) -> None:
-        solution = ctx.task.solution_dir
-        if solution is None:
-            raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
-                                   f"{'oracle' if ctx.task.layout == 'native' else 'solution'}/solve.sh")
-        await ctx.sandbox.upload(solution, ORACLE_DIR)
+        await ctx.sandbox.upload(self.check_task(ctx.task), ORACLE_DIR)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str

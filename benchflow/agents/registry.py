@@ -6,7 +6,7 @@ by name or alias, and driver factories registered as `benchflow.agents` entry po
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import resolve_credentials
@@ -15,6 +15,7 @@ from benchflow.agents.builtin import NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
+from benchflow.task import Task
 
 BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {"oracle": OracleAgent, "nop": NopAgent}
 
@@ -68,6 +69,16 @@ def check_credentials(agent_name: str, model: str | None = None,
     resolve_credentials(catalog.manifest(canonical), model, env or {})
 
 
+def check_task(task: Task, agents: Iterable[str]) -> None:
+    """What the task must hold for `agents`, checked before any container starts.
+
+    Raises:
+        TaskInvalidError: the oracle is asked for and the task has no solution.
+    """
+    if "oracle" in agents:
+        OracleAgent.check_task(task)
+
+
 def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
     """Every role of `scenes` names a known agent whose credentials are present.
 
@@ -83,4 +94,5 @@ def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
                 check_credentials(role.agent, role.model, role.env)
 
 
-__all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "get_driver", "known_agents"]
+__all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "check_task",
+           "get_driver", "known_agents"]

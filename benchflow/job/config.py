@@ -65,12 +65,13 @@ def _version_str(value: Any) -> Any:
 
 
 class RetryConfig(FrozenModel):
-    """Retries of infrastructure failures, with exponential backoff.
+    """Retries of transient infrastructure failures, with exponential backoff.
 
-    `max_attempts` counts every attempt, the first included (1 turns retries off).
+    `max_attempts` is the number of retries after the first try (the job spec's meaning):
+    the default 3 gives up to 4 tries; 0 turns retries off.
     """
 
-    max_attempts: int = Field(default=3, ge=1)
+    max_attempts: int = Field(default=3, ge=0)
     initial_delay_ms: int = Field(default=1000, ge=0)
     max_delay_ms: int = Field(default=30000, ge=0)
     multiplier: float = Field(default=2.0, ge=1.0)

@@ -25,16 +25,19 @@ def utcnow() -> datetime:
 
 
 class ErrorInfo(StrictModel):
-    """One error: its type (one of `ErrorType`), a message, and the phase it ended."""
+    """One error: its type (one of `ErrorType`), a message, the phase it ended, and whether
+    it was a transient infrastructure failure the job may retry."""
 
     type: ErrorType
     message: str
     phase: str | None = None
+    retryable: bool = False
 
     @classmethod
     def from_exception(cls, exc: BaseException, phase: str | None = None) -> ErrorInfo:
         if isinstance(exc, BenchflowError):
-            return cls(type=exc.error_type, message=exc.message, phase=phase)
+            return cls(type=exc.error_type, message=exc.message, phase=phase,
+                       retryable=bool(exc.retryable))
         return cls(type="internal_error", message=f"{type(exc).__name__}: {exc}", phase=phase)
 
 

@@ -16,7 +16,7 @@ import anyio
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
-from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
+from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.paths import RolloutPaths
@@ -109,6 +109,7 @@ class Rollout:
             self.task = load_task(config.task_path)
         task = self.task
         self.result.task_git_commit_id = task.git_commit_id()
+        check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
                                       log_dir=self.paths.root / "model_server")

@@ -24,6 +24,7 @@ import anyio
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 
 from benchflow.errors import (
     BenchflowError,
@@ -35,6 +36,7 @@ from benchflow.errors import (
 )
 from benchflow.sandbox import certs, images
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.docker_errors import is_transient
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -55,17 +57,22 @@ _known_images: set[str] = set()  # tags seen locally in this process: skip the i
 
 @contextlib.contextmanager
 def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[None]:
-    """Translate Docker SDK and transport failures into `error` (a SandboxError)."""
+    """Translate Docker SDK and transport failures into `error` (a SandboxError).
+
+    `transient` (what retries read) comes from the exception's type and HTTP status:
+    see `docker_errors.is_transient`.
+    """
     try:
         yield
     except BenchflowError:
         raise
     except docker.errors.APIError as exc:
-        raise error(f"docker API error: {exc.explanation or exc}") from exc
+        raise error(f"docker API error: {exc.explanation or exc}",
+                    transient=is_transient(exc)) from exc
     except docker.errors.DockerException as exc:
-        raise error(f"docker error: {exc}") from exc
-    except requests.exceptions.RequestException as exc:
-        raise error(f"lost connection to the docker daemon: {exc}") from exc
+        raise error(f"docker error: {exc}", transient=is_transient(exc)) from exc
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+        raise error(f"lost connection to the docker daemon: {exc}", transient=True) from exc
 
 
 @functools.cache
@@ -322,7 +329,7 @@ class DockerSandbox:
 def _classify_start(exc: SandboxStartError) -> SandboxError:
     text = str(exc).lower()
     if any(word in text for word in ("memory", "cpu", "nano_cpus", "resources", "insufficient")):
-        return ResourceAllocationError(str(exc))
+        return ResourceAllocationError(str(exc), transient=exc.transient)
     return exc
 
 

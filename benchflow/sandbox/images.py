@@ -26,6 +26,7 @@ import urllib3.exceptions
 
 from benchflow.errors import ImagePullError, SandboxBuildError, SandboxBuildTimeout
 from benchflow.sandbox import certs
+from benchflow.sandbox.docker_errors import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +166,10 @@ def pull_image(client: docker.DockerClient, image: str) -> None:
     try:
         client.api.pull(repo, tag=tag or "latest")
         client.images.get(image)
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise ImagePullError(f"cannot pull docker_image {image!r}: {_short(exc)}. "
-                             "Build it locally or fix environment.docker_image / sandbox.docker_image") from exc
+                             "Build it locally or fix environment.docker_image / "
+                             "sandbox.docker_image", transient=is_transient(exc)) from exc
 
 
 def _short(exc: Exception) -> str:

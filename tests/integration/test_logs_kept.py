@@ -105,3 +105,23 @@ async def test_teardown_failure_writes_error_txt(tmp_path, job_label):
     assert result.teardown_error.type == "environment_teardown_failed"
     text = rollout.paths.error.read_text()
     assert "VerifierFailed" in text and "removal failed on purpose" in text
+
+
+async def test_oracle_without_a_solution_fails_before_any_container(tmp_path, job_label):
+    import docker
+
+    task = tmp_path / "no-solution"
+    (task / "environment").mkdir(parents=True)
+    (task / "verifier").mkdir()
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    (task / "verifier" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    (task / "task.md").write_text("---\ntask:\n  name: no-solution\n---\nDo nothing.\n")
+    config = RolloutConfig(task_path=task, scenes=[Scene.single(agent="oracle")],
+                           jobs_dir=tmp_path / "jobs", job_name=job_label)
+    result = await Rollout(config).run()
+    assert result.error is not None and result.error.type == "task_invalid"
+    assert "oracle/solve.sh" in result.error.message
+    assert result.timestamps.agent_setup_started_at is None
+    labelled = docker.from_env().containers.list(
+        all=True, filters={"label": f"benchflow.rollout={result.rollout_name}"})
+    assert labelled == []
