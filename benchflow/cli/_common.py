@@ -38,10 +38,31 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_CANCELLED) from None
 
 
-def configure_logging(level: str) -> None:
-    """Console shows `level` and up; rollout.log files get INFO and up regardless."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(level.upper())
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-    logging.getLogger("benchflow").setLevel(min(logging.INFO, logging.getLevelName(level.upper())))
+class _Console:
+    handler: logging.Handler | None = None
+    explicit = False
+
+
+def configure_logging(level: str | None) -> None:
+    """Console shows `level` and up (default warning); rollout.log files get INFO and up
+    regardless. An explicit `--log-level` wins over a job file's `log_level`."""
+    if _Console.handler is None:
+        _Console.handler = logging.StreamHandler(sys.stderr)
+        _Console.handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(_Console.handler)
+    _Console.explicit = level is not None
+    _apply(level or "warning")
+
+
+def set_console_level(level: str) -> None:
+    """A job file's `log_level`: the console's level, unless `--log-level` was given."""
+    if not _Console.explicit:
+        _apply(level)
+
+
+def _apply(level: str) -> None:
+    value = logging.getLevelName(level.upper())
+    if _Console.handler is not None:
+        _Console.handler.setLevel(value)
+    logging.getLogger("benchflow").setLevel(min(logging.INFO, value))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,6 +14,14 @@ from benchflow.cli import agents, jobs, sandbox, tasks
 from benchflow.cli._common import configure_logging
 from benchflow.cli.model_server import model_server_command
 from benchflow.cli.run import run_command
+
+class LogLevel(enum.StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+    critical = "critical"
+
 
 app = typer.Typer(
     name="benchflow", no_args_is_help=True, pretty_exceptions_enable=False,
@@ -36,9 +45,11 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="print the version and exit")] = False,
-    log_level: Annotated[str, typer.Option("--log-level", help="debug|info|warning|error")] = "warning",
+    log_level: Annotated[LogLevel | None, typer.Option(
+        "--log-level", help="console log level (default: warning, or a job file's log_level); "
+        "rollout.log always records info and up")] = None,
 ) -> None:
-    configure_logging(log_level)
+    configure_logging(log_level.value if log_level else None)
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ n_attempts: 1
 n_concurrent_trials: 4
 timeout_multiplier: 1.0
 retry: {max_attempts: 3, initial_delay_ms: 1000, max_delay_ms: 30000, multiplier: 2.0}
-environment: {type: docker, preserve_env: never, provider_config: {network: my-net}}
+environment: {type: docker, preserve_env: never, provider_config: {network: my-net},
+              network: model-only, extra_ca_certs: [./proxy-ca.pem]}
+model_endpoint: {script: ./model.yaml}   # or {base_url: http://..., api_key_env: MY_KEY}
 verifier: {override_timeout_sec: 120, max_timeout_sec: 600, disable: false}
 metrics: [{type: mean}]
 agents:
@@ -46,10 +48,10 @@ from pydantic import (
 )
 
 from benchflow._models import FrozenModel
-from benchflow.config import EnvironmentType
+from benchflow.config import EnvironmentType, ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.rollout.rollout import default_job_name
-from benchflow.sandbox.spec import PreservePolicy
+from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.task.dataset import TASK_NAME
 
 RESERVED_AGENTS = ("oracle", "nop")
@@ -95,6 +97,12 @@ class EnvironmentConfig(FrozenModel):
     override_cpus: float | None = Field(default=None, gt=0)
     override_memory_mb: int | None = Field(default=None, gt=0)
     override_storage_mb: int | None = Field(default=None, gt=0)
+    network: NetworkPolicy | None = Field(
+        default=None, description="public | none | model-only; default: the task's "
+        "(model-only with a scripted model server)")
+    extra_ca_certs: list[Path] | None = Field(
+        default=None, description="PEM files sandboxes trust; [] for none; default: "
+        "BENCHFLOW_EXTRA_CA_CERTS, else the host's extra CA certificates")
 
     @model_validator(mode="after")
     def _check_provider_config(self) -> EnvironmentConfig:
@@ -131,10 +139,11 @@ class MetricConfig(FrozenModel):
 
 
 class BuiltinAgentConfig(FrozenModel):
-    """`oracle` (runs the task's solution) or `nop` (does nothing)."""
+    """`oracle` (runs the task's solution) or `nop` (does nothing), optionally in scenes."""
 
     name: Literal["oracle", "nop"]
     description: str | None = None
+    scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
 
 
 class CommandAgentConfig(FrozenModel):
@@ -257,6 +266,9 @@ class JobConfig(FrozenModel):
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
     instruction_path: str = Field(default="/tmp/instruction.md", pattern=r"^/")
     environment: EnvironmentConfig = EnvironmentConfig()
+    model_endpoint: ModelEndpoint | None = Field(
+        default=None, description="the model API every agent uses: a scripted model server "
+        "(`script`) or a real endpoint (`base_url`, `api_key_env`)")
     verifier: VerifierConfig = VerifierConfig()
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
@@ -364,6 +376,12 @@ def with_absolute_paths(config: JobConfig, base: Path | None = None) -> JobConfi
     for agent in data["agents"]:
         if agent.get("scenes") is not None:
             agent["scenes"] = absolute(agent["scenes"])
+    endpoint = data.get("model_endpoint")
+    if endpoint and endpoint.get("script") is not None:
+        endpoint["script"] = absolute(endpoint["script"])
+    certs = data["environment"].get("extra_ca_certs")
+    if certs:
+        data["environment"]["extra_ca_certs"] = [absolute(p) for p in certs]
     for dataset in data["datasets"]:
         if "registry" in dataset:
             dataset["registry"]["path"] = absolute(dataset["registry"]["path"])

@@ -32,6 +32,7 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
+from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redacted_config_json
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
@@ -63,7 +64,7 @@ class Rollout:
     def __init__(self, config: RolloutConfig, *, task: Task | None = None,
                  listener: RolloutListener | None = None,
                  drivers: Mapping[str, AgentDriver] | None = None) -> None:
-        self.config = config
+        self.config = config = resolve_scenes(config, task)
         self.task = task
         self.job_name = config.job_name or default_job_name()
         self.listener = listener

@@ -1,0 +1,122 @@
+"""One orchestration path: `benchflow run` is a job; task scenes reach every entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from benchflow.cli.main import app
+from benchflow.cli.run import run_job_data
+from benchflow.config import RolloutConfig, Scene
+from benchflow.job.config import parse_job_config
+from benchflow.job.models import JobResult
+from benchflow.job.runner import prepare_job
+from benchflow.rollout import Rollout
+
+from .conftest import write_task
+
+REPO = Path(__file__).resolve().parents[3]
+CODER_REVIEWER = REPO / "tasks" / "coder-reviewer"
+runner = CliRunner()
+
+RUN_DEFAULTS = dict(agent="oracle", model=None, attempts=1, concurrency=4, job_name="j",
+                    env="docker", force_build=False, preserve_env="never", ca_cert=None,
+                    task_filter=None, scenes_file=None, network=None, timeout_multiplier=1.0,
+                    max_retries=3)
+
+
+def test_run_options_become_a_job_config(tmp_path):
+    data = run_job_data(REPO / "tasks" / "hello-world", jobs_dir=tmp_path,
+                        **{**RUN_DEFAULTS, "agent": "claude", "model": "m1", "network": "none",
+                           "ca_cert": ["none"], "attempts": 2, "max_retries": 1})
+    config = parse_job_config(data)
+    assert config.agents[0].name == "claude" and config.agents[0].model == "m1"
+    assert config.datasets[0].path == REPO / "tasks"
+    assert config.datasets[0].tasks == ["hello-world"]
+    assert config.environment.network == "none" and config.environment.extra_ca_certs == []
+    assert (config.n_attempts, config.retry.max_attempts) == (2, 1)
+
+
+def test_a_taken_default_job_name_gets_a_suffix(tmp_path):
+    first = run_job_data(REPO / "tasks" / "hello-world", jobs_dir=tmp_path,
+                         **{**RUN_DEFAULTS, "job_name": None})
+    (tmp_path / first["name"]).mkdir()
+    second = run_job_data(REPO / "tasks" / "hello-world", jobs_dir=tmp_path,
+                          **{**RUN_DEFAULTS, "job_name": None})
+    assert second["name"] == first["name"] + "-2"
+
+
+def test_benchflow_run_is_a_resumable_job(tmp_path, dataset, behaviour):
+    jobs = tmp_path / "jobs"
+    done = runner.invoke(app, ["run", str(dataset), "-a", "oracle", "-k", "2", "--jobs-dir",
+                               str(jobs), "--job-name", "viarun", "--env", "modal"])
+    assert done.exit_code == 0, done.output
+    job_dir = jobs / "viarun"
+    saved = JobResult.model_validate_json((job_dir / "result.json").read_text())
+    assert (saved.total_trials, saved.completed_trials, saved.metrics) == (6, 6, {"mean": 1.0})
+    assert (job_dir / "manifest.json").is_file() and (job_dir / "config.json").is_file()
+    (job_dir / "oracle" / "bench" / "bravo__1" / "result.json").unlink()
+    resumed = runner.invoke(app, ["jobs", "resume", str(job_dir)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "5 trial(s) already finished; running 1" in resumed.output
+    assert behaviour.starts == 7
+
+
+def test_benchflow_run_retries_transient_failures(tmp_path, dataset, behaviour):
+    behaviour.start_failures = 1
+    done = runner.invoke(app, ["run", str(dataset / "alpha"), "--jobs-dir", str(tmp_path / "j"),
+                               "--job-name", "retried", "--env", "modal"])
+    assert done.exit_code == 0, done.output
+    (result_file,) = (tmp_path / "j" / "retried").glob("*/*/*/result.json")
+    assert '"retried_errors": [\n    {' in result_file.read_text()
+
+
+def test_job_files_take_the_rollout_options(tmp_path, dataset):
+    script = tmp_path / "model.yaml"
+    script.write_text("name: s\nsteps:\n  - text: done\n")
+    config = parse_job_config({
+        "name": "opts", "jobs_dir": str(tmp_path / "jobs"),
+        "environment": {"network": "model-only", "extra_ca_certs": [str(tmp_path / "ca.pem")]},
+        "model_endpoint": {"script": str(script)},
+        "agents": [{"name": "nop"}], "datasets": [{"path": str(dataset)}]})
+    prepared = prepare_job(config)
+    rollout = prepared.trials[0].config
+    assert rollout.network == "model-only"
+    assert rollout.model_endpoint is not None and rollout.model_endpoint.script == script
+    assert rollout.extra_ca_certs == (tmp_path / "ca.pem",)
+
+
+def test_task_scenes_are_used_by_job_files(tmp_path):
+    config = parse_job_config({"name": "sc", "jobs_dir": str(tmp_path),
+                               "agents": [{"name": "nop"}],
+                               "datasets": [{"path": str(REPO / "tasks"),
+                                             "tasks": ["coder-reviewer", "hello-world"]}]})
+    trials = prepare_job(config).trials
+    by_task = {t.ref.task_name: t.config.scenes for t in trials}
+    (scene,) = by_task["coder-reviewer"]
+    assert [r.name for r in scene.roles] == ["coder", "reviewer"] and len(scene.turns) == 3
+    assert all(r.agent == "nop" for r in scene.roles)
+    assert len(by_task["hello-world"][0].turns) == 1
+
+
+def test_task_scenes_are_used_by_the_python_api_unless_scenes_are_given():
+    rollout = Rollout(RolloutConfig(task_path=CODER_REVIEWER, agent="nop"))
+    (scene,) = rollout.config.scenes
+    assert [t.role for t in scene.turns] == ["coder", "reviewer", "coder"]
+    assert rollout.rollout_name.startswith("nop/tasks/coder-reviewer")
+    given = Rollout(RolloutConfig(task_path=CODER_REVIEWER, scenes=[Scene.single(agent="nop")]))
+    assert len(given.config.scenes[0].turns) == 1
+
+
+def test_a_rollout_config_needs_scenes_or_an_agent():
+    with pytest.raises(ValueError, match="give `scenes`, or `agent`"):
+        RolloutConfig(task_path=CODER_REVIEWER)
+
+
+def test_a_broken_task_still_gets_a_rollout_that_records_it(tmp_path):
+    broken = write_task(tmp_path, "broken")
+    (broken / "verifier" / "test.sh").unlink()
+    rollout = Rollout(RolloutConfig(task_path=broken, agent="nop", jobs_dir=tmp_path / "jobs"))
+    assert rollout.config.scenes == [Scene.single(agent="nop")]
