@@ -28,6 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def rollout_name(agent: str, dataset: str, task: str, attempt: int) -> str:
+    """`<agent>/<dataset>/<task>__<attempt>`: the rollout's name, and its folder under the job."""
+    return f"{agent}/{dataset}/{task}__{attempt}"
+
+
 @dataclass(frozen=True)
 class RolloutPaths:
     """The files of one rollout, rooted at `<jobs_dir>/<job>/<agent>/<dataset>/<task>__<n>/`."""
@@ -37,7 +42,7 @@ class RolloutPaths:
     @classmethod
     def for_trial(cls, jobs_dir: Path, job_name: str, agent: str, dataset: str, task: str,
                   attempt: int) -> RolloutPaths:
-        return cls(jobs_dir / job_name / agent / dataset / f"{task}__{attempt}")
+        return cls(jobs_dir / job_name / rollout_name(agent, dataset, task, attempt))
 
     @property
     def result(self) -> Path:

@@ -6,7 +6,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
@@ -15,6 +15,10 @@ from benchflow.steps import Step
 
 if TYPE_CHECKING:
     from benchflow.task import Task
+
+BuiltinAgentName = Literal["oracle", "nop"]
+"""The built-in agents' names (the one list; a command agent may not take them)."""
+BUILTIN_AGENT_NAMES: tuple[str, ...] = get_args(BuiltinAgentName)
 
 ORACLE_DIR = "/oracle"
 ORACLE_LOG = "/logs/agent/oracle.txt"

@@ -11,13 +11,14 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
-from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 from benchflow.task import Task
 
-BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {"oracle": OracleAgent, "nop": NopAgent}
+BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {cls.name: cls for cls in (OracleAgent, NopAgent)}
+assert set(BUILTIN_AGENTS) == set(BUILTIN_AGENT_NAMES)
 
 
 TRUSTED_AGENTS = frozenset(BUILTIN_AGENTS)

@@ -105,7 +105,7 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
         TaskNotFoundError, TaskInvalidError: PATH is not a task or dataset folder.
         ConfigError: a bad task filter.
     """
-    from benchflow.agents.registry import BUILTIN_AGENTS
+    from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
     from benchflow.rollout.rollout import default_job_name
     from benchflow.task import is_task_dir, resolve_run_target
 
@@ -115,7 +115,7 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
     else:
         dataset = {"path": Path(path).expanduser().resolve(), "tasks": task_filter}
     spec: dict[str, Any] = {"name": agent}
-    if agent not in BUILTIN_AGENTS and model is not None:
+    if agent not in BUILTIN_AGENT_NAMES and model is not None:
         spec["model"] = model
     if scenes_file is not None:
         spec["scenes"] = scenes_file

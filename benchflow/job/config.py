@@ -48,13 +48,14 @@ from pydantic import (
 )
 
 from benchflow._models import FrozenModel
+from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, BuiltinAgentName
 from benchflow.config import EnvironmentType, ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.task.dataset import TASK_NAME
 
-RESERVED_AGENTS = ("oracle", "nop")
+RESERVED_AGENTS = BUILTIN_AGENT_NAMES
 """Built-in agent names a command agent may not take."""
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -141,7 +142,7 @@ class MetricConfig(FrozenModel):
 class BuiltinAgentConfig(FrozenModel):
     """`oracle` (runs the task's solution) or `nop` (does nothing), optionally in scenes."""
 
-    name: Literal["oracle", "nop"]
+    name: BuiltinAgentName
     description: str | None = None
     scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
 

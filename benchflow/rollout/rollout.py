@@ -19,7 +19,7 @@ from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, pre
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
-from benchflow.paths import RolloutPaths
+from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
@@ -74,7 +74,8 @@ class Rollout:
         self.dataset_name = config.dataset_name or config.task_path.expanduser().resolve().parent.name
         self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
                                             self.dataset_name, task_name, config.attempt)
-        self.rollout_name = f"{config.agent_name}/{self.dataset_name}/{task_name}__{config.attempt}"
+        self.rollout_name = rollout_name(config.agent_name, self.dataset_name, task_name,
+                                         config.attempt)
         self.result = RolloutResult(
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=task_name,
             dataset_name=self.dataset_name, agent_name=config.agent_name,
