@@ -13,8 +13,8 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
+from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
