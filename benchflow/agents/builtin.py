@@ -44,11 +44,16 @@ class NopAgent:
 
 
 class _OracleConnection:
-    def __init__(self, ctx: AgentContext) -> None:
+    def __init__(self, ctx: AgentContext, ran: set[Path]) -> None:
         self.ctx = ctx
+        self.ran = ran
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         ctx, oracle = self.ctx, self.ctx.task.config.oracle
+        # One solution run per rollout, however many turns, scenes or rounds prompt it.
+        if ctx.paths.root in self.ran:
+            return StepOutcome(stop_reason="end_turn")
+        self.ran.add(ctx.paths.root)
         timeout = ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec)
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
@@ -76,9 +81,13 @@ class _OracleConnection:
 
 
 class OracleAgent:
-    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once."""
+    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once per
+    rollout, whatever the scenes: later turns of the oracle are answered without a run."""
 
     name = "oracle"
+
+    def __init__(self) -> None:
+        self._ran: set[Path] = set()  # rollout folders whose solution already ran
 
     @staticmethod
     def check_task(task: Task) -> Path:
@@ -99,4 +108,4 @@ class OracleAgent:
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
                       ) -> AsyncIterator[AgentConnection]:
-        yield _OracleConnection(ctx)
+        yield _OracleConnection(ctx, self._ran)

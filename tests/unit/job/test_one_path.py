@@ -120,3 +120,14 @@ def test_a_broken_task_still_gets_a_rollout_that_records_it(tmp_path):
     (broken / "verifier" / "test.sh").unlink()
     rollout = Rollout(RolloutConfig(task_path=broken, agent="nop", jobs_dir=tmp_path / "jobs"))
     assert rollout.config.scenes == [Scene.single(agent="nop")]
+
+
+@pytest.mark.anyio
+async def test_the_oracle_runs_the_solution_once_whatever_the_scenes(tmp_path, behaviour):
+    rollout = Rollout(RolloutConfig(task_path=CODER_REVIEWER, agent="oracle",
+                                    jobs_dir=tmp_path, job_name="once"))
+    assert len(rollout.config.scenes[0].turns) == 3
+    result = await rollout.run()
+    assert result.error is None and result.n_prompts == 3
+    solves = [argv for argv, _, _ in behaviour.execs if "solve.sh" in " ".join(argv)]
+    assert len(solves) == 1
