@@ -139,7 +139,8 @@ class RolloutConfig(FrozenModel):
     force_build: bool = False
     preserve_env: PreservePolicy = "never"
     extra_ca_certs: tuple[Path, ...] | None = Field(
-        default=None, description="PEM files for sandboxes; None: BENCHFLOW_EXTRA_CA_CERTS")
+        default=None, description="PEM files for sandboxes; () for none; None: "
+        "BENCHFLOW_EXTRA_CA_CERTS, else the host's /usr/local/share/ca-certificates/*.crt")
     timeout_multiplier: float = Field(default=1.0, gt=0)
     instruction_path: str = "/tmp/instruction.md"
     verifier_disabled: bool = False
