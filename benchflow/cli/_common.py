@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from benchflow.errors import BenchflowError, ConfigError
@@ -21,13 +22,33 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _validation_message(exc: ValidationError) -> str:
+    """A pydantic ValidationError as `invalid <model>: field: problem; ...` (no traceback)."""
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: "
+        f"{err['msg'].removeprefix('Value error, ')}" for err in exc.errors())
+    return f"invalid {exc.title}: {problems}"
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Bad input -> one clear line on stderr and exit 2; infrastructure errors -> exit 1."""
+    """Bad input -> one clear message on stderr and exit 2; infrastructure errors -> exit 1.
+
+    Bad input is a `ConfigError` (task, job file, agent, option), a pydantic
+    `ValidationError` of any config, or a path the OS refuses (`OSError`).
+    """
     try:
         yield
     except ConfigError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except ValidationError as exc:
+        err_console.print(f"[bold red]error:[/] {_validation_message(exc)}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: "
+                          "check the path", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except BenchflowError as exc:
         err_console.print(f"[bold red]error ({exc.error_type}):[/] {exc}", highlight=False,

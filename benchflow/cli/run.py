@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from benchflow.cli._common import user_errors
+from benchflow.errors import ConfigError
 
 
 class Preserve(enum.StrEnum):
@@ -90,8 +91,34 @@ def _prepare(path: Path, **opts: Any) -> Any:
     data = run_job_data(path, **{k: v for k, v in opts.items() if k not in endpoint_keys})
     if endpoint is not None:
         data["model_endpoint"] = endpoint.model_dump(mode="python", exclude_none=True)
-    config = with_absolute_paths(parse_job_config(data, "command line"))
+    try:
+        config = with_absolute_paths(parse_job_config(data, "command line"))
+    except ConfigError as exc:
+        raise ConfigError(_as_options(str(exc))) from None
     return prepare_job(config, source="command line")
+
+
+_OPTION_OF_FIELD = {
+    "agents[0].name": "-a/--agent", "agents[0].model": "-m/--model",
+    "agents[0].scenes": "--scenes", "n_attempts": "-k/--attempts",
+    "n_concurrent_trials": "-n/--concurrency", "jobs_dir": "--jobs-dir", "name": "--job-name",
+    "environment.type": "--env", "environment.preserve_env": "--preserve-env",
+    "environment.network": "--network", "environment.extra_ca_certs": "--ca-cert",
+    "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
+    "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
+}
+
+
+def _as_options(message: str) -> str:
+    """A job-file validation message in the command line's terms (fields -> options)."""
+    lines = message.splitlines()
+    out = ["invalid options:"]
+    for line in lines[1:]:
+        field, sep, problem = line.strip().partition(": ")
+        option = next((o for f, o in _OPTION_OF_FIELD.items()
+                       if field == f or field.startswith(f + "[")), field)
+        out.append(f"  {option}: {problem}" if sep else f"  {line.strip()}")
+    return "\n".join(out) if len(out) > 1 else message
 
 
 def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,

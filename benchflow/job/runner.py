@@ -24,6 +24,7 @@ from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
 from benchflow.rollout.events import RolloutListener
 from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
 
 
@@ -64,6 +65,8 @@ def prepare_job(config: JobConfig, *, source: Path | str = "job", lookup: EnvLoo
         ConfigError: a missing `${VAR}`, an unknown agent, a missing dataset or task,
             a registry or git failure, a bad scenes file.
     """
+    if config.environment.extra_ca_certs:  # each file exists and is a PEM certificate
+        read_certs(tuple(config.environment.extra_ca_certs))
     if config.model_endpoint is not None:  # the script loads, the key variable is set
         endpoint = config.model_endpoint
         model_endpoint(endpoint.script, endpoint.base_url, endpoint.api_key_env)
