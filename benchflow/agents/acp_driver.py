@@ -260,7 +260,7 @@ class AcpAgentDriver:
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
             python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
-        wall = ctx.scaled(role.timeout_sec) if role.timeout_sec else ctx.agent_timeout_sec
+        wall = ctx.turn_timeout_sec(role.timeout_sec)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         from benchflow.acp import AcpSession, AcpTimeouts  # the ACP SDK only when it runs
 

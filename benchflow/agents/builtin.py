@@ -54,7 +54,7 @@ class _OracleConnection:
         if ctx.paths.root in self.ran:
             return StepOutcome(stop_reason="end_turn")
         self.ran.add(ctx.paths.root)
-        timeout = ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec)
+        timeout = ctx.bounded(ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec))
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
         script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'

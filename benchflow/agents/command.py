@@ -65,7 +65,7 @@ class _CommandConnection:
             env["ROLLOUT_TASK_INSTRUCTION"] = prompt_path
         script = f"{agent.script_dir}/execute.sh"
         await ctx.sandbox.upload_bytes(agent.execute.encode(), script, mode=0o755)
-        timeout = ctx.agent_timeout_sec
+        timeout = ctx.turn_timeout_sec(step.role.timeout_sec)
         started = time.monotonic()
         result = await ctx.sandbox.exec(["bash", script], user=ctx.agent_user or "root",
                                         cwd=ctx.workdir, env=env, timeout=timeout)

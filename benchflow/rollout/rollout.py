@@ -20,6 +20,7 @@ from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, 
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.paths import RolloutPaths, rollout_name
+from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
@@ -194,15 +195,17 @@ class Rollout:
         self._emit(RolloutEventKind.AGENT_START)
         if self.ctx.trajectory is None:
             self.ctx.trajectory = self._open_trajectory()
-        if self.config.user is not None:
-            await self._run_user_rounds()
-            return
-        for group in session_groups(self.steps):
-            first = group[0]
-            async with self.drivers[first.role.agent].connect(self.ctx, first.role,
-                                                               first.scene) as connection:
-                for step in group:
-                    self._count(await connection.prompt(step))
+        budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
+        with agent_phase_deadline(self.ctx, budget):
+            if self.config.user is not None:
+                await self._run_user_rounds()
+                return
+            for group in session_groups(self.steps):
+                first = group[0]
+                async with self.drivers[first.role.agent].connect(self.ctx, first.role,
+                                                                   first.scene) as connection:
+                    for step in group:
+                        self._count(await connection.prompt(step))
 
     def _count(self, outcome: StepOutcome) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported."""

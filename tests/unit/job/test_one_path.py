@@ -76,6 +76,7 @@ def test_benchflow_run_retries_transient_failures(tmp_path, dataset, behaviour):
 def test_job_files_take_the_rollout_options(tmp_path, dataset):
     script = tmp_path / "model.yaml"
     script.write_text("name: s\nsteps:\n  - text: done\n")
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
     config = parse_job_config({
         "name": "opts", "jobs_dir": str(tmp_path / "jobs"),
         "environment": {"network": "model-only", "extra_ca_certs": [str(tmp_path / "ca.pem")]},
@@ -131,3 +132,49 @@ async def test_the_oracle_runs_the_solution_once_whatever_the_scenes(tmp_path, b
     assert result.error is None and result.n_prompts == 3
     solves = [argv for argv, _, _ in behaviour.execs if "solve.sh" in " ".join(argv)]
     assert len(solves) == 1
+
+
+def _slow_task(root: Path, timeout_sec: float) -> Path:
+    folder = write_task(root, "slow")
+    text = (folder / "task.md").read_text().replace("timeout_sec: 30", f"timeout_sec: {timeout_sec}")
+    (folder / "task.md").write_text(text)
+    return folder
+
+
+def _turns(n: int, timeout_sec: float | None = None) -> list[Scene]:
+    from benchflow.config import Role, Turn
+
+    role = Role(name="r", agent="cmd", timeout_sec=timeout_sec)
+    return [Scene(roles=[role], turns=[Turn(role="r", prompt=f"step {i}") for i in range(n)])]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("turns", "expected"), [(2, None), (4, "agent_execution_timeout")])
+async def test_agent_timeout_bounds_the_whole_phase_across_turns(tmp_path, behaviour, turns,
+                                                                 expected):
+    from benchflow.agents.command import CommandAgent
+
+    behaviour.delay_sec = 0.4  # each turn: 0.4 s of a 1 s budget for the whole phase
+    task = _slow_task(tmp_path, 1)
+    rollout = Rollout(RolloutConfig(task_path=task, scenes=_turns(turns),
+                                    jobs_dir=tmp_path / "jobs", job_name="budget"),
+                      drivers={"cmd": CommandAgent("cmd", "sleep 1")})
+    result = await rollout.run()
+    assert (result.error.type if result.error else None) == expected
+    if expected:
+        assert "across all its turns" in result.error.message or "timeout" in result.error.message
+        assert result.durations.agent_execution_sec < 1.6  # never turns x budget
+
+
+@pytest.mark.anyio
+async def test_a_role_may_set_a_smaller_budget_per_turn(tmp_path, behaviour):
+    from benchflow.agents.command import CommandAgent
+
+    behaviour.delay_sec = 0.4
+    task = _slow_task(tmp_path, 30)
+    rollout = Rollout(RolloutConfig(task_path=task, scenes=_turns(1, timeout_sec=0.2),
+                                    jobs_dir=tmp_path / "jobs", job_name="role-budget"),
+                      drivers={"cmd": CommandAgent("cmd", "sleep 1")})
+    result = await rollout.run()
+    assert result.error is not None and result.error.type == "agent_execution_timeout"
+    assert "0.2" in result.error.message
