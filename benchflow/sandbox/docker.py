@@ -142,6 +142,7 @@ class DockerSandbox:
         self.workdir = spec.workdir or "/"
         self._pems = certs.read_certs(spec.extra_ca_certs)
         self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+        self._ca_in_image = False  # built here from the Dockerfile with the CAs baked in
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -164,6 +165,8 @@ class DockerSandbox:
                     await _call(images.build_image, client, tag, spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path,
                                 error=SandboxStartError)
+            # the tag covers the CA digest: every stage already installed these certificates
+            self._ca_in_image = bool(self._pems)
         else:
             tag = spec.docker_image or ""
             if not await _call(images.image_exists, client, tag, error=SandboxStartError):
@@ -227,14 +230,15 @@ class DockerSandbox:
             "/tmp/.benchflow/": (b"", 0o1777),  # live processes of any user write pid files
             _KILL_SCRIPT: ((_SCRIPTS / "kill_process.sh").read_bytes(), 0o755),
         }
-        if self._pems:
+        install_ca = bool(self._pems) and not self._ca_in_image
+        if install_ca:
             for fname, data in certs.ca_files(self._pems).items():
                 files[f"{certs.CA_DIR}/{fname}"] = (data, 0o755 if fname.endswith(".sh") else 0o644)
         await self._put_archive("/", _tar_bytes(files))
         steps = []
         if self.spec.workdir:  # mkdir only: an existing workdir keeps its owner and mode
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
-        if self._pems:
+        if install_ca:
             steps.append(f"sh {certs.INSTALL_SCRIPT}")
         if steps:
             result = await self.exec(["sh", "-c", " && ".join(steps)], user="root")
