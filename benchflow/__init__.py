@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "FunctionUser": "benchflow.users",
     "Job": "benchflow.job",
     "JobResult": "benchflow.job",
+    "McpServer": "benchflow.mcp",
     "Role": "benchflow.config",
     "Rollout": "benchflow.rollout",
     "RolloutConfig": "benchflow.config",
@@ -47,6 +48,7 @@ if _typing.TYPE_CHECKING:
     from benchflow.config import Role, RolloutConfig, Scene, Turn
     from benchflow.errors import BenchflowError, ConfigError
     from benchflow.job import Job, JobResult
+    from benchflow.mcp import McpServer
     from benchflow.rollout import Rollout, RolloutResult, RunResult, run
     from benchflow.steps import Step, desugar
     from benchflow.task import Task, load_task
@@ -73,6 +75,7 @@ __all__ = [
     "FunctionUser",
     "Job",
     "JobResult",
+    "McpServer",
     "Role",
     "Rollout",
     "RolloutConfig",

@@ -1,7 +1,8 @@
 """Resolve an agent name to the driver that runs it.
 
-Built-in agents (`oracle`, `nop`) first, then the catalog (`catalog.py`): ACP manifests
-by name or alias, and driver factories registered as `benchflow.agents` entry points.
+Built-in agents (`oracle`, `nop`) first, then `acpx/<agent>` (a manifest agent routed
+through ACPX), then the catalog (`catalog.py`): ACP manifests by name or alias, and driver
+factories registered as `benchflow.agents` entry points.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from benchflow.agents.catalog import load_catalog
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 from benchflow.task import Task
+
+ACPX_PREFIX = "acpx/"
+"""An agent name `acpx/<agent>` routes a manifest agent through ACPX (`acpx_driver`)."""
 
 BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {cls.name: cls for cls in (OracleAgent, NopAgent)}
 assert set(BUILTIN_AGENTS) == set(BUILTIN_AGENT_NAMES)
@@ -38,6 +42,10 @@ def get_driver(name: str) -> AgentDriver:
     """
     if name in BUILTIN_AGENTS:
         return BUILTIN_AGENTS[name]()
+    if name.startswith(ACPX_PREFIX):
+        from benchflow.agents.acpx_driver import AcpxDriver  # ACP machinery only when routed
+
+        return AcpxDriver(_acp_driver(name.removeprefix(ACPX_PREFIX), routed=name))
     catalog = load_catalog()
     canonical = catalog.resolve(name)
     if canonical is None:
@@ -46,6 +54,15 @@ def get_driver(name: str) -> AgentDriver:
         driver: AgentDriver = catalog.factories[canonical]()
         return driver
     return AcpAgentDriver(catalog.manifest(canonical))
+
+
+def _acp_driver(name: str, *, routed: str) -> AcpAgentDriver:
+    """The manifest agent `acpx/<name>` routes (only ACP manifest agents can be routed)."""
+    driver = get_driver(name)
+    if not isinstance(driver, AcpAgentDriver):
+        raise ConfigError(f"agent {routed!r}: ACPX routes registered ACP agents (claude, codex, "
+                          f"gemini, opencode, scripted, ...); {name!r} is not one")
+    return driver
 
 
 def check_credentials(agent_name: str, model: str | None = None,
@@ -61,6 +78,8 @@ def check_credentials(agent_name: str, model: str | None = None,
     """
     if agent_name in BUILTIN_AGENTS:
         return
+    if agent_name.startswith(ACPX_PREFIX):
+        agent_name = _acp_driver(agent_name.removeprefix(ACPX_PREFIX), routed=agent_name).name
     catalog = load_catalog()
     canonical = catalog.resolve(agent_name)
     if canonical is None:

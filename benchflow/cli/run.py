@@ -63,6 +63,12 @@ def run_command(
         "--timeout-multiplier", min=0.001, help="multiply every task timeout")] = 1.0,
     max_retries: Annotated[int, typer.Option(
         "--max-retries", min=0, help="retries of transient infrastructure failures")] = 3,
+    skill: Annotated[list[Path] | None, typer.Option(
+        "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
+        "agent; repeatable")] = None,
+    mcp_config: Annotated[Path | None, typer.Option(
+        "--mcp-config", help="a Claude-style .mcp.json: its MCP servers go to every ACP "
+        "agent, besides the task's")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     from benchflow.cli.jobs import run_prepared
@@ -75,7 +81,7 @@ def run_command(
             scenes_file=scenes_file, network=network.value if network else None,
             model_server=model_server, model_base_url=model_base_url,
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
-            max_retries=max_retries)
+            max_retries=max_retries, skill=skill, mcp_config=mcp_config)
         code = run_prepared(prepared, resuming=False)
     raise typer.Exit(code)
 
@@ -85,8 +91,11 @@ def _prepare(path: Path, **opts: Any) -> Any:
     from benchflow.job.runner import prepare_job
     from benchflow.rollout.model_endpoint import model_endpoint
 
+    from benchflow.skills import skills_from_paths
+
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
                               opts["model_api_key_env"])
+    skills_from_paths(opts["skill"] or [])  # a bad skill path fails before anything starts
     endpoint_keys = ("model_server", "model_base_url", "model_api_key_env")
     data = run_job_data(path, **{k: v for k, v in opts.items() if k not in endpoint_keys})
     if endpoint is not None:
@@ -106,6 +115,7 @@ _OPTION_OF_FIELD = {
     "environment.network": "--network", "environment.extra_ca_certs": "--ca-cert",
     "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
     "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
+    "skills": "--skill", "mcp_config": "--mcp-config",
 }
 
 
@@ -125,7 +135,8 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  jobs_dir: Path, job_name: str | None, env: str, force_build: bool,
                  preserve_env: str, ca_cert: list[str] | None, task_filter: list[str] | None,
                  scenes_file: Path | None, network: str | None, timeout_multiplier: float,
-                 max_retries: int) -> dict[str, Any]:
+                 max_retries: int, skill: list[Path] | None = None,
+                 mcp_config: Path | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -156,6 +167,7 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
         "timeout_multiplier": timeout_multiplier,
         "retry": {"max_attempts": max_retries},
         "environment": environment, "agents": [spec], "datasets": [dataset],
+        "skills": list(skill or []), "mcp_config": mcp_config,
     }
 
 

@@ -23,6 +23,7 @@ from benchflow.job.config import (
     RegisteredAgentConfig,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
+from benchflow.mcp import McpServer
 from benchflow.job.job import Trial
 from benchflow.rollout.scenes import task_scenes
 from benchflow.task import Task
@@ -56,8 +57,9 @@ def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
 
 
 def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: TaskEntry,
-                   attempt: int) -> RolloutConfig:
-    """One trial's RolloutConfig with the job-wide settings applied."""
+                   attempt: int, mcp_servers: list[McpServer] | None = None) -> RolloutConfig:
+    """One trial's RolloutConfig with the job-wide settings applied (`mcp_servers`: the job's,
+    resolved once by `plan_trials`)."""
     env, verifier = config.environment, config.verifier
     verifier_timeout = None
     if entry.task is not None and (verifier.override_timeout_sec or verifier.max_timeout_sec):
@@ -72,6 +74,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
         network=env.network, model_endpoint=config.model_endpoint,
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
+        skills=config.skills, mcp_servers=mcp_servers or [],
     )
 
 
@@ -80,10 +83,12 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     """Every trial of the job: agents x tasks x attempts, in that nesting order.
 
     Raises:
-        ConfigError: a scenes file is invalid, or two agents share a results folder.
+        ConfigError: a scenes or MCP config file is invalid, or two agents share a results
+            folder.
     """
     trials: list[Trial] = []
     labels: dict[str, str] = {}
+    mcp_servers = config.all_mcp_servers()
     for agent in config.agents:
         env = (agent_env or {}).get(agent.name, {})
         drivers = agent_drivers(agent, env)
@@ -92,7 +97,8 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
             for entry in dataset.tasks:
                 scenes = agent_scenes(agent, env, entry.task)
                 for attempt in range(1, config.n_attempts + 1):
-                    rollout = rollout_config(config, scenes, dataset.name, entry, attempt)
+                    rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
+                                             mcp_servers)
                     trials.append(Trial(rollout, entry.task, drivers=drivers,
                                         task_folder=entry.name))
         label = RolloutConfig(task_path=Path("."), scenes=scenes).agent_name

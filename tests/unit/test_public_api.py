@@ -8,7 +8,8 @@ import sys
 import benchflow
 
 EXPORTED = {
-    "BaseUser", "BenchflowError", "ConfigError", "FunctionUser", "Job", "JobResult", "Role",
+    "BaseUser", "BenchflowError", "ConfigError", "FunctionUser", "Job", "JobResult", "McpServer",
+    "Role",
     "Rollout", "RolloutConfig", "RolloutResult", "RoundResult", "RunResult", "Scene", "Step",
     "Task", "Turn", "__version__", "desugar", "load_task", "run",
 }
@@ -43,7 +44,7 @@ def test_no_undeclared_public_modules_leak_into_all():
     exported = {n for n in dir(benchflow) if not n.startswith("_")}
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
                "settings", "steps", "task", "verify", "trajectory", "acp", "users",
-               "model_server"}
+               "model_server", "mcp", "skills"}
     assert exported - set(benchflow.__all__) <= modules
 
 
