@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q benchflow  # bytecode even with PYTHONDONTWRITEBYTECODE: a fast CLI
 	touch $@
 
 docker:
