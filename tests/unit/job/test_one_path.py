@@ -178,3 +178,64 @@ async def test_a_role_may_set_a_smaller_budget_per_turn(tmp_path, behaviour):
     result = await rollout.run()
     assert result.error is not None and result.error.type == "agent_execution_timeout"
     assert "0.2" in result.error.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("reward", "disabled", "kept"), [
+    ("1", False, False), ("0", False, True), ("0.5", False, True), ("1", True, False)])
+async def test_preserve_on_failure_keeps_only_failed_rollouts(tmp_path, behaviour, monkeypatch,
+                                                              reward, disabled, kept):
+    from .conftest import FakeSandbox
+
+    deletes: list[bool] = []
+    original = FakeSandbox.stop
+
+    async def stop(self, delete: bool = True) -> None:
+        deletes.append(delete)
+        await original(self, delete)
+
+    monkeypatch.setattr(FakeSandbox, "stop", stop)
+    behaviour.reward = reward
+    task = write_task(tmp_path, "keep")
+    result = await Rollout(RolloutConfig(task_path=task, agent="oracle", jobs_dir=tmp_path / "j",
+                                         job_name="keep", preserve_env="on_failure",
+                                         verifier_disabled=disabled)).run()
+    assert deletes == [not kept]
+    assert result.failed is kept and result.passed is (reward == "1" and not disabled)
+
+
+def test_metrics_skip_rollouts_that_were_not_scored():
+    from benchflow.job.config import MetricConfig
+    from benchflow.job.metrics import compute_metrics
+    from benchflow.rollout.result import ErrorInfo, RolloutResult
+
+    def result(reward, error=None):
+        return RolloutResult(job_name="j", rollout_name="a/d/t__1", task_name="t",
+                             dataset_name="d", agent_name="a", attempt=1, reward=reward,
+                             error=ErrorInfo(type=error, message="m") if error else None)
+
+    results = [result(1.0), result(None), result(None, "agent_execution_failed")]
+    assert compute_metrics(results, [MetricConfig(type="mean")]) == {"mean": 0.5}
+    assert compute_metrics([result(None)], [MetricConfig(type="mean")]) == {"mean": None}
+
+
+def test_log_level_sets_the_console_and_rollout_log_keeps_info(tmp_path, dataset, behaviour):
+    import logging
+
+    from benchflow.cli._common import _Console, configure_logging, set_console_level
+
+    configure_logging(None)
+    set_console_level("error")
+    assert _Console.handler is not None and _Console.handler.level == logging.ERROR
+    assert logging.getLogger("benchflow").getEffectiveLevel() <= logging.INFO
+    set_console_level("debug")
+    assert logging.getLogger("benchflow").getEffectiveLevel() == logging.DEBUG
+    configure_logging("warning")  # an explicit --log-level wins over the job file's
+    set_console_level("debug")
+    assert _Console.handler.level == logging.WARNING
+    done = runner.invoke(app, ["run", str(dataset / "alpha"), "--jobs-dir", str(tmp_path / "j"),
+                               "--job-name", "logs", "--env", "modal"])
+    assert done.exit_code == 0, done.output
+    (log,) = (tmp_path / "j" / "logs").glob("*/*/*/rollout.log")
+    assert " INFO " in log.read_text()
+    configure_logging(None)
