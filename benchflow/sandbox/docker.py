@@ -165,8 +165,9 @@ class DockerSandbox:
                     await _call(images.build_image, client, tag, spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path,
                                 error=SandboxStartError)
-            # the tag covers the CA digest: every stage already installed these certificates
-            self._ca_in_image = bool(self._pems)
+            # the tag covers the CA digest: the final stage installed these certificates
+            self._ca_in_image = bool(self._pems) and images.final_stage_has_ca(
+                spec.environment_dir)
         else:
             tag = spec.docker_image or ""
             if not await _call(images.image_exists, client, tag, error=SandboxStartError):
@@ -200,7 +201,16 @@ class DockerSandbox:
         self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
         try:
             await _call(container.start, error=SandboxStartError)
-            await self._init_container()
+            try:
+                await self._init_container()
+                await _call(container.reload, error=SandboxStartError)
+            except SandboxExecError as exc:  # still starting: an exec now is a start failure
+                raise SandboxStartError(f"sandbox init failed: {exc}",
+                                        transient=exc.transient) from exc
+            if container.status != "running":
+                raise SandboxStartError(f"the container exited right after it started "
+                                        f"(status {container.status}): the image needs `sleep` "
+                                        "and a shell")
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.stop(delete=True)

@@ -72,6 +72,16 @@ def inject_ca(dockerfile: str) -> str:
     return "".join(out)
 
 
+def final_stage_has_ca(environment_dir: Path) -> bool:
+    """Whether `inject_ca` installs the CAs in the image's final stage (not `FROM scratch`)."""
+    try:
+        lines = (environment_dir / "Dockerfile").read_text().splitlines()
+    except OSError:
+        return False
+    stages = [line for line in lines if _FROM.match(line)]
+    return bool(stages) and not _SCRATCH.match(stages[-1])
+
+
 def build_context(environment_dir: Path, pems: list[bytes]) -> io.BytesIO:
     """A tar of the environment folder, with the CA files and rewritten Dockerfile if needed."""
     buf = io.BytesIO()
