@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-conformance bench matrix clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-conformance bench matrix clean
 
 setup: install docker
 
@@ -34,6 +34,11 @@ test-unit: install
 
 test-slow: setup
 	$(BIN)/pytest -m slow
+
+# The viewer in headless chromium (apt-get install chromium chromium-driver); also part of
+# test-slow, where it skips when the browser is missing. CI (.ci/run: make test) runs neither.
+test-browser: setup
+	$(BIN)/pytest -m slow tests/integration/test_view_browser.py
 
 bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py

@@ -15,6 +15,7 @@
     ├── build.log                    image build log (when built here)
     ├── trajectory/acp_trajectory.jsonl
     ├── user_rounds.jsonl            one line per round of a user loop
+    ├── model_calls.jsonl            every model request/response (--capture-model-calls)
     ├── verifier/                    hardening.json, round-<n>/ of a user loop's soft verifies
     └── logs/                        the container's /logs, collected whenever a sandbox started
         ├── agent/
@@ -83,6 +84,10 @@ class RolloutPaths:
     @property
     def user_rounds(self) -> Path:
         return self.root / "user_rounds.jsonl"
+
+    @property
+    def model_calls(self) -> Path:
+        return self.root / "model_calls.jsonl"
 
     @property
     def verifier_dir(self) -> Path:

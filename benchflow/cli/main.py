@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 if TYPE_CHECKING:
     import typer
 
-COMMANDS = ("run", "model-server", "tasks", "sandbox", "jobs", "agents")
+COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -39,6 +39,12 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "model-server":
         from benchflow.cli.model_server import model_server_command
         app.command("model-server")(model_server_command)
+    elif name == "view":
+        from benchflow.cli.view import view_command
+        app.command("view")(view_command)
+    elif name == "export":
+        from benchflow.cli.export import export_command
+        app.command("export")(export_command)
     elif name == "tasks":
         from benchflow.cli import tasks
         app.add_typer(tasks.app, name="tasks")

@@ -63,6 +63,10 @@ def run_command(
         "--timeout-multiplier", min=0.001, help="multiply every task timeout")] = 1.0,
     max_retries: Annotated[int, typer.Option(
         "--max-retries", min=0, help="retries of transient infrastructure failures")] = 3,
+    capture_model_calls: Annotated[bool, typer.Option(
+        "--capture-model-calls", help="record every model request and response (with token "
+        "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
+        "--model-server or --model-base-url")] = False,
     skill: Annotated[list[Path] | None, typer.Option(
         "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
         "agent; repeatable")] = None,
@@ -81,7 +85,8 @@ def run_command(
             scenes_file=scenes_file, network=network.value if network else None,
             model_server=model_server, model_base_url=model_base_url,
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
-            max_retries=max_retries, skill=skill, mcp_config=mcp_config)
+            max_retries=max_retries, skill=skill, mcp_config=mcp_config,
+            capture_model_calls=capture_model_calls)
         code = run_prepared(prepared, resuming=False)
     raise typer.Exit(code)
 
@@ -96,6 +101,9 @@ def _prepare(path: Path, **opts: Any) -> Any:
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
                               opts["model_api_key_env"])
     skills_from_paths(opts["skill"] or [])  # a bad skill path fails before anything starts
+    if opts["capture_model_calls"] and endpoint is None:
+        raise ConfigError("--capture-model-calls records calls through benchflow's model "
+                          "server or relay: add --model-server SCRIPT or --model-base-url URL")
     endpoint_keys = ("model_server", "model_base_url", "model_api_key_env")
     data = run_job_data(path, **{k: v for k, v in opts.items() if k not in endpoint_keys})
     if endpoint is not None:
@@ -136,7 +144,8 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  preserve_env: str, ca_cert: list[str] | None, task_filter: list[str] | None,
                  scenes_file: Path | None, network: str | None, timeout_multiplier: float,
                  max_retries: int, skill: list[Path] | None = None,
-                 mcp_config: Path | None = None) -> dict[str, Any]:
+                 mcp_config: Path | None = None,
+                 capture_model_calls: bool = False) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -168,6 +177,7 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
         "retry": {"max_attempts": max_retries},
         "environment": environment, "agents": [spec], "datasets": [dataset],
         "skills": list(skill or []), "mcp_config": mcp_config,
+        "capture_model_calls": capture_model_calls,
     }
 
 

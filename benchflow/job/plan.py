@@ -74,6 +74,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
         network=env.network, model_endpoint=config.model_endpoint,
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
+        capture_model_calls=config.capture_model_calls,
         skills=config.skills, mcp_servers=mcp_servers or [],
     )
 

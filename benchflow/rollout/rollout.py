@@ -119,7 +119,8 @@ class Rollout:
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
-                                      log_dir=self.paths.root / "model_server")
+                                      log_dir=self.paths.root / "model_server",
+                                      capture_path=self.paths.model_calls)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
@@ -204,6 +205,8 @@ class Rollout:
             self.ctx.trajectory = self._open_trajectory()
         assert self.skills is not None
         await self.skills.stage(self.ctx)
+        if self.network is not None:
+            self.network.attribute_calls(self.ctx.trajectory)
         budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
         with agent_phase_deadline(self.ctx, budget):
             if self.config.user is not None:

@@ -12,7 +12,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from benchflow.trajectory.events import EVENT_ADAPTER, Event, TrajectoryHeader, utc_now
+from benchflow.trajectory.events import (
+    EVENT_ADAPTER,
+    Event,
+    TrajectoryHeader,
+    UserMessageEvent,
+    utc_now,
+)
 
 
 class TrajectoryWriter:
@@ -35,6 +41,8 @@ class TrajectoryWriter:
         self._seq = _last_seq(self.path) + 1 if existing else 0
         self._file: IO[bytes] | None = self.path.open("ab")
         self.n_events = 0
+        self.place: dict[str, Any] = {}
+        """Scene, role, turn and round of the last prompt written (who is working now)."""
         self.skills: list[str] | None = None
         """Stamped on every event written while set: the skills of the running step."""
         if not existing:
@@ -52,6 +60,9 @@ class TrajectoryWriter:
             event = event.model_copy(update={"skills": self.skills})
         self._write_line(event.model_dump_json(exclude_none=True).encode())
         self.n_events += 1
+        if isinstance(event, UserMessageEvent) and event.update is None:
+            self.place = {"scene": event.scene, "role": event.role, "turn": event.turn,
+                          "round": event.round}
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.
