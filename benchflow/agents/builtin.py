@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
+from benchflow.sandbox.base import SYSTEM_PATH
 from benchflow.steps import Step
 
 if TYPE_CHECKING:
@@ -43,17 +44,31 @@ class NopAgent:
         yield _NopConnection()
 
 
+async def place_solution(ctx: AgentContext) -> None:
+    """Put the solution the oracle runs now (a step's, else the task's) at /oracle, once."""
+    wanted = ctx.solution_dir or ctx.task.solution_dir
+    if wanted is None or ctx.extras.get("oracle:placed") == wanted:
+        return
+    await ctx.sandbox.exec(["rm", "-rf", ORACLE_DIR], user="root", timeout=60,
+                           env={"PATH": SYSTEM_PATH})
+    await ctx.sandbox.upload(wanted, ORACLE_DIR)
+    ctx.extras["oracle:placed"] = wanted
+
+
 class _OracleConnection:
-    def __init__(self, ctx: AgentContext, ran: set[Path]) -> None:
+    def __init__(self, ctx: AgentContext, ran: set[tuple[Path, Path | None]]) -> None:
         self.ctx = ctx
         self.ran = ran
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         ctx, oracle = self.ctx, self.ctx.task.config.oracle
-        # One solution run per rollout, however many turns, scenes or rounds prompt it.
-        if ctx.paths.root in self.ran:
+        # One run of each solution per rollout (a multi-step task has one per step),
+        # however many turns, scenes or rounds prompt the oracle.
+        key = (ctx.paths.root, ctx.solution_dir or ctx.task.solution_dir)
+        if key in self.ran:
             return StepOutcome(stop_reason="end_turn")
-        self.ran.add(ctx.paths.root)
+        self.ran.add(key)
+        await place_solution(ctx)
         timeout = ctx.bounded(ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec))
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
@@ -87,23 +102,28 @@ class OracleAgent:
     name = "oracle"
 
     def __init__(self) -> None:
-        self._ran: set[Path] = set()  # rollout folders whose solution already ran
+        self._ran: set[tuple[Path, Path | None]] = set()  # (rollout folder, solution) that ran
 
     @staticmethod
-    def check_task(task: Task) -> Path:
-        """The task's solution folder; checked before any container starts.
+    def check_task(task: Task) -> None:
+        """The task has a solution (for every step of a multi-step task); checked before
+        any container starts.
 
         Raises:
-            TaskInvalidError: the task has no solve.sh.
+            TaskInvalidError: a solve.sh is missing.
         """
-        if task.solution_dir is None:
-            folder = "oracle" if task.layout == "native" else "solution"
+        folder = "oracle" if task.layout == "native" else "solution"
+        if task.solution_dir is None and not task.steps:
             raise TaskInvalidError(f"{task.path}: the oracle needs a solution; add "
                                    f"{folder}/solve.sh")
-        return task.solution_dir
+        for step in task.steps:
+            if step.solution_dir is None and task.solution_dir is None:
+                raise TaskInvalidError(f"{task.path}: the oracle needs a solution for step "
+                                       f"{step.name!r}; add steps/{step.name}/{folder}/solve.sh")
 
     async def install(self, ctx: AgentContext) -> None:
-        await ctx.sandbox.upload(self.check_task(ctx.task), ORACLE_DIR)
+        self.check_task(ctx.task)
+        await place_solution(ctx)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str

@@ -23,8 +23,8 @@ from benchflow.job.config import (
     RegisteredAgentConfig,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
-from benchflow.mcp import McpServer
 from benchflow.job.job import Trial
+from benchflow.mcp import McpServer
 from benchflow.rollout.scenes import task_scenes
 from benchflow.task import Task
 
