@@ -23,6 +23,7 @@ from benchflow.cli._common import (
     EXIT_ROLLOUT_ERROR,
     console,
     err_console,
+    set_console_level,
     user_errors,
 )
 from benchflow.cli.progress import JobProgress
@@ -83,8 +84,12 @@ async def _execute(prepared: PreparedJob, *, resuming: bool) -> tuple[JobResult,
     return result, job
 
 
-def _run_prepared(prepared: PreparedJob, *, resuming: bool) -> int:
-    logging.getLogger("benchflow").setLevel(prepared.config.log_level.upper())
+def run_prepared(prepared: PreparedJob, *, resuming: bool) -> int:
+    """Run a prepared job (new or resumed) with progress, signals and a summary; the exit code.
+
+    The one path `jobs run`, `jobs resume` and `benchflow run` share.
+    """
+    set_console_level(prepared.config.log_level)
     with job_lock(prepared.job_dir):
         if resuming:
             reset_unfinished(prepared)
@@ -116,7 +121,7 @@ def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
     prepared = prepare_job(with_absolute_paths(config), source=path)
     if not prepared.trials:
         raise ConfigError(f"{path}: the job has no trials: its datasets hold no tasks")
-    return _run_prepared(prepared, resuming=False)
+    return run_prepared(prepared, resuming=False)
 
 
 def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int | None = None,
@@ -151,7 +156,7 @@ def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,
                               n_concurrent_trials=n_concurrent)
     err_console.print(f"{len(prepared.finished)} trial(s) already finished; running "
                       f"{len(prepared.to_run)}", highlight=False)
-    return _run_prepared(prepared, resuming=True)
+    return run_prepared(prepared, resuming=True)
 
 
 @app.command("resume")

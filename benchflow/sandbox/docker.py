@@ -22,6 +22,7 @@ import anyio
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 
 from benchflow.errors import (
     BenchflowError,
@@ -36,6 +37,7 @@ from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.docker_errors import is_transient
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
@@ -56,17 +58,22 @@ _known_images: set[str] = set()  # tags seen locally in this process: skip the i
 
 @contextlib.contextmanager
 def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[None]:
-    """Translate Docker SDK and transport failures into `error` (a SandboxError)."""
+    """Translate Docker SDK and transport failures into `error` (a SandboxError).
+
+    `transient` (what retries read) comes from the exception's type and HTTP status:
+    see `docker_errors.is_transient`.
+    """
     try:
         yield
     except BenchflowError:
         raise
     except docker.errors.APIError as exc:
-        raise error(f"docker API error: {exc.explanation or exc}") from exc
+        raise error(f"docker API error: {exc.explanation or exc}",
+                    transient=is_transient(exc)) from exc
     except docker.errors.DockerException as exc:
-        raise error(f"docker error: {exc}") from exc
-    except requests.exceptions.RequestException as exc:
-        raise error(f"lost connection to the docker daemon: {exc}") from exc
+        raise error(f"docker error: {exc}", transient=is_transient(exc)) from exc
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+        raise error(f"lost connection to the docker daemon: {exc}", transient=True) from exc
 
 
 @functools.cache
@@ -101,6 +108,7 @@ class DockerSandbox:
         self.workdir = spec.workdir or "/"
         self._pems = certs.read_certs(spec.extra_ca_certs)
         self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+        self._ca_in_image = False  # built here from the Dockerfile with the CAs baked in
 
     @property
     def sandbox_id(self) -> str | None:
@@ -127,6 +135,9 @@ class DockerSandbox:
                     await docker_call(images.build_image, client, tag, spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path,
                                 error=SandboxStartError)
+            # the tag covers the CA digest: the final stage installed these certificates
+            self._ca_in_image = bool(self._pems) and images.final_stage_has_ca(
+                spec.environment_dir)
         else:
             tag = spec.docker_image or ""
             if not await docker_call(images.image_exists, client, tag, error=SandboxStartError):
@@ -160,7 +171,16 @@ class DockerSandbox:
         self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
         try:
             await docker_call(container.start, error=SandboxStartError)
-            await self._init_container()
+            try:
+                await self._init_container()
+                await docker_call(container.reload, error=SandboxStartError)
+            except SandboxExecError as exc:  # still starting: an exec now is a start failure
+                raise SandboxStartError(f"sandbox init failed: {exc}",
+                                        transient=exc.transient) from exc
+            if container.status != "running":
+                raise SandboxStartError(f"the container exited right after it started "
+                                        f"(status {container.status}): the image needs `sleep` "
+                                        "and a shell")
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.stop(delete=True)
@@ -190,14 +210,15 @@ class DockerSandbox:
             "/tmp/.benchflow/": (b"", 0o1777),  # live processes of any user write pid files
             _KILL_SCRIPT: ((_SCRIPTS / "kill_process.sh").read_bytes(), 0o755),
         }
-        if self._pems:
+        install_ca = bool(self._pems) and not self._ca_in_image
+        if install_ca:
             for fname, data in certs.ca_files(self._pems).items():
                 files[f"{certs.CA_DIR}/{fname}"] = (data, 0o755 if fname.endswith(".sh") else 0o644)
         await self._put_archive("/", _tar_bytes(files))
         steps = []
         if self.spec.workdir:  # mkdir only: an existing workdir keeps its owner and mode
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
-        if self._pems:
+        if install_ca:
             steps.append(f"sh {certs.INSTALL_SCRIPT}")
         if steps:
             result = await self.exec(["sh", "-c", " && ".join(steps)], user="root")
@@ -332,7 +353,7 @@ def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> No
 def _classify_start(exc: SandboxStartError) -> SandboxError:
     text = str(exc).lower()
     if any(word in text for word in ("memory", "cpu", "nano_cpus", "resources", "insufficient")):
-        return ResourceAllocationError(str(exc))
+        return ResourceAllocationError(str(exc), transient=exc.transient)
     return exc
 
 

@@ -107,7 +107,7 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                                              agent_user=None, config=config,
                                              pytest_plugins=pytest_plugins)
                 return done.outcome, warnings
-            return await verify(fresh, run, out_dir, logs_dir), warnings
+            return await verify(fresh, run, logs_dir), warnings
         finally:
             with anyio.move_on_after(_STOP_TIMEOUT_SEC, shield=True):
                 await fresh.stop(delete=True)

@@ -63,6 +63,8 @@ class Behaviour:
 
     start_failures: int = 0
     """How many `start()` calls fail (with SandboxStartError) before they succeed."""
+    start_failure_transient: bool = True
+    """Whether those failures are transient (a daemon 5xx) or would repeat (a 4xx)."""
     exit_codes: dict[str, int] = field(default_factory=dict)
     """Exit code by script name suffix (`install.sh`, `execute.sh`, `solve.sh`)."""
     delay_sec: float = 0.0
@@ -100,7 +102,9 @@ class FakeSandbox:
         await anyio.lowlevel.checkpoint()
         if self.behaviour.start_failures > 0:
             self.behaviour.start_failures -= 1
-            raise SandboxStartError("docker API error: 500 Server Error: boom")
+            transient = self.behaviour.start_failure_transient
+            raise SandboxStartError(f"docker API error: {500 if transient else 400} Server "
+                                    "Error: boom", transient=transient)
         self.started = True
         self.behaviour.starts += 1
 
