@@ -44,6 +44,8 @@ def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
     handler.setFormatter(logging.Formatter(_FORMAT))
     handler.addFilter(_RolloutFilter(rollout_name))
     logger = logging.getLogger("benchflow")
+    if logger.getEffectiveLevel() > logging.INFO:  # rollout.log records INFO and up, always
+        logger.setLevel(logging.INFO)
     logger.addHandler(handler)
     token = _current_rollout.set(rollout_name)
     try:

@@ -67,3 +67,13 @@ def test_build_context_carries_the_rewritten_dockerfile_with_or_without_certs(tm
             dockerfile = tar.extractfile("Dockerfile").read().decode()
         assert names.count("Dockerfile") == 1 and "t.sh" in names
         assert "RUN chmod 755 /t.sh" in dockerfile and "--chmod" not in dockerfile
+
+
+def test_final_stage_has_ca_only_when_the_last_stage_is_not_scratch(tmp_path):
+    from benchflow.sandbox.images import final_stage_has_ca
+
+    (tmp_path / "Dockerfile").write_text("FROM debian AS build\nRUN true\nFROM scratch\nCOPY a /a\n")
+    assert not final_stage_has_ca(tmp_path)
+    (tmp_path / "Dockerfile").write_text("FROM scratch AS x\nFROM debian:bookworm-slim\n")
+    assert final_stage_has_ca(tmp_path)
+    assert not final_stage_has_ca(tmp_path / "missing")
