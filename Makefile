@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-conformance bench matrix clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-conformance bench matrix parity clean
 
 setup: install docker
 
@@ -48,6 +48,11 @@ bench: setup
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py
+
+# Oracle parity on real third-party Harbor tasks (benchflow plain/hardened vs Harbor 0.24).
+# Needs the task repositories mirrored locally (see labs/harbor-parity/README.md): not in CI.
+parity: setup
+	$(BIN)/python labs/harbor-parity/run.py
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance

@@ -4,7 +4,8 @@ A task's image tag is a hash of its `environment/` folder (paths, modes, bytes) 
 the extra CA certificates baked in, so an unchanged environment is never rebuilt. The
 Dockerfile is built unchanged except that, when CA certificates are given, each stage
 gets them installed right after its FROM (pip and npm inside RUN steps then work behind
-a TLS-intercepting proxy).
+a TLS-intercepting proxy), and that `COPY --chmod` of a single file, which the Engine API's
+legacy builder rejects, becomes a COPY plus a chmod (`legacy_chmod`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,39 @@ def inject_ca(dockerfile: str) -> str:
     return "".join(out)
 
 
+_COPY_CHMOD = re.compile(
+    r"^(?P<indent>\s*)(?P<op>COPY|ADD)\s+(?P<flags>(?:--\S+\s+)*)(?P<args>[^\[\s].*?)\s*$",
+    re.IGNORECASE)
+
+
+def legacy_chmod(dockerfile: str) -> str:
+    """`COPY --chmod=MODE SRC DST` for the legacy builder, which lacks `--chmod` (BuildKit only).
+
+    benchflow builds through the Docker Engine API without BuildKit. The single-source,
+    file-destination form that task Dockerfiles use (`COPY --chmod=755 test.sh /tests/test.sh`)
+    becomes the same COPY without the flag plus `RUN chmod MODE DST`: the same file, the same
+    mode. Other forms (several sources, a directory destination, JSON arguments, scratch
+    stages with no shell) are left unchanged, so the build still fails with Docker's message.
+    """
+    out, scratch = [], False
+    for line in dockerfile.splitlines(keepends=True):
+        if _FROM.match(line):
+            scratch = bool(_SCRATCH.match(line))
+        m = _COPY_CHMOD.match(line.rstrip("\n"))
+        flags = m.group("flags").split() if m else []
+        chmod = [f for f in flags if f.lower().startswith("--chmod=")]
+        args = m.group("args").split() if m else []
+        if (not m or len(chmod) != 1 or scratch or len(args) != 2 or args[1].endswith("/")
+                or args[1].endswith("\\")):
+            out.append(line)
+            continue
+        mode = chmod[0].split("=", 1)[1]
+        kept = "".join(f + " " for f in flags if f is not chmod[0])
+        indent, op = m.group("indent"), m.group("op")
+        out.append(f"{indent}{op} {kept}{args[0]} {args[1]}\n{indent}RUN chmod {mode} {args[1]}\n")
+    return "".join(out)
+
+
 def final_stage_has_ca(environment_dir: Path) -> bool:
     """Whether `inject_ca` installs the CAs in the image's final stage (not `FROM scratch`)."""
     try:
@@ -85,14 +119,16 @@ def final_stage_has_ca(environment_dir: Path) -> bool:
 def build_context(environment_dir: Path, pems: list[bytes]) -> io.BytesIO:
     """A tar of the environment folder, with the CA files and rewritten Dockerfile if needed."""
     buf = io.BytesIO()
+    original = (environment_dir / "Dockerfile").read_text()
+    text = legacy_chmod(inject_ca(original) if pems else original)
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in sorted(environment_dir.iterdir()):
-            if pems and path.name == "Dockerfile":
+            if text != original and path.name == "Dockerfile":
                 continue
             tar.add(path, arcname=path.name)
-        if pems:
-            text = inject_ca((environment_dir / "Dockerfile").read_text())
+        if text != original:
             _add_bytes(tar, "Dockerfile", text.encode())
+        if pems:
             for name, data in certs.ca_files(pems).items():
                 _add_bytes(tar, f"{_CA_CONTEXT}/{name}", data, 0o755 if name.endswith(".sh") else 0o644)
     buf.seek(0)
