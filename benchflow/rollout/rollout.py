@@ -41,6 +41,7 @@ from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.ledger import LEDGER_NAME
@@ -164,6 +165,8 @@ class Rollout:
         self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
+        if self.task.config.sandbox.healthcheck is not None:
+            await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
         await self.sandbox.upload_bytes(self.task.instruction.encode(), self.config.instruction_path)
         self.ctx = AgentContext(
             sandbox=self.sandbox, task=self.task, paths=self.paths,

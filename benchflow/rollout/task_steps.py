@@ -30,6 +30,7 @@ import anyio
 from benchflow.errors import AgentExecutionError, AgentTimeout
 from benchflow.rollout.result import TaskStepResult
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
+from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.steps import desugar
 from benchflow.task import TaskStep
@@ -103,12 +104,20 @@ def combine_step_rewards(results: list[TaskStepResult], strategy: str | None) ->
 
 
 async def _prepare_step(rollout: Rollout, step: TaskStep) -> None:
-    """The step's instruction file, its workdir files and setup.sh (Harbor's order)."""
+    """The step's instruction file, its workdir files and setup.sh, then its healthcheck
+    (Harbor's order)."""
     ctx, sandbox = rollout.ctx, rollout.sandbox
     assert ctx is not None and sandbox is not None
     await sandbox.upload_bytes(step.instruction.encode(), rollout.config.instruction_path)
-    if step.workdir_dir is None:
-        return
+    if step.workdir_dir is not None:
+        await _run_step_setup(rollout, step)
+    if step.config.healthcheck is not None:
+        await wait_healthy(sandbox, step.config.healthcheck, what=f"step {step.name!r}")
+
+
+async def _run_step_setup(rollout: Rollout, step: TaskStep) -> None:
+    ctx, sandbox = rollout.ctx, rollout.sandbox
+    assert ctx is not None and sandbox is not None and step.workdir_dir is not None
     await sandbox.upload(step.workdir_dir, ctx.workdir)
     owner = ctx.agent_user
     script = ('set -e; if [ -n "$2" ]; then chown -R "$2" "$1"; fi; '

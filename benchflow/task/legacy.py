@@ -2,7 +2,7 @@
 
 Real Harbor files load unchanged: the keys benchflow honours are mapped (`[environment]`
 becomes `sandbox`, `[solution]` becomes `oracle`, `version` becomes `schema_version`);
-keys it does not support yet (`healthcheck`, `gpu_types`, ...) and unknown
+keys it does not support yet (`gpu_types`, `tpu`, ...) and unknown
 keys are dropped with a `TaskConfigWarning` naming the file and the key. Only
 `[verifier.hardening]` is strict, because it is benchflow's own table.
 """
@@ -43,6 +43,7 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
                 "allow_internet",
                 "skills_dir",
                 "mcp_servers",
+                "healthcheck",
             )
         },
     ),
@@ -50,7 +51,6 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
 }
 # Harbor keys benchflow knows but does not support yet: warned as such, never "did you mean".
 _HARBOR_ONLY = {
-    "environment.healthcheck",
     "environment.gpu_types",
     "environment.os",
     "environment.allowed_hosts",
@@ -239,9 +239,7 @@ def _step(label: str, index: int, step: Any) -> Any:
     for key, value in step.items():
         if key not in _STEP_KEYS:
             raise TaskInvalidError(f"{label}: {unknown_key(f'{where}.{key}', sorted(_STEP_KEYS))}")
-        if key == "healthcheck":
-            _warn(label, f"{where}.healthcheck", [])
-        elif key == "agent" and isinstance(value, dict):
+        if key == "agent" and isinstance(value, dict):
             out[key] = {k: v for k, v in value.items() if k in _STEP_AGENT_KEYS}
             for extra in value.keys() - set(_STEP_AGENT_KEYS):
                 _warn(label, f"{where}.agent.{extra}", list(_STEP_AGENT_KEYS))

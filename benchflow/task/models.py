@@ -83,6 +83,20 @@ class AgentSettings(_Strict):
     """Sandbox user the agent runs as; None means benchflow's non-root default user."""
 
 
+class HealthcheckSettings(_Strict):
+    """Harbor's readiness check (Docker HEALTHCHECK semantics): after the sandbox starts (and
+    after a step's setup), `command` runs until it exits 0; failures during
+    `start_period_sec` do not count, then more than `retries` consecutive failures fail the
+    rollout (`environment_start_failed`) before any agent runs."""
+
+    command: Text
+    interval_sec: Annotated[float, Field(ge=0)] = 5.0
+    timeout_sec: Seconds = 30.0
+    start_period_sec: Annotated[float, Field(ge=0)] = 0.0
+    start_interval_sec: Annotated[float, Field(ge=0)] = 5.0
+    retries: Annotated[int, Field(ge=0)] = 3
+
+
 class SandboxSettings(_Strict):
     """The container the agent works in."""
 
@@ -102,6 +116,8 @@ class SandboxSettings(_Strict):
     """A sandbox folder of skills (Harbor's `environment.skills_dir`): each subfolder with a SKILL.md is given to every agent."""
     mcp_servers: list[McpServer] = Field(default_factory=list)
     """MCP servers passed to ACP agents at session/new (Harbor's `[[environment.mcp_servers]]`)."""
+    healthcheck: HealthcheckSettings | None = None
+    """Wait until the sandbox is ready before any agent runs (Harbor's `[environment.healthcheck]`)."""
 
 
 class VerifierSettings(_Strict):
@@ -214,6 +230,8 @@ class TaskStepConfig(_Strict):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     agent: StepAgentSettings = StepAgentSettings()
     verifier: StepVerifierSettings = StepVerifierSettings()
+    healthcheck: HealthcheckSettings | None = None
+    """Run after the step's setup, before its agent (besides the task's)."""
     min_reward: float | dict[str, float] | None = None
     """Stop the remaining steps when this step scores below it: a number gates `reward`, a table gates each key (a missing key fails)."""
     artifacts: Artifacts = Field(default_factory=list)
@@ -334,6 +352,7 @@ __all__ = [
     "Author",
     "Frontmatter",
     "HardeningConfig",
+    "HealthcheckSettings",
     "OracleSettings",
     "RewardStrategy",
     "SandboxSettings",
