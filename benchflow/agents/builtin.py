@@ -10,8 +10,11 @@ from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
 from benchflow.steps import Step
+from benchflow.verify.hardening import protect_paths
 
 ORACLE_DIR = "/oracle"
+SOLUTION_DIR = "/solution"
+"""Harbor's mount point of the solution folder: a legacy solve.sh may use `/solution/...`."""
 ORACLE_LOG = "/logs/agent/oracle.txt"
 
 
@@ -67,7 +70,12 @@ class _OracleConnection:
 
 
 class OracleAgent:
-    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once."""
+    """Copies the task's solution to /oracle and /solution (Harbor's path) and runs
+    `bash /oracle/solve.sh` once.
+
+    When the oracle runs as root (the task names no agent user), both folders are made
+    root-only, so another agent of the same rollout cannot read them.
+    """
 
     name = "oracle"
 
@@ -76,7 +84,10 @@ class OracleAgent:
         if solution is None:
             raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
                                    f"{'oracle' if ctx.task.layout == 'native' else 'solution'}/solve.sh")
-        await ctx.sandbox.upload(solution, ORACLE_DIR)
+        for folder in (ORACLE_DIR, SOLUTION_DIR):
+            await ctx.sandbox.upload(solution, folder)
+        if not ctx.task.config.agent.user:
+            await protect_paths(ctx.sandbox, [ORACLE_DIR, SOLUTION_DIR])
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str

@@ -58,6 +58,10 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    harden: Annotated[bool | None, typer.Option(
+        "--harden/--no-harden", help="force verifier hardening on for any agent (the oracle "
+        "too: check a task survives it) or off (recorded as a warning in result.json); "
+        "default: on unless the agent is oracle or nop")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
@@ -73,7 +77,7 @@ def run_command(
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint), task)
+                                network=policy, model_endpoint=endpoint, harden=harden), task)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts

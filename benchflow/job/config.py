@@ -257,6 +257,10 @@ class JobConfig(FrozenModel):
     instruction_path: str = Field(default="/tmp/instruction.md", pattern=r"^/")
     environment: EnvironmentConfig = EnvironmentConfig()
     verifier: VerifierConfig = VerifierConfig()
+    harden: bool | None = Field(
+        default=None, description="true: harden before the final verify for every agent, the "
+        "oracle included; false: never (recorded as a warning in each result); unset: harden "
+        "unless every agent is a trusted built-in (oracle, nop)")
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
     datasets: list[DatasetConfig] = Field(min_length=1)

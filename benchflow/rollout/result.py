@@ -92,6 +92,10 @@ class RolloutResult(StrictModel):
     tokens: Tokens | None = None
     trajectory_path: str | None = None
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
+    hardened: bool | None = Field(
+        default=None, description="whether the final verify was hardened; null: no verify ran")
+    warnings: list[str] = Field(
+        default_factory=list, description="what weakens this score, e.g. hardening turned off")
 
     @property
     def passed(self) -> bool:

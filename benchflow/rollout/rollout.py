@@ -174,6 +174,7 @@ class Rollout:
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)
+        self._warn_unhardened()
         if self.hardened:
             hardening = self.task.config.verifier.hardening
             if hardening.scrub_git_history:
@@ -181,6 +182,17 @@ class Rollout:
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
                                                 config=hardening)
+
+    def _warn_unhardened(self) -> None:
+        """Record in the result that `harden=False` left an untrusted agent's score unprotected."""
+        trusted_only = all(role.agent in TRUSTED_AGENTS
+                           for scene in self.config.scenes for role in scene.roles)
+        if self.config.harden is False and not trusted_only:
+            message = ("hardening is off (--no-harden / harden: false): nothing the agent did "
+                       "to the sandbox was undone or checked before the verifier ran, so this "
+                       "reward is not protected against reward hacking")
+            log.warning("%s: %s", self.rollout_name, message)
+            self.result.warnings.append(message)
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
@@ -242,6 +254,7 @@ class Rollout:
         self._emit(RolloutEventKind.VERIFY_START)
         run = self._verifier_run()
         self._logs_collected = True  # both paths download /logs themselves
+        self.result.hardened = self.baseline is not None
         if self.baseline is not None:
             verifier = self.task.config.verifier
             done = await verify_hardened(
