@@ -148,4 +148,5 @@ def main(roots_file, modules_file, plugins_file, sums_file):
         out.writelines(f"{n}\n" for n in sorted(names))
 
 
-main(*sys.argv[1:5])
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
