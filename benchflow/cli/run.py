@@ -27,6 +27,7 @@ from benchflow.sandbox.docker import preflight
 from benchflow.sandbox.network import NETWORK_POLICIES
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.task import Task, resolve_run_target
+from benchflow.task.env_templates import resolve_task_env
 
 
 def run_command(
@@ -82,6 +83,8 @@ def run_command(
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts
             check_scenes(scenes_for_check(trial.config))
+        for task in tasks:  # so do env templates naming unset host variables
+            resolve_task_env(task)
         job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
                                         trials, concurrency)
     console.print(results_table(results))

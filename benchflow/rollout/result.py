@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -143,6 +143,10 @@ def write_json_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_error_txt(path: Path, exc: BaseException) -> None:
+def write_error_txt(path: Path, exc: BaseException, secrets: Iterable[str] = ()) -> None:
+    """The traceback of `exc`, with each of `secrets` masked."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(traceback.format_exception(exc)))
+    text = "".join(traceback.format_exception(exc))
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    path.write_text(text)

@@ -21,7 +21,7 @@ from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
-from benchflow.rollout.logs import rollout_log
+from benchflow.rollout.logs import mask_in_rollout_log, rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.result import (
     ErrorInfo,
@@ -31,7 +31,7 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
-from benchflow.rollout.secrets import redacted_config_json
+from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
@@ -40,6 +40,7 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
+from benchflow.task.env_templates import resolve_task_env
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
@@ -88,6 +89,7 @@ class Rollout:
         self._started = False
         self._agent_image: AgentImagePlan | None = None
         self.baseline: Baseline | None = None
+        self._secrets: frozenset[str] = frozenset()
 
     @property
     def hardened(self) -> bool:
@@ -106,7 +108,10 @@ class Rollout:
         write_json_atomic(self.paths.config, redacted_config_json(config))
         if self.task is None:
             self.task = load_task(config.task_path)
-        task = self.task
+        resolved = resolve_task_env(self.task)  # ${VAR} in env tables, from the host
+        self.task = task = resolved.task
+        self._secrets = resolved.secrets
+        mask_in_rollout_log(resolved.secrets)
         self.result.task_git_commit_id = task.git_commit_id()
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
@@ -344,13 +349,15 @@ class Rollout:
         return self.result
 
     def _record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
-        self.result.error = ErrorInfo.from_exception(exc, phase)
+        error = ErrorInfo.from_exception(exc, phase)
+        self.result.error = error.model_copy(
+            update={"message": redact_text(error.message, self._secrets)})
         self.result.reward = None
         self.result.rewards = None
         if not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", self.rollout_name, phase, exc_info=cause)
         try:
-            write_error_txt(self.paths.error, cause)
+            write_error_txt(self.paths.error, cause, self._secrets)
         except OSError:
             pass
 
