@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
-from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
+from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
 from benchflow.steps import Step
-from benchflow.verify.hardening import protect_paths
+from benchflow.sandbox.base import SYSTEM_PATH
 
 ORACLE_DIR = "/oracle"
 SOLUTION_DIR = "/solution"
@@ -70,11 +70,11 @@ class _OracleConnection:
 
 
 class OracleAgent:
-    """Copies the task's solution to /oracle and /solution (Harbor's path) and runs
-    `bash /oracle/solve.sh` once.
+    """Copies the task's solution to /oracle, links /solution (Harbor's path) to it, and
+    runs `bash /oracle/solve.sh` once.
 
-    When the oracle runs as root (the task names no agent user), both folders are made
-    root-only, so another agent of the same rollout cannot read them.
+    When the oracle runs as root (the task names no agent user), the folder is made
+    root-only, so another agent of the same rollout cannot read it.
     """
 
     name = "oracle"
@@ -84,10 +84,16 @@ class OracleAgent:
         if solution is None:
             raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
                                    f"{'oracle' if ctx.task.layout == 'native' else 'solution'}/solve.sh")
-        for folder in (ORACLE_DIR, SOLUTION_DIR):
-            await ctx.sandbox.upload(solution, folder)
+        await ctx.sandbox.upload(solution, ORACLE_DIR)
+        # One root exec: /solution is a link to the upload; a root oracle's copy is root-only.
+        script = f'rm -rf {SOLUTION_DIR} && ln -s {ORACLE_DIR} {SOLUTION_DIR}'
         if not ctx.task.config.agent.user:
-            await protect_paths(ctx.sandbox, [ORACLE_DIR, SOLUTION_DIR])
+            script += f' && chown -R 0:0 {ORACLE_DIR} && chmod -R go-rwx {ORACLE_DIR}'
+        result = await ctx.sandbox.exec(["sh", "-c", script], user="root",
+                                        env={"PATH": SYSTEM_PATH}, timeout=60)
+        if not result.ok:
+            raise AgentInstallError(f"placing the solution at {SOLUTION_DIR} failed: "
+                                    f"{result.text(1000)}")
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
