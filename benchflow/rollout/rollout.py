@@ -145,6 +145,7 @@ class Rollout:
             **config.provider_config,
         )
         self.sandbox = create_sandbox(config.environment, spec)
+        self._warn_unhardened()
 
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
@@ -179,7 +180,6 @@ class Rollout:
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)
-        self._warn_unhardened()
         if self.hardened:
             hardening = self.task.config.verifier.hardening
             if hardening.scrub_git_history:
