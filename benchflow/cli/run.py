@@ -20,12 +20,14 @@ from benchflow.cli.progress import JobProgress, results_table
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job import Job, JobResult, Trial
+from benchflow.mcp import load_mcp_config
 from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.docker import preflight
 from benchflow.sandbox.network import NETWORK_POLICIES
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
+from benchflow.skills import skills_from_paths
 from benchflow.task import Task, resolve_run_target
 from benchflow.task.env_templates import resolve_task_env
 
@@ -59,6 +61,12 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    skill: Annotated[list[Path] | None, typer.Option(
+        "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
+        "agent; repeatable")] = None,
+    mcp_config: Annotated[Path | None, typer.Option(
+        "--mcp-config", help="a Claude-style .mcp.json: its MCP servers go to every ACP "
+        "agent, besides the task's")] = None,
     harden: Annotated[bool | None, typer.Option(
         "--harden/--no-harden", help="force verifier hardening on for any agent (the oracle "
         "too: check a task survives it) or off (recorded as a warning in result.json); "
@@ -70,6 +78,8 @@ def run_command(
         given_scenes = load_scenes(scenes_file) if scenes_file else None
         endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
         policy = _network(network)
+        skills = skills_from_paths(skill or [])  # a bad path fails before anything starts
+        mcp_servers = load_mcp_config(mcp_config) if mcp_config else []
         trials = [
             Trial(RolloutConfig(task_path=task.path,
                                 scenes=given_scenes or _task_scenes(task, agent, model),
@@ -78,7 +88,9 @@ def run_command(
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint, harden=harden), task)
+                                network=policy, model_endpoint=endpoint,
+                                skills=[s.source for s in skills],
+                                mcp_servers=mcp_servers, harden=harden), task)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts

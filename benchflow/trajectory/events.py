@@ -94,6 +94,8 @@ class _Event(StrictModel):
     turn: int | None = None
     round: int | None = None
     session_id: str | None = None
+    skills: list[str] | None = None
+    """Names of the skills the step had (absent when it had none)."""
 
 
 class UserMessageEvent(_Event):

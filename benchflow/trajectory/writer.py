@@ -35,6 +35,8 @@ class TrajectoryWriter:
         self._seq = _last_seq(self.path) + 1 if existing else 0
         self._file: IO[bytes] | None = self.path.open("ab")
         self.n_events = 0
+        self.skills: list[str] | None = None
+        """Stamped on every event written while set: the skills of the running step."""
         if not existing:
             self._write_line((header or TrajectoryHeader()).model_dump_json().encode())
 
@@ -46,6 +48,8 @@ class TrajectoryWriter:
 
     def write(self, event: Event) -> None:
         """Append one event and flush it to the OS."""
+        if self.skills and event.skills is None:
+            event = event.model_copy(update={"skills": self.skills})
         self._write_line(event.model_dump_json(exclude_none=True).encode())
         self.n_events += 1
 
