@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
-from benchflow.steps import Step
 from benchflow.sandbox.base import SYSTEM_PATH
+from benchflow.steps import Step
 
 ORACLE_DIR = "/oracle"
 SOLUTION_DIR = "/solution"

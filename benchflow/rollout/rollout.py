@@ -20,6 +20,7 @@ from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, pre
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
+from benchflow.mcp import merge_servers
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import mask_in_rollout_log, rollout_log
@@ -32,7 +33,6 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
-from benchflow.mcp import merge_servers
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.user_loop import run_user_loop
