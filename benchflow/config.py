@@ -151,6 +151,9 @@ class RolloutConfig(FrozenModel):
         default=None, description="None: the task's (`allow_internet: false` -> none, or "
         "model-only with a model endpoint); a scripted model server implies model-only")
     model_endpoint: ModelEndpoint | None = None
+    capture_model_calls: bool = Field(
+        default=False, description="record every model request and response that passes "
+        "through benchflow's model server or relay in model_calls.jsonl (needs model_endpoint)")
     skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
                                "of skills) on the host, for every role (`--skill`)")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "

@@ -8,13 +8,13 @@ from contextlib import asynccontextmanager
 
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
-from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
+from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
 from benchflow.sandbox.base import SYSTEM_PATH
 from benchflow.steps import Step
 
 ORACLE_DIR = "/oracle"
 SOLUTION_DIR = "/solution"
-"""Harbor's mount point of the solution folder: a legacy solve.sh may use `/solution/...`."""
+"""Harbor's path of the solution folder: a link to ORACLE_DIR, so `/solution/...` works."""
 ORACLE_LOG = "/logs/agent/oracle.txt"
 
 
@@ -37,12 +37,31 @@ class NopAgent:
         yield _NopConnection()
 
 
+async def place_solution(ctx: AgentContext) -> None:
+    """Put the solution the oracle runs now (a step's, else the task's) at /oracle, once,
+    with /solution (Harbor's path) a link to it. A root oracle's copy is root-only, so no
+    other agent of the rollout can read it."""
+    wanted = ctx.solution_dir or ctx.task.solution_dir
+    if wanted is None or ctx.extras.get("oracle:placed") == wanted:
+        return
+    link = f"rm -rf {ORACLE_DIR} {SOLUTION_DIR} && ln -s {ORACLE_DIR} {SOLUTION_DIR}"
+    await ctx.sandbox.exec(["sh", "-c", link], user="root", timeout=60,
+                           env={"PATH": SYSTEM_PATH})
+    await ctx.sandbox.upload(wanted, ORACLE_DIR)
+    if not ctx.task.config.agent.user:
+        protect = f"chown -R 0:0 {ORACLE_DIR} && chmod -R go-rwx {ORACLE_DIR}"
+        await ctx.sandbox.exec(["sh", "-c", protect], user="root", timeout=60,
+                               env={"PATH": SYSTEM_PATH})
+    ctx.extras["oracle:placed"] = wanted
+
+
 class _OracleConnection:
     def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         ctx, oracle = self.ctx, self.ctx.task.config.oracle
+        await place_solution(ctx)
         timeout = ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec)
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
@@ -70,30 +89,20 @@ class _OracleConnection:
 
 
 class OracleAgent:
-    """Copies the task's solution to /oracle, links /solution (Harbor's path) to it, and
-    runs `bash /oracle/solve.sh` once.
-
-    When the oracle runs as root (the task names no agent user), the folder is made
-    root-only, so another agent of the same rollout cannot read it.
-    """
+    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once."""
 
     name = "oracle"
 
     async def install(self, ctx: AgentContext) -> None:
-        solution = ctx.task.solution_dir
-        if solution is None:
+        folder = "oracle" if ctx.task.layout == "native" else "solution"
+        if ctx.task.solution_dir is None and not ctx.task.steps:
             raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
-                                   f"{'oracle' if ctx.task.layout == 'native' else 'solution'}/solve.sh")
-        await ctx.sandbox.upload(solution, ORACLE_DIR)
-        # One root exec: /solution is a link to the upload; a root oracle's copy is root-only.
-        script = f'rm -rf {SOLUTION_DIR} && ln -s {ORACLE_DIR} {SOLUTION_DIR}'
-        if not ctx.task.config.agent.user:
-            script += f' && chown -R 0:0 {ORACLE_DIR} && chmod -R go-rwx {ORACLE_DIR}'
-        result = await ctx.sandbox.exec(["sh", "-c", script], user="root",
-                                        env={"PATH": SYSTEM_PATH}, timeout=60)
-        if not result.ok:
-            raise AgentInstallError(f"placing the solution at {SOLUTION_DIR} failed: "
-                                    f"{result.text(1000)}")
+                                   f"{folder}/solve.sh")
+        for step in ctx.task.steps:
+            if step.solution_dir is None and ctx.task.solution_dir is None:
+                raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution for step "
+                                       f"{step.name!r}; add steps/{step.name}/{folder}/solve.sh")
+        await place_solution(ctx)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str

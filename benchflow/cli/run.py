@@ -61,6 +61,10 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    capture_model_calls: Annotated[bool, typer.Option(
+        "--capture-model-calls", help="record every model request and response (with token "
+        "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
+        "--model-server or --model-base-url")] = False,
     skill: Annotated[list[Path] | None, typer.Option(
         "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
         "agent; repeatable")] = None,
@@ -78,6 +82,9 @@ def run_command(
         given_scenes = load_scenes(scenes_file) if scenes_file else None
         endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
         policy = _network(network)
+        if capture_model_calls and endpoint is None:
+            raise ConfigError("--capture-model-calls records calls through benchflow's model "
+                              "server or relay: add --model-server SCRIPT or --model-base-url URL")
         skills = skills_from_paths(skill or [])  # a bad path fails before anything starts
         mcp_servers = load_mcp_config(mcp_config) if mcp_config else []
         trials = [
@@ -89,6 +96,7 @@ def run_command(
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
                                 network=policy, model_endpoint=endpoint,
+                                capture_model_calls=capture_model_calls,
                                 skills=[s.source for s in skills],
                                 mcp_servers=mcp_servers, harden=harden), task)
             for task in tasks for attempt in range(1, attempts + 1)

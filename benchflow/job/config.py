@@ -258,6 +258,9 @@ class JobConfig(FrozenModel):
     retry: RetryConfig = RetryConfig()
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
     instruction_path: str = Field(default="/tmp/instruction.md", pattern=r"^/")
+    capture_model_calls: bool = Field(
+        default=False, description="record every model call through benchflow's model server "
+        "or relay in each trial's model_calls.jsonl")
     environment: EnvironmentConfig = EnvironmentConfig()
     verifier: VerifierConfig = VerifierConfig()
     harden: bool | None = Field(

@@ -35,6 +35,7 @@ from benchflow.rollout.result import (
 )
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
+from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
@@ -47,8 +48,7 @@ from benchflow.task.env_templates import resolve_task_env
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
-from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.runner import VerifierRun, verify
+from benchflow.verify.runner import VerifierRun
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ class Rollout:
         self.network: RolloutNetwork | None = None
         self.drivers: dict[str, AgentDriver] = {}
         self.sandbox: Sandbox | None = None
+        self.spec: SandboxSpec | None = None
         self.ctx: AgentContext | None = None
         self._logs_collected = False
         self._started = False
@@ -119,7 +120,8 @@ class Rollout:
         self.result.task_git_commit_id = task.git_commit_id()
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
-                                      log_dir=self.paths.root / "model_server")
+                                      log_dir=self.paths.root / "model_server",
+                                      capture_path=self.paths.model_calls)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
@@ -149,6 +151,7 @@ class Rollout:
                 self.drivers.values())),
             **config.provider_config,
         )
+        self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec)
         self._warn_unhardened()
 
@@ -208,14 +211,25 @@ class Rollout:
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
-        assert self.ctx is not None and self.task is not None
+        await self.open_agent_phase()
+        await self.run_steps()
+
+    async def open_agent_phase(self) -> None:
+        """Once, before the first agent step: network policy, trajectory file, skills."""
+        assert self.ctx is not None and self.skills is not None
+        if self.ctx.trajectory is not None:
+            return
         if self.network is not None:  # the policy holds from the first agent step on
             await self.network.isolate(self.ctx.sandbox)
         self._emit(RolloutEventKind.AGENT_START)
-        if self.ctx.trajectory is None:
-            self.ctx.trajectory = self._open_trajectory()
-        assert self.skills is not None
+        self.ctx.trajectory = self._open_trajectory()
         await self.skills.stage(self.ctx)
+        if self.network is not None:
+            self.network.attribute_calls(self.ctx.trajectory)
+
+    async def run_steps(self) -> None:
+        """The desugared steps (`self.steps`), or the user's rounds when a user drives."""
+        assert self.ctx is not None and self.skills is not None
         if self.config.user is not None:
             await self._run_user_rounds()
             return
@@ -265,23 +279,21 @@ class Rollout:
         self.result.n_tool_calls += n_tool_calls
 
     async def verify(self) -> None:
-        """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards."""
+        """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards.
+
+        The verifier runs in a fresh sandbox instead when the task says `separate`."""
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
-        run = self._verifier_run()
-        self._logs_collected = True  # both paths download /logs themselves
+        self._logs_collected = not self.task.config.verifier.separate  # the verify paths
         self.result.hardened = self.baseline is not None
-        if self.baseline is not None:
-            verifier = self.task.config.verifier
-            done = await verify_hardened(
-                self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir,
-                baseline=self.baseline, agent_user=self.ctx.agent_user,
-                config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
-            outcome = done.outcome
-        else:
-            outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
+        outcome = await verify_with_mode(self, None, final=True)     # download /logs
         self.result.rewards = outcome.rewards
         self.result.reward = outcome.reward
+
+    async def _run_task_steps(self) -> None:
+        """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
+        await self.open_agent_phase()
+        await run_task_steps(self)
 
     def _verifier_run(self) -> VerifierRun:
         assert self.sandbox is not None and self.task is not None
@@ -333,12 +345,15 @@ class Rollout:
             with self.clock.phase("agent_setup"):
                 await self.install_agent()
             phase = "agent_execution"
-            with self.clock.phase("agent_execution"):
-                await self.execute()
-            if not self.config.verifier_disabled:
-                phase = "verifier"
-                with self.clock.phase("verifier"):
-                    await self.verify()
+            if self.task is not None and self.task.multi_step:
+                await self._run_task_steps()
+            else:
+                with self.clock.phase("agent_execution"):
+                    await self.execute()
+                if not self.config.verifier_disabled:
+                    phase = "verifier"
+                    with self.clock.phase("verifier"):
+                        await self.verify()
         except anyio.get_cancelled_exc_class() as exc:
             self._record_error(RolloutCancelled(f"cancelled during {phase}"), phase, exc)
             self._emit(RolloutEventKind.CANCEL)

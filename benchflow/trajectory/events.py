@@ -96,6 +96,8 @@ class _Event(StrictModel):
     session_id: str | None = None
     skills: list[str] | None = None
     """Names of the skills the step had (absent when it had none)."""
+    task_step: str | None = None
+    """The step of a multi-step task the event belongs to (absent for one-step tasks)."""
 
 
 class UserMessageEvent(_Event):

@@ -12,7 +12,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from benchflow.trajectory.events import EVENT_ADAPTER, Event, TrajectoryHeader, utc_now
+from benchflow.trajectory.events import (
+    EVENT_ADAPTER,
+    Event,
+    TrajectoryHeader,
+    UserMessageEvent,
+    utc_now,
+)
 
 
 class TrajectoryWriter:
@@ -35,8 +41,11 @@ class TrajectoryWriter:
         self._seq = _last_seq(self.path) + 1 if existing else 0
         self._file: IO[bytes] | None = self.path.open("ab")
         self.n_events = 0
-        self.skills: list[str] | None = None
-        """Stamped on every event written while set: the skills of the running step."""
+        self.place: dict[str, Any] = {}
+        """Scene, role, turn and round of the last prompt written (who is working now)."""
+        self.context: dict[str, Any] = {}
+        """Fields stamped on every event written while set (an event's own value wins):
+        `skills` of the running step, `task_step` of a multi-step task."""
         if not existing:
             self._write_line((header or TrajectoryHeader()).model_dump_json().encode())
 
@@ -48,10 +57,16 @@ class TrajectoryWriter:
 
     def write(self, event: Event) -> None:
         """Append one event and flush it to the OS."""
-        if self.skills and event.skills is None:
-            event = event.model_copy(update={"skills": self.skills})
+        if self.context:
+            stamp = {k: v for k, v in self.context.items()
+                     if v is not None and getattr(event, k) is None}
+            if stamp:
+                event = event.model_copy(update=stamp)
         self._write_line(event.model_dump_json(exclude_none=True).encode())
         self.n_events += 1
+        if isinstance(event, UserMessageEvent) and event.update is None:
+            self.place = {"scene": event.scene, "role": event.role, "turn": event.turn,
+                          "round": event.round}
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.
