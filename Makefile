@@ -4,9 +4,8 @@
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
-# Sandboxes trust the host's extra CA certificates (Debian's local-CA folder), so pip and
-# npm work inside them behind a TLS-intercepting proxy. Override to choose others.
-export BENCHFLOW_EXTRA_CA_CERTS ?= $(shell ls /usr/local/share/ca-certificates/*.crt 2>/dev/null | paste -sd: -)
+# Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
+# by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
 .PHONY: setup install docker demo test test-unit test-slow test-browser test-conformance bench matrix clean
 
@@ -18,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q benchflow  # bytecode even with PYTHONDONTWRITEBYTECODE: a fast CLI
 	touch $@
 
 docker:

@@ -2,28 +2,71 @@
 
 ```python
 import benchflow as bf
-result = await bf.run(bf.RolloutConfig(task_path="tasks/hello-world",
-                                       scenes=[bf.Scene.single(agent="oracle")]))
+result = await bf.run(bf.RolloutConfig(task_path="tasks/hello-world", agent="oracle"))
 print(result.reward)
 ```
+
+Names are imported on first use (PEP 562), so `import benchflow` and the CLI's
+startup stay cheap.
 """
 
+
+from importlib import import_module as _import_module
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
-
-from benchflow.config import Role, RolloutConfig, Scene, Turn
-from benchflow.errors import BenchflowError, ConfigError
-from benchflow.job import Job, JobResult
-from benchflow.mcp import McpServer
-from benchflow.rollout import Rollout, RolloutResult, run
-from benchflow.steps import Step, desugar
-from benchflow.task import Task, load_task
-from benchflow.users import BaseUser, FunctionUser, RoundResult
+import typing as _typing
 
 try:
     __version__ = _version("benchflow")
 except _PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+unknown"
+
+_EXPORTS: dict[str, str] = {
+    "BaseUser": "benchflow.users",
+    "BenchflowError": "benchflow.errors",
+    "ConfigError": "benchflow.errors",
+    "FunctionUser": "benchflow.users",
+    "Job": "benchflow.job",
+    "JobResult": "benchflow.job",
+    "McpServer": "benchflow.mcp",
+    "Role": "benchflow.config",
+    "Rollout": "benchflow.rollout",
+    "RolloutConfig": "benchflow.config",
+    "RolloutResult": "benchflow.rollout",
+    "RoundResult": "benchflow.users",
+    "RunResult": "benchflow.rollout",
+    "Scene": "benchflow.config",
+    "Step": "benchflow.steps",
+    "Task": "benchflow.task",
+    "Turn": "benchflow.config",
+    "desugar": "benchflow.steps",
+    "load_task": "benchflow.task",
+    "run": "benchflow.rollout",
+}
+
+if _typing.TYPE_CHECKING:
+    from benchflow.config import Role, RolloutConfig, Scene, Turn
+    from benchflow.errors import BenchflowError, ConfigError
+    from benchflow.job import Job, JobResult
+    from benchflow.mcp import McpServer
+    from benchflow.rollout import Rollout, RolloutResult, RunResult, run
+    from benchflow.steps import Step, desugar
+    from benchflow.task import Task, load_task
+    from benchflow.users import BaseUser, FunctionUser, RoundResult
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'benchflow' has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "BaseUser",
@@ -38,6 +81,7 @@ __all__ = [
     "RolloutConfig",
     "RolloutResult",
     "RoundResult",
+    "RunResult",
     "Scene",
     "Step",
     "Task",

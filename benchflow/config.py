@@ -7,17 +7,29 @@ A `Scene` is authoring sugar: `steps.desugar()` turns scenes into the flat list 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 
-EnvironmentType = Literal["docker", "daytona", "modal"]
+
+
+def _registered_backend(name: str) -> str:
+    from benchflow.sandbox.registry import UnknownBackendError, check_backend
+
+    try:
+        return check_backend(name)
+    except UnknownBackendError as exc:
+        raise ValueError(str(exc)) from None
+
+
+EnvironmentType = Annotated[str, AfterValidator(_registered_backend)]
+"""A sandbox backend registered in `benchflow.sandbox.registry` (docker, daytona, modal, plugins)."""
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -77,24 +89,33 @@ class Scene(FrozenModel):
 
 
 def load_scenes(path: Path) -> list[Scene]:
-    """Scenes from a YAML file: a list of scenes, or a mapping with a `scenes` list.
+    """Scenes from a YAML file (`--scenes`, a job file agent's `scenes`): a list of scenes,
+    or a mapping with a `scenes` list. The one reader of the scenes-file format.
 
     Raises:
-        ConfigError: unreadable file, bad YAML, or an invalid scene (naming the file).
+        ConfigError: unreadable file, bad YAML, or an invalid scene (naming the file,
+            the scene and the field).
     """
+    path = path.expanduser()
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read scenes: {exc}") from exc
+        raise ConfigError(f"{path}: cannot read the scenes file ({exc})") from None
     if isinstance(data, dict):
         data = data.get("scenes")
     if not isinstance(data, list) or not data:
-        raise ConfigError(f"{path}: expected a list of scenes (or 'scenes: [...]'), each with "
-                          "roles and turns")
-    try:
-        return [Scene.model_validate(item) for item in data]
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: invalid scene: {exc}") from exc
+        raise ConfigError(f"{path}: expected a non-empty list of scenes (or 'scenes: [...]'), "
+                          "each with roles and turns")
+    scenes = []
+    for index, item in enumerate(data):
+        try:
+            scenes.append(Scene.model_validate(item))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(scene)'}: "
+                f"{err['msg'].removeprefix('Value error, ')}" for err in exc.errors())
+            raise ConfigError(f"{path}: scene [{index}]: {problems}") from None
+    return scenes
 
 
 class ModelEndpoint(FrozenModel):
@@ -123,7 +144,11 @@ class RolloutConfig(FrozenModel):
     """Everything one rollout needs: `benchflow.run(RolloutConfig(task_path=..., scenes=[...]))`."""
 
     task_path: Path
-    scenes: list[Scene] = Field(min_length=1)
+    scenes: list[Scene] = Field(
+        default_factory=list, description="empty: the task's own scenes (roles filled from "
+        "`agent`/`model`), else one turn of `agent`")
+    agent: str | None = Field(default=None, description="the agent when `scenes` is empty")
+    model: str | None = Field(default=None, description="the model when `scenes` is empty")
     environment: EnvironmentType = "docker"
     user: Any = Field(default=None, exclude=True, description="a BaseUser driving several rounds")
     max_user_rounds: int = Field(default=5, ge=1)
@@ -135,7 +160,8 @@ class RolloutConfig(FrozenModel):
     force_build: bool = False
     preserve_env: PreservePolicy = "never"
     extra_ca_certs: tuple[Path, ...] | None = Field(
-        default=None, description="PEM files for sandboxes; None: BENCHFLOW_EXTRA_CA_CERTS")
+        default=None, description="PEM files for sandboxes; () for none; None: "
+        "BENCHFLOW_EXTRA_CA_CERTS, else the host's /usr/local/share/ca-certificates/*.crt")
     timeout_multiplier: float = Field(default=1.0, gt=0)
     instruction_path: str = "/tmp/instruction.md"
     verifier_disabled: bool = False
@@ -164,14 +190,20 @@ class RolloutConfig(FrozenModel):
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
 
+    @model_validator(mode="after")
+    def _scenes_or_agent(self) -> RolloutConfig:
+        if not self.scenes and not self.agent:
+            raise ValueError("give `scenes`, or `agent` (the task's own scenes or one turn)")
+        return self
+
     @property
     def agent_name(self) -> str:
         """The agent label used in paths and results: one agent's name, or `a+b` for several
         (a routed agent's `/` becomes `-`: `acpx/gemini` is stored as `acpx-gemini`)."""
         names = dict.fromkeys(r.agent.replace("/", "-") for s in self.scenes for r in s.roles)
-        return "+".join(names)
+        return "+".join(names) or (self.agent or "").replace("/", "-")
 
     @property
     def model_name(self) -> str | None:
         models = dict.fromkeys(r.model for s in self.scenes for r in s.roles if r.model)
-        return "+".join(models) or None
+        return "+".join(models) or self.model

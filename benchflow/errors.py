@@ -2,17 +2,20 @@
 
 ```text
 BenchflowError
-├── ConfigError              bad job/task/agent/scene config; never retried
+├── ConfigError              config_invalid: bad configuration that is not the task's
+│   │                        fault (backend, credentials, options); never retried
 │   ├── TaskNotFoundError    task_not_found
 │   └── TaskInvalidError     task_invalid
-├── SandboxError             a sandbox backend failed (infrastructure)
+├── SandboxError             a sandbox backend failed (infrastructure); retried only
+│   │                        when `transient` (set where the backend's exception is mapped)
 │   ├── SandboxBuildError    environment_build_failed
 │   ├── SandboxBuildTimeout  environment_build_timeout
 │   ├── ImagePullError       environment_image_pull_failed
 │   ├── SandboxStartError    environment_start_failed
 │   ├── ResourceAllocationError  environment_resource_allocation_failed
-│   ├── SandboxExecError     daemon/API failure in exec (a non-zero exit is a result)
-│   └── SandboxTeardownError environment_teardown_failed
+│   ├── SandboxExecError     environment_exec_failed: daemon/API failure in an exec after
+│   │                        start (a non-zero exit is a result)
+│   └── SandboxTeardownError environment_teardown_failed (never retried)
 ├── AgentError
 │   ├── AgentInstallError    agent_install_failed
 │   ├── AgentInstallTimeout  agent_install_timeout
@@ -31,7 +34,11 @@ BenchflowError
 ```
 
 Every class carries the `ErrorType` it is recorded as and whether the job layer may
-retry it. Retries read `retryable`, never message text.
+retry it. Retries read `retryable`, never message text: for sandbox errors it is the
+instance's `transient`, decided from the backend's exception type and status where it
+is mapped (`sandbox/docker.py::map_docker_errors`): daemon 5xx, lost connections and
+timeouts are transient; a Dockerfile that does not build or an image that does not
+exist is not.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ ErrorType = Literal[
     "internal_error",
     "verifier_tampered",
     "cancelled",
+    "config_invalid",
+    "environment_exec_failed",
 ]
 """Every value `result.json`'s `error.type` can take (the job spec's 17 plus ours)."""
 
@@ -88,9 +97,13 @@ class PhaseTimeout(BenchflowError):
 
 
 class ConfigError(BenchflowError):
-    """A job, task, agent or scene configuration is wrong; the message says how to fix it."""
+    """A job, agent, scene or run configuration is wrong; the message says how to fix it.
 
-    error_type: ClassVar[ErrorType] = "task_invalid"
+    Recorded as `config_invalid`; the task's own problems are `TaskInvalidError` and
+    `TaskNotFoundError`.
+    """
+
+    error_type: ClassVar[ErrorType] = "config_invalid"
 
 
 class TaskNotFoundError(ConfigError):
@@ -106,10 +119,21 @@ class TaskInvalidError(ConfigError):
 
 
 class SandboxError(BenchflowError):
-    """A sandbox backend failed. Infrastructure: retried by the job layer."""
+    """A sandbox backend failed. Infrastructure: retried by the job layer when `transient`.
+
+    `transient` is decided where the backend's exception is mapped (a daemon 5xx, a lost
+    connection, a timeout); a failure that would repeat identically is not transient.
+    """
 
     error_type: ClassVar[ErrorType] = "environment_start_failed"
-    retryable: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+    @property  # type: ignore[override]
+    def retryable(self) -> bool:
+        return self.transient
 
 
 class SandboxBuildError(SandboxError):
@@ -117,8 +141,8 @@ class SandboxBuildError(SandboxError):
 
     error_type: ClassVar[ErrorType] = "environment_build_failed"
 
-    def __init__(self, message: str, log: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, log: str = "", *, transient: bool = False) -> None:
+        super().__init__(message, transient=transient)
         self.log = log
 
 
@@ -149,13 +173,17 @@ class ResourceAllocationError(SandboxError):
 class SandboxExecError(SandboxError):
     """The backend failed to run a command (a non-zero exit code is a result, not this)."""
 
-    error_type: ClassVar[ErrorType] = "environment_start_failed"
+    error_type: ClassVar[ErrorType] = "environment_exec_failed"
 
 
 class SandboxTeardownError(SandboxError):
-    """Stopping or removing the sandbox failed. Recorded; never changes the reward."""
+    """Stopping or removing the sandbox failed. Recorded; never changes the reward or retried."""
 
     error_type: ClassVar[ErrorType] = "environment_teardown_failed"
+
+    @property  # type: ignore[override]
+    def retryable(self) -> bool:
+        return False
 
 
 class AgentError(BenchflowError):

@@ -16,8 +16,10 @@
     ├── trajectory/acp_trajectory.jsonl
     ├── user_rounds.jsonl            one line per round of a user loop
     ├── model_calls.jsonl            every model request/response (--capture-model-calls)
-    ├── verifier/{stdout,stderr}.txt verifier output
-    └── logs/                        the container's /logs (agent/, verifier/)
+    ├── verifier/                    hardening.json, round-<n>/ of a user loop's soft verifies
+    └── logs/                        the container's /logs, collected whenever a sandbox started
+        ├── agent/
+        └── verifier/                reward files, and test.sh's {stdout,stderr}.txt
 ```
 """
 
@@ -25,6 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def rollout_name(agent: str, dataset: str, task: str, attempt: int) -> str:
+    """`<agent>/<dataset>/<task>__<attempt>`: the rollout's name, and its folder under the job."""
+    return f"{agent}/{dataset}/{task}__{attempt}"
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class RolloutPaths:
     @classmethod
     def for_trial(cls, jobs_dir: Path, job_name: str, agent: str, dataset: str, task: str,
                   attempt: int) -> RolloutPaths:
-        return cls(jobs_dir / job_name / agent / dataset / f"{task}__{attempt}")
+        return cls(jobs_dir / job_name / rollout_name(agent, dataset, task, attempt))
 
     @property
     def result(self) -> Path:
@@ -89,6 +96,11 @@ class RolloutPaths:
     @property
     def logs_dir(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def verifier_logs_dir(self) -> Path:
+        """`logs/verifier/`: the reward files and test.sh's stdout.txt / stderr.txt."""
+        return self.logs_dir / "verifier"
 
     def mkdirs(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

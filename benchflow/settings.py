@@ -2,7 +2,7 @@
 
 | variable | meaning |
 | --- | --- |
-| `BENCHFLOW_EXTRA_CA_CERTS` | PEM files (`os.pathsep`-separated) installed into every sandbox, for TLS-intercepting proxies |
+| `BENCHFLOW_EXTRA_CA_CERTS` | PEM files (`os.pathsep`-separated) installed into every sandbox, for TLS-intercepting proxies; unset: the host's `/usr/local/share/ca-certificates/*.crt` (Debian/Ubuntu's locally added CAs) when there are any; set but empty: none |
 | `BENCHFLOW_AGENTS_PATH` | extra folders of agent manifests (`os.pathsep`-separated) |
 | `BENCHFLOW_CACHE_DIR` | where fetched registry tasks and wheels are cached (default `~/.cache/benchflow`) |
 """
@@ -15,8 +15,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+"""Where Debian and Ubuntu keep locally added CA certificates (a proxy's, a company's)."""
+
+
 def _paths(value: str | None) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in (value or "").split(os.pathsep) if p.strip())
+
+
+def host_ca_certs(folder: Path = HOST_CA_DIR) -> tuple[Path, ...]:
+    """The host's extra CA certificates (`*.crt` under `folder`, sorted), if any."""
+    try:
+        return tuple(sorted(p for p in folder.rglob("*.crt") if p.is_file()))
+    except OSError:
+        return ()
+
+
+def _extra_ca_certs(value: str | None, host_ca_dir: Path) -> tuple[Path, ...]:
+    """BENCHFLOW_EXTRA_CA_CERTS: unset -> the host's extra CAs; empty or "none" -> none."""
+    if value is None:
+        return host_ca_certs(host_ca_dir)
+    if value.strip().lower() == "none":
+        return ()
+    return _paths(value)
 
 
 @dataclass(frozen=True)
@@ -28,11 +49,12 @@ class Settings:
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "benchflow")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, *,
+                 host_ca_dir: Path = HOST_CA_DIR) -> Settings:
         env = os.environ if environ is None else environ
         cache = env.get("BENCHFLOW_CACHE_DIR")
         return cls(
-            extra_ca_certs=_paths(env.get("BENCHFLOW_EXTRA_CA_CERTS")),
+            extra_ca_certs=_extra_ca_certs(env.get("BENCHFLOW_EXTRA_CA_CERTS"), host_ca_dir),
             agents_path=_paths(env.get("BENCHFLOW_AGENTS_PATH")),
             cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "benchflow",
         )

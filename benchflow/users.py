@@ -7,7 +7,7 @@ sees a `RoundResult` and decides the next prompt, or stops with None.
 ```python
 class Disclose(bf.BaseUser):
     async def run(self, round, instruction, result):
-        if result and result.rewards and result.rewards.get("reward") == 1.0:
+        if result and result.passed:
             return None                        # solved: stop
         return [terse, hints, instruction][round] if round < 3 else None
 ```
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchflow.trajectory.events import Event
+from benchflow.verify.rewards import passes
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class RoundResult:
 
     @property
     def passed(self) -> bool:
-        return bool(self.rewards) and (self.rewards or {}).get("reward", 0.0) >= 1.0
+        return passes((self.rewards or {}).get("reward"))
 
 
 class BaseUser:

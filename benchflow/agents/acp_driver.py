@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
-from benchflow.acp import AcpSession, AcpTimeouts
 from benchflow.agents import python_wheels
 from benchflow.agents.agent_env import LaunchPlan, format_model, launch_plan, resolve_credentials
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
@@ -34,6 +34,9 @@ from benchflow.errors import AgentInstallError, AgentInstallTimeout, BenchflowEr
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
 from benchflow.settings import get_settings
 from benchflow.steps import Step
+
+if TYPE_CHECKING:
+    from benchflow.acp import AcpSession, AcpTimeouts
 
 DEFAULT_AGENT_USER = "agent"
 INSTALLED_MARKERS = "/opt/benchflow/installed"
@@ -273,8 +276,10 @@ class AcpAgentDriver:
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
             python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
-        wall = ctx.scaled(role.timeout_sec) if role.timeout_sec else ctx.agent_timeout_sec
+        wall = ctx.turn_timeout_sec(role.timeout_sec)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
+        from benchflow.acp import AcpTimeouts  # the ACP SDK only when an ACP agent runs
+
         timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
                                idle_sec=idle, wall_sec=wall)
         marker = secrets.token_hex(8)
@@ -291,6 +296,8 @@ class AcpAgentDriver:
             AgentTimeout: the handshake exceeded the manifest's handshake timeout.
             AgentExecutionError, AgentProtocolError: the agent died or broke the protocol.
         """
+        from benchflow.acp import AcpSession
+
         prep = await self.prepare_launch(ctx, role)
         plan = prep.plan
         try:

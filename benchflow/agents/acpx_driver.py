@@ -46,7 +46,7 @@ from benchflow.sandbox.base import ExecResult
 from benchflow.settings import get_settings
 from benchflow.steps import Step
 
-ACPX_PREFIX = "acpx/"
+from benchflow.agents.registry import ACPX_PREFIX  # noqa: E402 - one definition
 ACPX_PACKAGE = "acpx"
 ACPX_VERSION = "0.19.1"
 ACPX_NODE_MAJOR = 23

@@ -7,6 +7,7 @@ scene, and opens a new one when the role or scene changes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -43,13 +44,29 @@ class AgentContext:
     mcp_servers: list[McpServer] = field(default_factory=list)
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)
+    agent_deadline: float | None = None
+    """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
+    across every turn, scene and user round) runs out; None outside the agent phase."""
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.timeout_multiplier
 
+    def bounded(self, seconds: float) -> float:
+        """`seconds`, cut to what is left of the agent phase's budget (at least 10 ms)."""
+        if self.agent_deadline is None:
+            return seconds
+        return max(min(seconds, self.agent_deadline - time.monotonic()), 0.01)
+
     @property
     def agent_timeout_sec(self) -> float:
-        return self.scaled(self.task.config.agent.timeout_sec)
+        """What one turn may take: the agent phase's remaining budget."""
+        return self.bounded(self.scaled(self.task.config.agent.timeout_sec))
+
+    def turn_timeout_sec(self, own_sec: float | None) -> float:
+        """A turn's budget: a role's own (smaller) `timeout_sec` if set, within the phase's."""
+        if own_sec is None:
+            return self.agent_timeout_sec
+        return min(self.scaled(own_sec), self.agent_timeout_sec)
 
     @property
     def install_timeout_sec(self) -> float:

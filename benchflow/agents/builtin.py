@@ -5,12 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, get_args
 
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
 from benchflow.sandbox.base import SYSTEM_PATH
 from benchflow.steps import Step
+
+if TYPE_CHECKING:
+    from benchflow.task import Task
+
+BuiltinAgentName = Literal["oracle", "nop"]
+"""The built-in agents' names (the one list; a command agent may not take them)."""
+BUILTIN_AGENT_NAMES: tuple[str, ...] = get_args(BuiltinAgentName)
 
 ORACLE_DIR = "/oracle"
 SOLUTION_DIR = "/solution"
@@ -56,13 +65,20 @@ async def place_solution(ctx: AgentContext) -> None:
 
 
 class _OracleConnection:
-    def __init__(self, ctx: AgentContext) -> None:
+    def __init__(self, ctx: AgentContext, ran: set[tuple[Path, Path | None]]) -> None:
         self.ctx = ctx
+        self.ran = ran
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         ctx, oracle = self.ctx, self.ctx.task.config.oracle
+        # One run of each solution per rollout (a multi-step task has one per step),
+        # however many turns, scenes or rounds prompt the oracle.
+        key = (ctx.paths.root, ctx.solution_dir or ctx.task.solution_dir)
+        if key in self.ran:
+            return StepOutcome(stop_reason="end_turn")
+        self.ran.add(key)
         await place_solution(ctx)
-        timeout = ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec)
+        timeout = ctx.bounded(ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec))
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
         script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'
@@ -89,22 +105,36 @@ class _OracleConnection:
 
 
 class OracleAgent:
-    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once."""
+    """Copies the task's solution to /oracle and runs `bash /oracle/solve.sh` once per
+    rollout, whatever the scenes: later turns of the oracle are answered without a run."""
 
     name = "oracle"
 
-    async def install(self, ctx: AgentContext) -> None:
-        folder = "oracle" if ctx.task.layout == "native" else "solution"
-        if ctx.task.solution_dir is None and not ctx.task.steps:
-            raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
+    def __init__(self) -> None:
+        self._ran: set[tuple[Path, Path | None]] = set()  # (rollout folder, solution) that ran
+
+    @staticmethod
+    def check_task(task: Task) -> None:
+        """The task has a solution (for every step of a multi-step task); checked before
+        any container starts.
+
+        Raises:
+            TaskInvalidError: a solve.sh is missing.
+        """
+        folder = "oracle" if task.layout == "native" else "solution"
+        if task.solution_dir is None and not task.steps:
+            raise TaskInvalidError(f"{task.path}: the oracle needs a solution; add "
                                    f"{folder}/solve.sh")
-        for step in ctx.task.steps:
-            if step.solution_dir is None and ctx.task.solution_dir is None:
-                raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution for step "
+        for step in task.steps:
+            if step.solution_dir is None and task.solution_dir is None:
+                raise TaskInvalidError(f"{task.path}: the oracle needs a solution for step "
                                        f"{step.name!r}; add steps/{step.name}/{folder}/solve.sh")
+
+    async def install(self, ctx: AgentContext) -> None:
+        self.check_task(ctx.task)
         await place_solution(ctx)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
                       ) -> AsyncIterator[AgentConnection]:
-        yield _OracleConnection(ctx)
+        yield _OracleConnection(ctx, self._ran)

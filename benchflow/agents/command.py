@@ -68,7 +68,7 @@ class _CommandConnection:
         if ctx.trajectory is not None:  # the prompt, as ACP agents record it (who works now)
             ctx.trajectory.record("user_message", text=step.prompt, scene=step.scene,
                                   role=step.role.name, turn=step.turn_index, round=round)
-        timeout = ctx.agent_timeout_sec
+        timeout = ctx.turn_timeout_sec(step.role.timeout_sec)
         started = time.monotonic()
         result = await ctx.sandbox.exec(["bash", script], user=ctx.agent_user or "root",
                                         cwd=ctx.workdir, env=env, timeout=timeout)

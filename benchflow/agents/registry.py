@@ -7,18 +7,22 @@ factories registered as `benchflow.agents` entry points.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from benchflow.agents.acp_driver import AcpAgentDriver
-from benchflow.agents.acpx_driver import ACPX_PREFIX, AcpxDriver
 from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
-from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
+from benchflow.task import Task
 
-BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {"oracle": OracleAgent, "nop": NopAgent}
+ACPX_PREFIX = "acpx/"
+"""An agent name `acpx/<agent>` routes a manifest agent through ACPX (`acpx_driver`)."""
+
+BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {cls.name: cls for cls in (OracleAgent, NopAgent)}
+assert set(BUILTIN_AGENTS) == set(BUILTIN_AGENT_NAMES)
 
 
 TRUSTED_AGENTS = frozenset(BUILTIN_AGENTS)
@@ -39,6 +43,8 @@ def get_driver(name: str) -> AgentDriver:
     if name in BUILTIN_AGENTS:
         return BUILTIN_AGENTS[name]()
     if name.startswith(ACPX_PREFIX):
+        from benchflow.agents.acpx_driver import AcpxDriver  # ACP machinery only when routed
+
         return AcpxDriver(_acp_driver(name.removeprefix(ACPX_PREFIX), routed=name))
     catalog = load_catalog()
     canonical = catalog.resolve(name)
@@ -83,6 +89,16 @@ def check_credentials(agent_name: str, model: str | None = None,
     resolve_credentials(catalog.manifest(canonical), model, env or {})
 
 
+def check_task(task: Task, agents: Iterable[str]) -> None:
+    """What the task must hold for `agents`, checked before any container starts.
+
+    Raises:
+        TaskInvalidError: the oracle is asked for and the task has no solution.
+    """
+    if "oracle" in agents:
+        OracleAgent.check_task(task)
+
+
 def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
     """Every role of `scenes` names a known agent whose credentials are present.
 
@@ -98,4 +114,5 @@ def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
                 check_credentials(role.agent, role.model, role.env)
 
 
-__all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "get_driver", "known_agents"]
+__all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "check_task",
+           "get_driver", "known_agents"]

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -22,15 +23,35 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _validation_message(exc: ValidationError) -> str:
+    """A pydantic ValidationError as `invalid <model>: field: problem; ...` (no traceback)."""
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: "
+        f"{err['msg'].removeprefix('Value error, ')}" for err in exc.errors())
+    return f"invalid {exc.title}: {problems}"
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Bad input -> one clear line on stderr and exit 2; infrastructure errors -> exit 1."""
+    """Bad input -> one clear message on stderr and exit 2; infrastructure errors -> exit 1.
+
+    Bad input is a `ConfigError` (task, job file, agent, option), a pydantic
+    `ValidationError` of any config, or a path the OS refuses (`OSError`).
+    """
     try:
         yield
     except ConfigError as exc:
         # escaped: messages name TOML tables such as [verifier.env], which rich would eat
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
                           soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except ValidationError as exc:
+        err_console.print(f"[bold red]error:[/] {_validation_message(exc)}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: "
+                          "check the path", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except BenchflowError as exc:
         err_console.print(f"[bold red]error ({exc.error_type}):[/] {escape(str(exc))}",
@@ -41,10 +62,31 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_CANCELLED) from None
 
 
-def configure_logging(level: str) -> None:
-    """Console shows `level` and up; rollout.log files get INFO and up regardless."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(level.upper())
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-    logging.getLogger("benchflow").setLevel(min(logging.INFO, logging.getLevelName(level.upper())))
+class _Console:
+    handler: logging.Handler | None = None
+    explicit = False
+
+
+def configure_logging(level: str | None) -> None:
+    """Console shows `level` and up (default warning); rollout.log files get INFO and up
+    regardless. An explicit `--log-level` wins over a job file's `log_level`."""
+    if _Console.handler is None:
+        _Console.handler = logging.StreamHandler(sys.stderr)
+        _Console.handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(_Console.handler)
+    _Console.explicit = level is not None
+    _apply(level or "warning")
+
+
+def set_console_level(level: str) -> None:
+    """A job file's `log_level`: the console's level, unless `--log-level` was given."""
+    if not _Console.explicit:
+        _apply(level)
+
+
+def _apply(level: str) -> None:
+    value = logging.getLevelName(level.upper())
+    if _Console.handler is not None:
+        _Console.handler.setLevel(value)
+    logging.getLogger("benchflow").setLevel(min(logging.INFO, value))

@@ -1,53 +1,124 @@
-"""The `benchflow` command line."""
+"""The `benchflow` command line.
 
-from __future__ import annotations
+Startup imports only what the command needs: `benchflow --version` imports neither typer
+nor any subcommand, and `benchflow run ...` builds the app with the `run` command only
+(so `tasks`, `agents` and the model server are never imported for it). `--help` and
+unknown commands get the whole app.
+"""
 
+import enum
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
-from benchflow import __version__
-from benchflow.cli import agents, jobs, sandbox, tasks
-from benchflow.cli._common import configure_logging
-from benchflow.cli.export import export_command
-from benchflow.cli.model_server import model_server_command
-from benchflow.cli.run import run_command
-from benchflow.cli.view import view_command
-
-app = typer.Typer(
-    name="benchflow", no_args_is_help=True, pretty_exceptions_enable=False,
-    help="Run AI coding agents on containerized tasks, score them, keep their trajectories.",
-)
-app.command("run")(run_command)
-app.command("model-server")(model_server_command)
-app.command("view")(view_command)
-app.command("export")(export_command)
-app.add_typer(tasks.app, name="tasks")
-app.add_typer(sandbox.app, name="sandbox")
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(agents.app, name="agents")
+COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents")
+_ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"benchflow {__version__}")
-        raise typer.Exit()
+class LogLevel(enum.StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+    critical = "critical"
 
 
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="print the version and exit")] = False,
-    log_level: Annotated[str, typer.Option("--log-level", help="debug|info|warning|error")] = "warning",
-) -> None:
-    configure_logging(log_level)
+def _version_text() -> str:
+    from benchflow import __version__
+
+    return f"benchflow {__version__}"
+
+
+def _register(app: "typer.Typer", name: str) -> None:
+    if name == "run":
+        from benchflow.cli.run import run_command
+        app.command("run")(run_command)
+    elif name == "model-server":
+        from benchflow.cli.model_server import model_server_command
+        app.command("model-server")(model_server_command)
+    elif name == "view":
+        from benchflow.cli.view import view_command
+        app.command("view")(view_command)
+    elif name == "export":
+        from benchflow.cli.export import export_command
+        app.command("export")(export_command)
+    elif name == "tasks":
+        from benchflow.cli import tasks
+        app.add_typer(tasks.app, name="tasks")
+    elif name == "sandbox":
+        from benchflow.cli import sandbox
+        app.add_typer(sandbox.app, name="sandbox")
+    elif name == "jobs":
+        from benchflow.cli import jobs
+        app.add_typer(jobs.app, name="jobs")
+    elif name == "agents":
+        from benchflow.cli import agents
+        app.add_typer(agents.app, name="agents")
+
+
+def build_app(only: str | None = None) -> "typer.Typer":
+    """The typer app with every command, or with `only` that one (faster to start)."""
+    import typer
+
+    from benchflow.cli._common import configure_logging
+
+    app = typer.Typer(
+        name="benchflow", no_args_is_help=True, pretty_exceptions_enable=False,
+        help="Run AI coding agents on containerized tasks, score them, keep their trajectories.",
+    )
+
+    def _version(value: bool) -> None:
+        if value:
+            typer.echo(_version_text())
+            raise typer.Exit()
+
+    @app.callback()
+    def _root(
+        version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                              help="print the version and exit")] = False,
+        log_level: Annotated[LogLevel | None, typer.Option(
+            "--log-level", help="console log level (default: warning, or a job file's "
+            "log_level); rollout.log always records info and up")] = None,
+    ) -> None:
+        configure_logging(log_level.value if log_level else None)
+
+    for name in COMMANDS if only is None else (only,):
+        _register(app, name)
+    return app
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The subcommand named on the command line, if any (skipping root options)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _ROOT_OPTIONS_WITH_VALUE:
+            skip = True
+        elif arg.startswith("-"):
+            continue
+        else:
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def __getattr__(name: str) -> object:
+    if name == "app":  # the whole app, for tests and `typer ... utils docs`
+        return build_app()
+    raise AttributeError(name)
 
 
 def main() -> None:
     """Console-script entry point; `benchflow job.yaml ...` means `benchflow jobs run job.yaml ...`."""
     args = sys.argv[1:]
+    if args == ["--version"]:
+        print(_version_text())
+        return
     if args and args[0].endswith((".yaml", ".yml", ".json")) and Path(args[0]).is_file():
         sys.argv[1:1] = ["jobs", "run"]
-    app()
+        args = sys.argv[1:]
+    wants_help = any(a in ("--help", "-h") for a in args[:1])
+    build_app(None if wants_help else _command_of(args))()

@@ -56,7 +56,8 @@ class JobProgress:
 
 
 def _line(r: RolloutResult) -> str:
-    outcome = f"error {r.error.type}" if r.error else f"reward {r.reward:g}"
+    outcome = (f"error {r.error.type}" if r.error
+               else "not scored" if r.reward is None else f"reward {r.reward:g}")
     return f"{r.rollout_name}: {outcome}"
 
 
@@ -67,7 +68,7 @@ def results_table(results: Sequence[RolloutResult]) -> Table:
     for r in sorted(results, key=lambda r: (r.agent_name, r.dataset_name, r.task_name, r.attempt)):
         table.add_row(
             r.task_name, r.agent_name, str(r.attempt),
-            "-" if r.reward is None else f"{r.reward:g}",
+            ("-" if r.error else "not scored") if r.reward is None else f"{r.reward:g}",
             f"[red]{r.error.type}[/]" if r.error else "",
             f"{r.durations.total_sec:.1f}" if r.durations.total_sec is not None else "-",
         )

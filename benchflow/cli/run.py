@@ -1,35 +1,32 @@
-"""`benchflow run PATH`: rollouts of one agent on a task or a dataset folder."""
+"""`benchflow run PATH`: rollouts of one agent on a task or a dataset folder.
+
+One orchestration path: the options become a `JobConfig` (one agent, one local dataset)
+that runs through the same job machinery as `benchflow jobs run` (retries, Ctrl-C and
+skipped trials, `jobs resume`, the job's result.json and metrics).
+"""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import anyio
 import typer
 
-from benchflow.agents.registry import check_scenes
-from benchflow.cli._common import (
-    EXIT_OK,
-    EXIT_ROLLOUT_ERROR,
-    console,
-    err_console,
-    user_errors,
-)
-from benchflow.cli.progress import JobProgress, results_table
-from benchflow.config import RolloutConfig, Scene, load_scenes
+from benchflow.cli._common import user_errors
 from benchflow.errors import ConfigError
-from benchflow.job import Job, JobResult, Trial
-from benchflow.mcp import load_mcp_config
-from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
-from benchflow.rollout.result import RolloutResult
-from benchflow.rollout.rollout import default_job_name
-from benchflow.sandbox.docker import preflight
-from benchflow.sandbox.network import NETWORK_POLICIES
-from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
-from benchflow.skills import skills_from_paths
-from benchflow.task import Task, resolve_run_target
-from benchflow.task.env_templates import resolve_task_env
+
+
+class Preserve(enum.StrEnum):
+    never = "never"
+    always = "always"
+    on_failure = "on_failure"
+
+
+class Network(enum.StrEnum):
+    public = "public"
+    none = "none"
+    model_only = "model-only"
 
 
 def run_command(
@@ -42,17 +39,18 @@ def run_command(
     job_name: Annotated[str | None, typer.Option("--job-name")] = None,
     env: Annotated[str, typer.Option("--env", help="docker | daytona | modal")] = "docker",
     force_build: Annotated[bool, typer.Option("--force-build")] = False,
-    preserve_env: Annotated[str, typer.Option("--preserve-env",
-                                              help="never | always | on_failure")] = "never",
-    ca_cert: Annotated[list[Path] | None, typer.Option(
-        "--ca-cert", help="extra CA certificate (PEM) for sandboxes; repeatable")] = None,
+    preserve_env: Annotated[Preserve, typer.Option("--preserve-env")] = Preserve.never,
+    ca_cert: Annotated[list[str] | None, typer.Option(
+        "--ca-cert", help="extra CA certificate (PEM) for sandboxes; repeatable; 'none' for "
+        "none (default: BENCHFLOW_EXTRA_CA_CERTS, else the host's "
+        "/usr/local/share/ca-certificates/*.crt)")] = None,
     task_filter: Annotated[list[str] | None, typer.Option(
         "-t", "--task", help="run only this task of a dataset; repeatable")] = None,
     scenes_file: Annotated[Path | None, typer.Option(
-        "--scenes", help="YAML file of scenes (roles and turns) to run instead of one turn")] = None,
-    network: Annotated[str | None, typer.Option(
-        "--network", help="public | none | model-only (default: the task's; model-only with "
-        "--model-server)")] = None,
+        "--scenes", help="YAML file of scenes (roles and turns) to run instead of the task's "
+        "own scenes or one turn")] = None,
+    network: Annotated[Network | None, typer.Option(
+        "--network", help="default: the task's; model-only with --model-server")] = None,
     model_server: Annotated[Path | None, typer.Option(
         "--model-server", help="YAML script of a scripted model server, started for each "
         "rollout; agents are pointed at it")] = None,
@@ -61,6 +59,10 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    timeout_multiplier: Annotated[float, typer.Option(
+        "--timeout-multiplier", min=0.001, help="multiply every task timeout")] = 1.0,
+    max_retries: Annotated[int, typer.Option(
+        "--max-retries", min=0, help="retries of transient infrastructure failures")] = 3,
     capture_model_calls: Annotated[bool, typer.Option(
         "--capture-model-calls", help="record every model request and response (with token "
         "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
@@ -77,74 +79,118 @@ def run_command(
         "default: on unless the agent is oracle or nop")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
+    from benchflow.cli.jobs import run_prepared
+
     with user_errors():
-        dataset_name, tasks = resolve_run_target(path, task_filter)
-        given_scenes = load_scenes(scenes_file) if scenes_file else None
-        endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
-        policy = _network(network)
-        if capture_model_calls and endpoint is None:
-            raise ConfigError("--capture-model-calls records calls through benchflow's model "
-                              "server or relay: add --model-server SCRIPT or --model-base-url URL")
-        skills = skills_from_paths(skill or [])  # a bad path fails before anything starts
-        mcp_servers = load_mcp_config(mcp_config) if mcp_config else []
-        trials = [
-            Trial(RolloutConfig(task_path=task.path,
-                                scenes=given_scenes or _task_scenes(task, agent, model),
-                                environment=env,
-                                dataset_name=dataset_name, attempt=attempt,
-                                force_build=force_build,
-                                preserve_env=_preserve(preserve_env),
-                                extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint,
-                                capture_model_calls=capture_model_calls,
-                                skills=[s.source for s in skills],
-                                mcp_servers=mcp_servers, harden=harden), task)
-            for task in tasks for attempt in range(1, attempts + 1)
-        ]
-        for trial in trials:  # bad agents and missing keys fail before any container starts
-            check_scenes(scenes_for_check(trial.config))
-        for task in tasks:  # so do env templates naming unset host variables
-            resolve_task_env(task)
-        job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
-                                        trials, concurrency)
-    console.print(results_table(results))
-    _summary(job_result, jobs_dir)
-    raise typer.Exit(EXIT_ROLLOUT_ERROR if any(r.error for r in results) else EXIT_OK)
+        prepared = _prepare(
+            path, agent=agent, model=model, attempts=attempts, concurrency=concurrency,
+            jobs_dir=jobs_dir, job_name=job_name, env=env, force_build=force_build,
+            preserve_env=preserve_env.value, ca_cert=ca_cert, task_filter=task_filter,
+            scenes_file=scenes_file, network=network.value if network else None,
+            model_server=model_server, model_base_url=model_base_url,
+            model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
+            max_retries=max_retries, skill=skill, mcp_config=mcp_config,
+            capture_model_calls=capture_model_calls, harden=harden)
+        code = run_prepared(prepared, resuming=False)
+    raise typer.Exit(code)
 
 
-def _task_scenes(task: Task, agent: str, model: str | None) -> list[Scene]:
-    """The task's own scenes (roles filled from -a/-m), else one turn of AGENT."""
-    if task.scenes is not None:
-        return task.scenes.to_scenes(agent, model)
-    return [Scene.single(agent=agent, model=model)]
+def _prepare(path: Path, **opts: Any) -> Any:
+    from benchflow.job.config import parse_job_config, with_absolute_paths
+    from benchflow.job.runner import prepare_job
+    from benchflow.rollout.model_endpoint import model_endpoint
+
+    from benchflow.skills import skills_from_paths
+
+    endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
+                              opts["model_api_key_env"])
+    skills_from_paths(opts["skill"] or [])  # a bad skill path fails before anything starts
+    if opts["capture_model_calls"] and endpoint is None:
+        raise ConfigError("--capture-model-calls records calls through benchflow's model "
+                          "server or relay: add --model-server SCRIPT or --model-base-url URL")
+    endpoint_keys = ("model_server", "model_base_url", "model_api_key_env")
+    data = run_job_data(path, **{k: v for k, v in opts.items() if k not in endpoint_keys})
+    if endpoint is not None:
+        data["model_endpoint"] = endpoint.model_dump(mode="python", exclude_none=True)
+    try:
+        config = with_absolute_paths(parse_job_config(data, "command line"))
+    except ConfigError as exc:
+        raise ConfigError(_as_options(str(exc))) from None
+    return prepare_job(config, source="command line")
 
 
-def _network(value: str | None) -> NetworkPolicy | None:
-    if value is not None and value not in NETWORK_POLICIES:
-        raise ConfigError(f"--network must be {', '.join(NETWORK_POLICIES)} (got {value!r})")
-    return value  # type: ignore[return-value]
+_OPTION_OF_FIELD = {
+    "agents[0].name": "-a/--agent", "agents[0].model": "-m/--model",
+    "agents[0].scenes": "--scenes", "n_attempts": "-k/--attempts",
+    "n_concurrent_trials": "-n/--concurrency", "jobs_dir": "--jobs-dir", "name": "--job-name",
+    "environment.type": "--env", "environment.preserve_env": "--preserve-env",
+    "environment.network": "--network", "environment.extra_ca_certs": "--ca-cert",
+    "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
+    "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
+    "skills": "--skill", "mcp_config": "--mcp-config", "harden": "--harden/--no-harden",
+}
 
 
-def _preserve(value: str) -> PreservePolicy:
-    if value not in ("never", "always", "on_failure"):
-        raise ConfigError(f"--preserve-env must be never, always or on_failure (got {value!r})")
-    return value  # type: ignore[return-value]
+def _as_options(message: str) -> str:
+    """A job-file validation message in the command line's terms (fields -> options)."""
+    lines = message.splitlines()
+    out = ["invalid options:"]
+    for line in lines[1:]:
+        field, sep, problem = line.strip().partition(": ")
+        option = next((o for f, o in _OPTION_OF_FIELD.items()
+                       if field == f or field.startswith(f + "[")), field)
+        out.append(f"  {option}: {problem}" if sep else f"  {line.strip()}")
+    return "\n".join(out) if len(out) > 1 else message
 
 
-async def _run_job(env: str, job_name: str, jobs_dir: Path, trials: list[Trial],
-                   concurrency: int) -> tuple[JobResult, list[RolloutResult]]:
-    if env == "docker":
-        await preflight()
-    with JobProgress(console, len(trials), job_name) as progress:
-        job = Job(job_name, jobs_dir, trials, concurrency=concurrency, listener=progress)
-        result = await job.run()
-    return result, job.results
+def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,
+                 jobs_dir: Path, job_name: str | None, env: str, force_build: bool,
+                 preserve_env: str, ca_cert: list[str] | None, task_filter: list[str] | None,
+                 scenes_file: Path | None, network: str | None, timeout_multiplier: float,
+                 max_retries: int, skill: list[Path] | None = None,
+                 mcp_config: Path | None = None,
+                 capture_model_calls: bool = False,
+                 harden: bool | None = None) -> dict[str, Any]:
+    """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
+
+    Raises:
+        TaskNotFoundError, TaskInvalidError: PATH is not a task or dataset folder.
+        ConfigError: a bad task filter.
+    """
+    from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
+    from benchflow.rollout.rollout import default_job_name
+    from benchflow.task import is_task_dir, resolve_run_target
+
+    _, tasks = resolve_run_target(path, task_filter)
+    if is_task_dir(path):
+        dataset: dict[str, Any] = {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}
+    else:
+        dataset = {"path": Path(path).expanduser().resolve(), "tasks": task_filter}
+    spec: dict[str, Any] = {"name": agent}
+    if agent not in BUILTIN_AGENT_NAMES and model is not None:
+        spec["model"] = model
+    if scenes_file is not None:
+        spec["scenes"] = scenes_file
+    environment: dict[str, Any] = {"type": env, "force_build": force_build,
+                                   "preserve_env": preserve_env, "network": network}
+    if ca_cert is not None:
+        environment["extra_ca_certs"] = [] if ca_cert == ["none"] else [Path(c) for c in ca_cert]
+    return {
+        "name": job_name or _free_job_name(jobs_dir, default_job_name()),
+        "jobs_dir": jobs_dir, "n_attempts": attempts, "n_concurrent_trials": concurrency,
+        "timeout_multiplier": timeout_multiplier,
+        "retry": {"max_attempts": max_retries},
+        "environment": environment, "agents": [spec], "datasets": [dataset],
+        "skills": list(skill or []), "mcp_config": mcp_config,
+        "capture_model_calls": capture_model_calls,
+        **({} if harden is None else {"harden": harden}),
+    }
 
 
-def _summary(result: JobResult, jobs_dir: Path) -> None:
-    rate = "-" if result.pass_rate is None else f"{result.pass_rate:.0%}"
-    mean = "-" if result.mean_reward is None else f"{result.mean_reward:.3f}"
-    err_console.print(
-        f"{result.completed_trials}/{result.total_trials} scored, {result.failed_trials} failed, "
-        f"pass rate {rate}, mean reward {mean} — results in {jobs_dir / result.job_name}",
-        highlight=False)
+def _free_job_name(jobs_dir: Path, name: str) -> str:
+    """`name`, or `name-2`, `name-3`... when a job of that name already exists."""
+    candidate, n = name, 1
+    while (jobs_dir / candidate).exists():
+        n += 1
+        candidate = f"{name}-{n}"
+    return candidate

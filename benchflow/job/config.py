@@ -7,7 +7,9 @@ n_attempts: 1
 n_concurrent_trials: 4
 timeout_multiplier: 1.0
 retry: {max_attempts: 3, initial_delay_ms: 1000, max_delay_ms: 30000, multiplier: 2.0}
-environment: {type: docker, preserve_env: never, provider_config: {network: my-net}}
+environment: {type: docker, preserve_env: never, provider_config: {network: my-net},
+              network: model-only, extra_ca_certs: [./proxy-ca.pem]}
+model_endpoint: {script: ./model.yaml}   # or {base_url: http://..., api_key_env: MY_KEY}
 verifier: {override_timeout_sec: 120, max_timeout_sec: 600, disable: false}
 metrics: [{type: mean}]
 skills: [./skills/ledger-balances]    # skill folders every agent gets (besides the task's)
@@ -48,14 +50,15 @@ from pydantic import (
 )
 
 from benchflow._models import FrozenModel
-from benchflow.config import EnvironmentType
+from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, BuiltinAgentName
+from benchflow.config import EnvironmentType, ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer, load_mcp_config, merge_servers
 from benchflow.rollout.rollout import default_job_name
-from benchflow.sandbox.spec import PreservePolicy
+from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.task.dataset import TASK_NAME
 
-RESERVED_AGENTS = ("oracle", "nop")
+RESERVED_AGENTS = BUILTIN_AGENT_NAMES
 """Built-in agent names a command agent may not take."""
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -68,23 +71,16 @@ def _version_str(value: Any) -> Any:
 
 
 class RetryConfig(FrozenModel):
-    """Retries of infrastructure failures, with exponential backoff.
+    """Retries of transient infrastructure failures, with exponential backoff.
 
-    `max_attempts` counts every attempt, the first included (1 turns retries off).
+    `max_attempts` is the number of retries after the first try (the job spec's meaning):
+    the default 3 gives up to 4 tries; 0 turns retries off.
     """
 
-    max_attempts: int = Field(default=3, ge=1)
+    max_attempts: int = Field(default=3, ge=0)
     initial_delay_ms: int = Field(default=1000, ge=0)
     max_delay_ms: int = Field(default=30000, ge=0)
     multiplier: float = Field(default=2.0, ge=1.0)
-
-
-class DockerProviderConfig(FrozenModel):
-    """`environment.provider_config` for docker."""
-
-    network: str | None = None
-    runtime: str | None = None
-    volumes: dict[str, dict[str, str]] | list[str] | None = None
 
 
 class EnvironmentConfig(FrozenModel):
@@ -97,16 +93,25 @@ class EnvironmentConfig(FrozenModel):
     override_cpus: float | None = Field(default=None, gt=0)
     override_memory_mb: int | None = Field(default=None, gt=0)
     override_storage_mb: int | None = Field(default=None, gt=0)
+    network: NetworkPolicy | None = Field(
+        default=None, description="public | none | model-only; default: the task's "
+        "(model-only with a scripted model server)")
+    extra_ca_certs: list[Path] | None = Field(
+        default=None, description="PEM files sandboxes trust; [] for none; default: "
+        "BENCHFLOW_EXTRA_CA_CERTS, else the host's extra CA certificates")
 
     @model_validator(mode="after")
     def _check_provider_config(self) -> EnvironmentConfig:
-        if self.type == "docker":
+        from benchflow.sandbox.registry import provider_class
+
+        model = provider_class(self.type).config_model
+        if model is not None:
             try:
-                DockerProviderConfig.model_validate(self.provider_config)
+                model.model_validate(self.provider_config)
             except ValidationError as exc:
                 problems = "; ".join(f"{_loc(tuple(e['loc']))}: {_fix(e)}" for e in exc.errors())
-                allowed = ", ".join(DockerProviderConfig.model_fields)
-                raise ValueError(f"provider_config for docker: {problems} (keys: {allowed})"
+                allowed = ", ".join(model.model_fields)
+                raise ValueError(f"provider_config for {self.type}: {problems} (keys: {allowed})"
                                  ) from None
         return self
 
@@ -133,10 +138,11 @@ class MetricConfig(FrozenModel):
 
 
 class BuiltinAgentConfig(FrozenModel):
-    """`oracle` (runs the task's solution) or `nop` (does nothing)."""
+    """`oracle` (runs the task's solution) or `nop` (does nothing), optionally in scenes."""
 
-    name: Literal["oracle", "nop"]
+    name: BuiltinAgentName
     description: str | None = None
+    scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
 
 
 class CommandAgentConfig(FrozenModel):
@@ -262,6 +268,9 @@ class JobConfig(FrozenModel):
         default=False, description="record every model call through benchflow's model server "
         "or relay in each trial's model_calls.jsonl")
     environment: EnvironmentConfig = EnvironmentConfig()
+    model_endpoint: ModelEndpoint | None = Field(
+        default=None, description="the model API every agent uses: a scripted model server "
+        "(`script`) or a real endpoint (`base_url`, `api_key_env`)")
     verifier: VerifierConfig = VerifierConfig()
     harden: bool | None = Field(
         default=None, description="true: harden before the final verify for every agent, the "
@@ -388,6 +397,15 @@ def with_absolute_paths(config: JobConfig, base: Path | None = None) -> JobConfi
     for agent in data["agents"]:
         if agent.get("scenes") is not None:
             agent["scenes"] = absolute(agent["scenes"])
+    endpoint = data.get("model_endpoint")
+    if endpoint and endpoint.get("script") is not None:
+        endpoint["script"] = absolute(endpoint["script"])
+    data["skills"] = [absolute(p) for p in data.get("skills") or []]
+    if data.get("mcp_config") is not None:
+        data["mcp_config"] = absolute(data["mcp_config"])
+    certs = data["environment"].get("extra_ca_certs")
+    if certs:
+        data["environment"]["extra_ca_certs"] = [absolute(p) for p in certs]
     for dataset in data["datasets"]:
         if "registry" in dataset:
             dataset["registry"]["path"] = absolute(dataset["registry"]["path"])

@@ -25,6 +25,7 @@ from benchflow.job.config import MetricConfig
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
+from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
@@ -60,7 +61,7 @@ class Trial:
     def trial_name(self) -> str:
         """`<agent>/<dataset>/<task>__<n>`, the trial's folder under the job."""
         r = self.ref
-        return f"{r.agent_name}/{r.dataset_name}/{r.task_name}__{r.attempt}"
+        return rollout_name(r.agent_name, r.dataset_name, r.task_name, r.attempt)
 
 
 def _archive_attempt(root: Path, attempt: int) -> None:

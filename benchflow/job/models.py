@@ -10,6 +10,7 @@ from pydantic import Field
 
 from benchflow._models import StrictModel
 from benchflow.rollout.result import RolloutResult
+from benchflow.verify.rewards import passes
 
 
 class TrialRef(StrictModel):
@@ -93,7 +94,7 @@ def aggregate(results: list[RolloutResult], skipped: int = 0) -> Aggregates:
         completed_trials=len(completed),
         failed_trials=len(failed),
         skipped_trials=skipped,
-        pass_rate=(sum(r >= 1.0 for r in rewards) / len(rewards)) if rewards else None,
+        pass_rate=(sum(passes(r) for r in rewards) / len(rewards)) if rewards else None,
         mean_reward=(sum(rewards) / len(rewards)) if rewards else None,
         total_cost=sum(costs) if costs else None,
         pass_at_k=_pass_at_k(results),

@@ -12,56 +12,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.command import CommandAgent
-from benchflow.config import RolloutConfig, Scene
+from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
     AgentConfig,
     CommandAgentConfig,
     JobConfig,
     RegisteredAgentConfig,
-    config_error,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
 from benchflow.job.job import Trial
 from benchflow.mcp import McpServer
+from benchflow.rollout.scenes import task_scenes
+from benchflow.task import Task
 
 
-def load_scenes(path: Path) -> list[Scene]:
-    """A scenes file: a YAML list of Scene mappings (name, roles, turns).
-
-    Raises:
-        ConfigError: unreadable, not a list, or a scene is invalid.
-    """
-    try:
-        data = yaml.safe_load(path.expanduser().read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the scenes file ({exc})") from None
-    if not isinstance(data, list) or not data:
-        raise ConfigError(f"{path}: a scenes file is a non-empty YAML list of scenes")
-    scenes = []
-    for index, item in enumerate(data):
-        try:
-            scenes.append(Scene.model_validate(item))
-        except ValidationError as exc:
-            raise ConfigError(f"{path}: scene [{index}]: {config_error(path, exc)}") from None
-    return scenes
-
-
-def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None) -> list[Scene]:
-    """The scenes one job-file agent runs in each trial."""
+def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
+                 task: Task | None = None) -> list[Scene]:
+    """The scenes one job-file agent runs on `task`: its scenes file, else the task's own
+    scenes (unset roles filled with this agent), else one turn of the agent."""
     env = dict(env or {})
-    if not isinstance(agent, RegisteredAgentConfig):
-        return [Scene.single(agent=agent.name)]
-    if agent.scenes is None:
-        return [Scene.single(agent=agent.name, model=agent.model, env=env)]
+    scenes_file = getattr(agent, "scenes", None)
+    model = agent.model if isinstance(agent, RegisteredAgentConfig) else None
+    if scenes_file is None:
+        return task_scenes(task, agent.name, model,
+                           env if isinstance(agent, RegisteredAgentConfig) else None)
     scenes = []
-    for scene in load_scenes(agent.scenes):
-        roles = [role.model_copy(update={"model": role.model or agent.model,
+    for scene in load_scenes(scenes_file):
+        roles = [role.model_copy(update={"model": role.model or model,
                                          "env": {**env, **role.env}}) for role in scene.roles]
         scenes.append(scene.model_copy(update={"roles": roles}))
     return scenes
@@ -92,6 +72,8 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         verifier_disabled=verifier.disable, verifier_timeout_sec=verifier_timeout,
         override_cpus=env.override_cpus, override_memory_mb=env.override_memory_mb,
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
+        network=env.network, model_endpoint=config.model_endpoint,
+        extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
         capture_model_calls=config.capture_model_calls,
         skills=config.skills, mcp_servers=mcp_servers or [],
         harden=config.harden,
@@ -111,9 +93,11 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     mcp_servers = config.all_mcp_servers()
     for agent in config.agents:
         env = (agent_env or {}).get(agent.name, {})
-        scenes, drivers = agent_scenes(agent, env), agent_drivers(agent, env)
+        drivers = agent_drivers(agent, env)
+        scenes = agent_scenes(agent, env)
         for dataset in datasets:
             for entry in dataset.tasks:
+                scenes = agent_scenes(agent, env, entry.task)
                 for attempt in range(1, config.n_attempts + 1):
                     rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
                                              mcp_servers)
@@ -127,4 +111,4 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     return trials
 
 
-__all__ = ["agent_drivers", "agent_scenes", "load_scenes", "plan_trials", "rollout_config"]
+__all__ = ["agent_drivers", "agent_scenes", "plan_trials", "rollout_config"]

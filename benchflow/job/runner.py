@@ -22,7 +22,9 @@ from benchflow.job.plan import plan_trials
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
 from benchflow.rollout.events import RolloutListener
+from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
 from benchflow.task.env_templates import resolve_task_env
 
@@ -55,7 +57,7 @@ def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
             env template needs, before anything starts.
     """
     for trial in trials:
-        check_scenes(trial.config.scenes, given=trial.drivers)
+        check_scenes(scenes_for_check(trial.config), given=trial.drivers)
     for task in {id(t.task): t.task for t in trials if t.task is not None}.values():
         resolve_task_env(task, lookup)  # env templates naming unset host variables
 
@@ -68,6 +70,11 @@ def prepare_job(config: JobConfig, *, source: Path | str = "job", lookup: EnvLoo
         ConfigError: a missing `${VAR}`, an unknown agent, a missing dataset or task,
             a registry or git failure, a bad scenes file.
     """
+    if config.environment.extra_ca_certs:  # each file exists and is a PEM certificate
+        read_certs(tuple(config.environment.extra_ca_certs))
+    if config.model_endpoint is not None:  # the script loads, the key variable is set
+        endpoint = config.model_endpoint
+        model_endpoint(endpoint.script, endpoint.base_url, endpoint.api_key_env)
     env = expand_agent_env(config, lookup, source)
     datasets = resolve_datasets(config, cache_dir, source)
     trials = plan_trials(config, datasets, env)

@@ -28,7 +28,7 @@ from benchflow.job.config import JobConfig
 from benchflow.job.datasets import ResolvedDataset
 from benchflow.job.envvars import is_env_template
 from benchflow.rollout.result import RolloutResult, write_json_atomic
-from benchflow.rollout.secrets import REDACTED, is_secret_name
+from benchflow.rollout.secrets import redact
 
 CONFIG = "config.json"
 MANIFEST = "manifest.json"
@@ -42,12 +42,7 @@ def redacted_job_config(config: JobConfig) -> dict[str, Any]:
     Values made only of `${VAR}` references name secrets without holding them, so they
     are kept (resume expands them again from the host environment).
     """
-    data = config.model_dump(mode="json")
-    for agent in data["agents"]:
-        env = agent.get("env") or {}
-        for key, value in env.items():
-            if is_secret_name(key) and not is_env_template(value):
-                env[key] = REDACTED
+    data: dict[str, Any] = redact(config.model_dump(mode="json"), keep=is_env_template)
     return data
 
 

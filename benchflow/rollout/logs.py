@@ -55,6 +55,8 @@ def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
     handler.addFilter(rollout_filter)
     _filters[rollout_name] = rollout_filter
     logger = logging.getLogger("benchflow")
+    if logger.getEffectiveLevel() > logging.INFO:  # rollout.log records INFO and up, always
+        logger.setLevel(logging.INFO)
     logger.addHandler(handler)
     token = _current_rollout.set(rollout_name)
     try:

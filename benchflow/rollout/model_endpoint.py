@@ -31,7 +31,7 @@ import ipaddress
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
@@ -44,16 +44,17 @@ from benchflow.agents.builtin import NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
-from benchflow.model_server import ModelServer, load_script
-from benchflow.model_server.capture import ModelCallLog
-from benchflow.model_server.relay import ModelRelay
 from benchflow.rollout.secrets import Scrubber
 from benchflow.sandbox import network as netpolicy
-from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.base import PolicySandbox, Sandbox
 from benchflow.sandbox.spec import NetworkPolicy
 from benchflow.settings import host_env
 from benchflow.trajectory.writer import TrajectoryWriter
+
+if TYPE_CHECKING:  # the model server (starlette, uvicorn) loads only when an endpoint is used
+    from benchflow.model_server import ModelServer
+    from benchflow.model_server.capture import ModelCallLog
+    from benchflow.model_server.relay import ModelRelay
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ def model_endpoint(script: Path | None = None, base_url: str | None = None,
         problems = "; ".join(err["msg"] for err in exc.errors())
         raise ConfigError(f"model endpoint: {problems}") from exc
     if endpoint.script is not None:
+        from benchflow.model_server import load_script
+
         load_script(endpoint.script)
     endpoint_api_key(endpoint)
     return endpoint
@@ -208,9 +211,10 @@ class RolloutNetwork:
                                   "--model-base-url URL)")
             if capture_path is None:
                 raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
+            from benchflow.model_server.capture import ModelCallLog
+
             self.capture = ModelCallLog(capture_path, Scrubber())
         self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
-        self.environment = config.environment
         self.base_network: str | None = config.provider_config.get("network")
         self.job_name = job_name
         self.log_dir = log_dir
@@ -225,13 +229,10 @@ class RolloutNetwork:
         """Create the model-only network and start the endpoint (when there is one).
 
         Raises:
-            ConfigError: the policy needs the docker backend or a host firewall; the key's
+            ConfigError: the policy needs a host firewall; the key's
                 variable is unset; the endpoint cannot listen.
             SandboxStartError: docker or iptables failed.
         """
-        if self.policy != "public" and self.environment != "docker":
-            raise ConfigError(f"network policy {self.policy!r} needs the docker environment "
-                              f"(this rollout uses {self.environment!r})")
         if self.policy != "public" and self.base_network:
             raise ConfigError(f"provider_config network {self.base_network!r} conflicts with "
                               f"network policy {self.policy!r}")
@@ -243,6 +244,8 @@ class RolloutNetwork:
         if self.endpoint.script is not None:
             host = (self.network.gateway if self.network is not None
                     else await netpolicy.network_gateway(self.base_network))
+            from benchflow.model_server import ModelServer
+
             self._server = ModelServer(self.endpoint.script, host=host, log_dir=self.log_dir,
                                        capture=self.capture)
         elif (self.network is not None or _on_loopback(self.endpoint.base_url or "")
@@ -250,6 +253,8 @@ class RolloutNetwork:
             assert self.endpoint.base_url is not None
             host = (self.network.gateway if self.network is not None
                     else await netpolicy.network_gateway(self.base_network))
+            from benchflow.model_server.relay import ModelRelay
+
             self._server = ModelRelay(endpoint_root(self.endpoint.base_url), host=host,
                                       log_dir=self.log_dir, capture=self.capture)
         if self._server is not None:
@@ -293,8 +298,9 @@ class RolloutNetwork:
         """
         if self._start_policy != "public" or self.policy == "public":
             return
-        if not isinstance(sandbox, DockerSandbox):
-            raise ConfigError(f"network policy {self.policy!r} needs the docker environment")
+        if not isinstance(sandbox, PolicySandbox):
+            raise ConfigError(f"network policy {self.policy!r}: the {sandbox.backend} backend "
+                              "cannot change a running sandbox's network")
         await netpolicy.isolate(sandbox, self.policy, self.network)
         self._start_policy = self.policy
 

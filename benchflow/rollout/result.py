@@ -14,6 +14,7 @@ from pydantic import Field
 
 from benchflow._models import StrictModel
 from benchflow.errors import BenchflowError, ErrorType
+from benchflow.verify.rewards import passes
 
 Phase = Literal["environment_setup", "agent_setup", "agent_execution", "verifier"]
 PHASES: tuple[Phase, ...] = ("environment_setup", "agent_setup", "agent_execution", "verifier")
@@ -24,16 +25,19 @@ def utcnow() -> datetime:
 
 
 class ErrorInfo(StrictModel):
-    """One error: its type (one of `ErrorType`), a message, and the phase it ended."""
+    """One error: its type (one of `ErrorType`), a message, the phase it ended, and whether
+    it was a transient infrastructure failure the job may retry."""
 
     type: ErrorType
     message: str
     phase: str | None = None
+    retryable: bool = False
 
     @classmethod
     def from_exception(cls, exc: BaseException, phase: str | None = None) -> ErrorInfo:
         if isinstance(exc, BenchflowError):
-            return cls(type=exc.error_type, message=exc.message, phase=phase)
+            return cls(type=exc.error_type, message=exc.message, phase=phase,
+                       retryable=bool(exc.retryable))
         return cls(type="internal_error", message=f"{type(exc).__name__}: {exc}", phase=phase)
 
 
@@ -117,7 +121,16 @@ class RolloutResult(StrictModel):
 
     @property
     def passed(self) -> bool:
-        return self.reward is not None and self.reward >= 1.0
+        """The verifier scored it at or above the pass threshold."""
+        return passes(self.reward)
+
+    @property
+    def failed(self) -> bool:
+        """It ended in an error, or the verifier scored it below the pass threshold.
+
+        A rollout run with the verifier disabled is neither passed nor failed (not scored).
+        """
+        return self.error is not None or (self.reward is not None and not self.passed)
 
     @property
     def completed(self) -> bool:
@@ -173,3 +186,12 @@ def write_error_txt(path: Path, exc: BaseException, secrets: Iterable[str] = ())
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "***")
     path.write_text(text)
+
+
+def append_error_txt(path: Path, exc: BaseException) -> None:
+    """Add `exc` to error.txt after any earlier error (a teardown failure after a rollout error)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        if out.tell():
+            out.write("\n")
+        out.write("".join(traceback.format_exception(exc)))

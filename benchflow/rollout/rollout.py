@@ -14,14 +14,15 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
+from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
-from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
+from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.mcp import merge_servers
-from benchflow.paths import RolloutPaths
+from benchflow.paths import RolloutPaths, rollout_name
+from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import mask_in_rollout_log, rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
@@ -30,15 +31,19 @@ from benchflow.rollout.result import (
     PhaseClock,
     RolloutResult,
     Tokens,
+    append_error_txt,
     write_error_txt,
     write_json_atomic,
 )
+from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.rollout.sandbox_needs import require_sandbox
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
@@ -66,7 +71,7 @@ class Rollout:
     def __init__(self, config: RolloutConfig, *, task: Task | None = None,
                  listener: RolloutListener | None = None,
                  drivers: Mapping[str, AgentDriver] | None = None) -> None:
-        self.config = config
+        self.config = config = resolve_scenes(config, task)
         self.task = task
         self.job_name = config.job_name or default_job_name()
         self.listener = listener
@@ -76,7 +81,8 @@ class Rollout:
         self.dataset_name = config.dataset_name or config.task_path.expanduser().resolve().parent.name
         self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
                                             self.dataset_name, task_name, config.attempt)
-        self.rollout_name = f"{config.agent_name}/{self.dataset_name}/{task_name}__{config.attempt}"
+        self.rollout_name = rollout_name(config.agent_name, self.dataset_name, task_name,
+                                         config.attempt)
         self.result = RolloutResult(
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=task_name,
             dataset_name=self.dataset_name, agent_name=config.agent_name,
@@ -118,10 +124,12 @@ class Rollout:
         self._secrets = resolved.secrets
         mask_in_rollout_log(resolved.secrets)
         self.result.task_git_commit_id = task.git_commit_id()
+        check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
                                       log_dir=self.paths.root / "model_server",
                                       capture_path=self.paths.model_calls)
+        require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
@@ -147,12 +155,12 @@ class Rollout:
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
             build_log_path=self.paths.build_log,
+            ledger_path=config.jobs_dir / self.job_name / LEDGER_NAME,
             **self.network.sandbox_fields(online_install=needs_network_install(
                 self.drivers.values())),
-            **config.provider_config,
         )
         self.spec = spec
-        self.sandbox = create_sandbox(config.environment, spec)
+        self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
         self._warn_unhardened()
 
     async def start(self) -> None:
@@ -228,17 +236,21 @@ class Rollout:
             self.network.attribute_calls(self.ctx.trajectory)
 
     async def run_steps(self) -> None:
-        """The desugared steps (`self.steps`), or the user's rounds when a user drives."""
-        assert self.ctx is not None and self.skills is not None
-        if self.config.user is not None:
-            await self._run_user_rounds()
-            return
-        for group in session_groups(self.steps):
-            first, driver = group[0], self.drivers[group[0].role.agent]
-            async with self.skills.session(self.ctx, driver, first) as skills, \
-                    driver.connect(self.ctx, first.role, first.scene) as connection:
-                for step in group:
-                    self._count(await connection.prompt(dataclasses.replace(step, skills=skills)))
+        """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
+        within the agent phase's one budget (`budget.py`)."""
+        assert self.ctx is not None and self.skills is not None and self.task is not None
+        budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
+        with agent_phase_deadline(self.ctx, budget):
+            if self.config.user is not None:
+                await self._run_user_rounds()
+                return
+            for group in session_groups(self.steps):
+                first, driver = group[0], self.drivers[group[0].role.agent]
+                async with self.skills.session(self.ctx, driver, first) as skills, \
+                        driver.connect(self.ctx, first.role, first.scene) as connection:
+                    for step in group:
+                        self._count(await connection.prompt(
+                            dataclasses.replace(step, skills=skills)))
 
     def _count(self, outcome: StepOutcome) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported."""
@@ -284,9 +296,10 @@ class Rollout:
         The verifier runs in a fresh sandbox instead when the task says `separate`."""
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
-        self._logs_collected = not self.task.config.verifier.separate  # the verify paths
         self.result.hardened = self.baseline is not None
-        outcome = await verify_with_mode(self, None, final=True)     # download /logs
+        outcome = await verify_with_mode(self, None, final=True)
+        # on success the in-sandbox paths downloaded /logs; otherwise cleanup collects it
+        self._logs_collected = not self.task.config.verifier.separate
         self.result.rewards = outcome.rewards
         self.result.reward = outcome.reward
 
@@ -314,15 +327,16 @@ class Rollout:
         except BenchflowError as exc:
             log.warning("%s: could not collect /logs: %s", self.rollout_name, exc)
         policy = self.config.preserve_env
-        keep = policy == "always" or (policy == "on_failure" and not self.result.passed)
+        keep = policy == "always" or (policy == "on_failure" and self.result.failed)
         try:
             await self.sandbox.stop(delete=not keep)
         except SandboxTeardownError as exc:
             self.result.teardown_error = ErrorInfo.from_exception(exc, "teardown")
             if self.result.error is None:
                 self.result.error = self.result.teardown_error
+            append_error_txt(self.paths.error, exc)
         if keep:
-            self.result.sandbox_preserved = getattr(self.sandbox, "container_id", None)
+            self.result.sandbox_preserved = self.sandbox.sandbox_id
 
     # -- the whole rollout -------------------------------------------------------------
 

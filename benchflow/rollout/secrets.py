@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,13 +20,24 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def redact(value: Any) -> Any:
-    """Replace the values of secret-looking keys in every `env` mapping, recursively."""
+def redact(value: Any, keep: Callable[[str], bool] | None = None, *,
+           _env: bool = False) -> Any:
+    """Replace the values of secret-looking keys in every `env` mapping, recursively.
+
+    The one redaction of saved configs (rollout and job config.json). A value for which
+    `keep(value)` is true stays (a `${VAR}` reference names a secret without holding it).
+    Keys outside `env` mappings are left alone (`api_key_env` names a variable).
+    """
     if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(v, str) and is_secret_name(str(k)) else redact(v))
-                for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            if _env and isinstance(v, str) and is_secret_name(str(k)) and not (keep and keep(v)):
+                out[k] = REDACTED
+            else:
+                out[k] = redact(v, keep, _env=k == "env")
+        return out
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        return [redact(v, keep) for v in value]
     return value
 
 

@@ -178,6 +178,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
         if (task.config.step_separate(step.config) if step else verifier.separate):
             separate = SeparateVerifier(
                 environment=rollout.config.environment,
+                provider_config=rollout.config.provider_config,
                 spec=verifier_spec(rollout, step),
                 artifacts=[*task.config.artifacts, *(step.config.artifacts if step else [])],
                 artifacts_dir=where / "artifacts")
@@ -194,7 +195,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
                 agent_user=ctx.agent_user, config=verifier.hardening,
                 pytest_plugins=verifier.pytest_plugins)
             return done.outcome
-        return await verify(sandbox, run, out_dir, logs_dir)
+        return await verify(sandbox, run, logs_dir)
 
 
 async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOutcome:
@@ -203,7 +204,7 @@ async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOu
     assert task is not None and sandbox is not None
     verifier = task.config.verifier
     if rollout.baseline is None:
-        outcome = await verify(sandbox, run, out_dir, out_dir / "logs")
+        outcome = await verify(sandbox, run, out_dir / "logs")
     else:
         soft = await soft_verify(sandbox, run, config=verifier.hardening,
                                  baseline=rollout.baseline, strict=True,

@@ -26,6 +26,7 @@ import urllib3.exceptions
 
 from benchflow.errors import ImagePullError, SandboxBuildError, SandboxBuildTimeout
 from benchflow.sandbox import certs
+from benchflow.sandbox.docker_errors import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,16 @@ def inject_ca(dockerfile: str) -> str:
         if _FROM.match(line) and not _SCRATCH.match(line):
             out.append(("" if line.endswith("\n") else "\n") + steps)
     return "".join(out)
+
+
+def final_stage_has_ca(environment_dir: Path) -> bool:
+    """Whether `inject_ca` installs the CAs in the image's final stage (not `FROM scratch`)."""
+    try:
+        lines = (environment_dir / "Dockerfile").read_text().splitlines()
+    except OSError:
+        return False
+    stages = [line for line in lines if _FROM.match(line)]
+    return bool(stages) and not _SCRATCH.match(stages[-1])
 
 
 def build_context(environment_dir: Path, pems: list[bytes]) -> io.BytesIO:
@@ -165,9 +176,10 @@ def pull_image(client: docker.DockerClient, image: str) -> None:
     try:
         client.api.pull(repo, tag=tag or "latest")
         client.images.get(image)
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise ImagePullError(f"cannot pull docker_image {image!r}: {_short(exc)}. "
-                             "Build it locally or fix environment.docker_image / sandbox.docker_image") from exc
+                             "Build it locally or fix environment.docker_image / "
+                             "sandbox.docker_image", transient=is_transient(exc)) from exc
 
 
 def _short(exc: Exception) -> str:

@@ -172,8 +172,9 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                           ) -> HardenedOutcome:
     """The final verify: harden, upload the verifier fresh, seal, run test.sh, read rewards.
 
-    Writes `out_dir/hardening.json` (also when tampering is found) next to test.sh's
-    stdout/stderr, and downloads `/logs` to `logs_dir`.
+    Writes `out_dir/hardening.json` (also when tampering is found), test.sh's stdout/stderr
+    to `logs_dir/verifier/`, and downloads `/logs` to `logs_dir` when test.sh succeeded
+    (otherwise the rollout's cleanup collects it).
 
     Raises:
         VerifierTampered: see `harden()`.
@@ -195,7 +196,8 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
                        baseline=baseline)
-    result = await run_test_script(sandbox, dataclasses.replace(run, env=env), out_dir,
+    result = await run_test_script(sandbox, dataclasses.replace(run, env=env),
+                                   logs_dir / "verifier",
                                    reset_logs=config.reset_verifier_logs,
                                    logs_mode="755" if config.lock_verifier_dirs else "777")
     await sandbox.download("/logs", logs_dir)

@@ -10,6 +10,14 @@ from benchflow.errors import RewardInvalidError, RewardMissingError
 
 HEADLINE = "reward"
 
+PASS_THRESHOLD = 1.0
+"""A rollout passed when its headline reward is at least this (the one definition)."""
+
+
+def passes(reward: float | None) -> bool:
+    """Whether a headline reward counts as a pass; None (not scored) never does."""
+    return reward is not None and reward >= PASS_THRESHOLD
+
 
 def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -80,10 +80,13 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
     return result
 
 
-async def verify(sandbox: Sandbox, run: VerifierRun, out_dir: Path, logs_dir: Path
-                 ) -> VerifierOutcome:
-    """Upload, run, download `/logs` to `logs_dir` and parse the rewards."""
+async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:
+    """Upload, run, download `/logs` to `logs_dir` and parse the rewards.
+
+    test.sh's stdout/stderr go to `logs_dir/verifier/`. When test.sh fails, `/logs` is not
+    downloaded here: the rollout's cleanup collects it for every outcome.
+    """
     await upload_verifier(sandbox, run)
-    result = await run_test_script(sandbox, run, out_dir)
+    result = await run_test_script(sandbox, run, logs_dir / "verifier")
     await sandbox.download("/logs", logs_dir)
     return VerifierOutcome(read_rewards(logs_dir / "verifier"), result)

@@ -47,7 +47,7 @@ async def test_oracle_runs_each_step_and_scores_both(tmp_path, job_label, harden
     oracle_runs = [e for e in iter_events(paths.trajectory) if e.type == "oracle"]
     assert [e.task_step for e in oracle_runs] == ["create", "extend"]
     assert all(e.exit_code == 0 for e in oracle_runs)  # type: ignore[attr-defined]
-    assert (paths.root / "steps" / "extend" / "verifier" / "stdout.txt").is_file()
+    assert (paths.root / "steps" / "extend" / "logs" / "verifier" / "stdout.txt").is_file()
 
 
 async def test_a_step_under_min_reward_stops_the_rollout(tmp_path, job_label):
@@ -92,7 +92,7 @@ async def test_separate_verifier_scores_the_artifact_in_its_own_sandbox(tmp_path
     assert result.error is None, result.error
     assert result.reward == 1.0
     assert (paths.root / "artifacts" / "app" / "out" / "report.json").is_file()
-    out = (paths.verifier_dir / "stdout.txt").read_text()
+    out = (paths.verifier_logs_dir / "stdout.txt").read_text()
     assert "input.txt present: False" in out  # the verifier's image, not the agent's
 
 
@@ -115,6 +115,6 @@ async def test_nothing_but_the_artifacts_reaches_the_separate_verifier(tmp_path,
     ]}])
     result, paths = await run_rollout(SEPARATE, single(play), tmp_path / "jobs", job_label)
     assert result.error is None and result.reward == 0.0
-    out = (paths.verifier_dir / "stdout.txt").read_text()
+    out = (paths.verifier_logs_dir / "stdout.txt").read_text()
     assert "agent notes present: False" in out
 

@@ -30,3 +30,13 @@ def test_ca_injected_after_each_from_except_scratch():
     scratch = out.index("FROM scratch")
     assert out[scratch + 1] == "COPY --from=build /x /x"
     assert out[installs[1] - 2].startswith("from --platform")
+
+
+def test_final_stage_has_ca_only_when_the_last_stage_is_not_scratch(tmp_path):
+    from benchflow.sandbox.images import final_stage_has_ca
+
+    (tmp_path / "Dockerfile").write_text("FROM debian AS build\nRUN true\nFROM scratch\nCOPY a /a\n")
+    assert not final_stage_has_ca(tmp_path)
+    (tmp_path / "Dockerfile").write_text("FROM scratch AS x\nFROM debian:bookworm-slim\n")
+    assert final_stage_has_ca(tmp_path)
+    assert not final_stage_has_ca(tmp_path / "missing")

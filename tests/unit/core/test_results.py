@@ -65,3 +65,11 @@ def test_redact_hides_secret_env_values_only():
                                              "GITHUB_TOKEN": "t", "MY_SECRET": "s"}}]}]}
     env = redact(config)["scenes"][0]["roles"][0]["env"]
     assert env == {"OPENAI_API_KEY": "***", "MODEL": "gpt", "GITHUB_TOKEN": "***", "MY_SECRET": "***"}
+
+
+def test_redact_touches_env_mappings_only_and_keeps_references():
+    data = {"model_endpoint": {"api_key_env": "MY_KEY"},
+            "agents": [{"env": {"API_KEY": "sk-live", "TOKEN": "${TOKEN}", "MODE": "x"}}]}
+    out = redact(data, keep=lambda v: v.startswith("${"))
+    assert out["model_endpoint"] == {"api_key_env": "MY_KEY"}
+    assert out["agents"][0]["env"] == {"API_KEY": "***", "TOKEN": "${TOKEN}", "MODE": "x"}

@@ -17,7 +17,10 @@ import anyio.lowlevel
 import pytest
 
 from benchflow.errors import SandboxStartError
+from benchflow.sandbox import registry
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
+from benchflow.sandbox.provider import SandboxProvider
+from benchflow.sandbox.spec import SandboxSpec
 
 TASK_MD = """---
 task:
@@ -60,6 +63,8 @@ class Behaviour:
 
     start_failures: int = 0
     """How many `start()` calls fail (with SandboxStartError) before they succeed."""
+    start_failure_transient: bool = True
+    """Whether those failures are transient (a daemon 5xx) or would repeat (a 4xx)."""
     exit_codes: dict[str, int] = field(default_factory=dict)
     """Exit code by script name suffix (`install.sh`, `execute.sh`, `solve.sh`)."""
     delay_sec: float = 0.0
@@ -79,6 +84,8 @@ class FakeSandbox:
     """An in-memory Sandbox (see the module docstring)."""
 
     capabilities = SandboxCapabilities(live_processes=False)
+    backend = "fake"
+    image: str | None = None
 
     def __init__(self, behaviour: Behaviour) -> None:
         self.behaviour = behaviour
@@ -87,11 +94,17 @@ class FakeSandbox:
         self.started = False
         behaviour.sandboxes.append(self)
 
+    @property
+    def sandbox_id(self) -> str | None:
+        return f"fake-{id(self):x}" if self.started else None
+
     async def start(self) -> None:
         await anyio.lowlevel.checkpoint()
         if self.behaviour.start_failures > 0:
             self.behaviour.start_failures -= 1
-            raise SandboxStartError("docker API error: 500 Server Error: boom")
+            transient = self.behaviour.start_failure_transient
+            raise SandboxStartError(f"docker API error: {500 if transient else 400} Server "
+                                    "Error: boom", transient=transient)
         self.started = True
         self.behaviour.starts += 1
 
@@ -145,12 +158,33 @@ class FakeSandbox:
             self.behaviour.stops += 1
 
 
+class FakeProvider(SandboxProvider):
+    """The provider of FakeSandboxes, registered as `fake` by the `behaviour` fixture."""
+
+    name = "fake"
+    capabilities = FakeSandbox.capabilities
+    behaviour: Behaviour | None = None
+    cleaned: list[str | None] = []
+
+    def create(self, spec: SandboxSpec) -> FakeSandbox:
+        assert self.behaviour is not None
+        return FakeSandbox(self.behaviour)
+
+    async def cleanup(self, job_name: str | None = None) -> list[str]:
+        FakeProvider.cleaned.append(job_name)
+        return []
+
+
 @pytest.fixture
 def behaviour(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
-    """Route every rollout's sandbox to a FakeSandbox driven by the returned Behaviour."""
+    """Route every rollout's sandbox to a FakeSandbox driven by the returned Behaviour
+    (through the provider registered as `fake`, also for the other environment names)."""
     shared = Behaviour()
+    monkeypatch.setattr(FakeProvider, "behaviour", shared)
+    monkeypatch.setattr(FakeProvider, "cleaned", [])
+    monkeypatch.setitem(registry.BUILTIN, "fake", (f"{FakeProvider.__module__}:FakeProvider", None))
     monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec: FakeSandbox(shared))
+                        lambda environment, spec, provider_config=None: FakeSandbox(shared))
     return shared
 
 

@@ -12,7 +12,7 @@ from benchflow.errors import ConfigError
 from benchflow.job.config import RetryConfig, parse_job_config
 from benchflow.job.datasets import resolve_datasets
 from benchflow.job.plan import agent_scenes, plan_trials
-from benchflow.job.retry import RETRYABLE_ERROR_TYPES, RetryPolicy
+from benchflow.job.retry import RetryPolicy
 from benchflow.rollout.result import ErrorInfo, RolloutResult
 
 
@@ -88,23 +88,23 @@ def test_registered_agents_map_to_scenes(tmp_path):
 # -- retry policy ---------------------------------------------------------------------------
 
 
-def result_with(error: str | None) -> RolloutResult:
+def result_with(error: str | None, retryable: bool = False) -> RolloutResult:
     return RolloutResult(job_name="j", rollout_name="a/d/t__1", task_name="t", dataset_name="d",
                          agent_name="a", attempt=1,
-                         error=ErrorInfo(type=error, message="m") if error else None)
+                         error=ErrorInfo(type=error, message="m", retryable=retryable)
+                         if error else None)
 
 
-def test_only_infrastructure_errors_are_retryable():
-    assert RETRYABLE_ERROR_TYPES == {
-        "environment_build_failed", "environment_build_timeout", "environment_image_pull_failed",
-        "environment_start_failed", "environment_resource_allocation_failed"}
-    policy = RetryPolicy(max_attempts=3)
-    assert policy.should_retry(result_with("environment_start_failed"), 1)
-    assert policy.should_retry(result_with("environment_start_failed"), 2)
-    assert not policy.should_retry(result_with("environment_start_failed"), 3)
+def test_only_transient_infrastructure_errors_are_retried():
+    policy = RetryPolicy(max_attempts=3)  # three retries after the first try
+    transient = result_with("environment_start_failed", retryable=True)
+    assert [policy.should_retry(transient, n) for n in (1, 2, 3, 4)] == [True, True, True, False]
+    assert not policy.should_retry(result_with("environment_build_failed"), 1)
+    assert not policy.should_retry(result_with("environment_image_pull_failed"), 1)
+    for kind in ("environment_teardown_failed", "cancelled"):
+        assert not policy.should_retry(result_with(kind, retryable=True), 1), kind
     for kind in ("agent_execution_failed", "agent_install_failed", "verifier_failed",
-                 "verifier_timeout", "environment_teardown_failed", "cancelled",
-                 "internal_error", "task_invalid", None):
+                 "verifier_timeout", "internal_error", "task_invalid", "config_invalid", None):
         assert not policy.should_retry(result_with(kind), 1), kind
 
 

@@ -90,7 +90,28 @@ async def test_retries_stop_at_max_attempts(tmp_path, dataset, behaviour):
     _, job, _ = await run_job(config)
     (trial,) = job.results
     assert trial.error is not None and trial.error.type == "environment_start_failed"
-    assert len(trial.retried_errors) == 2 and behaviour.start_failures == 7
+    # max_attempts 3 = three retries after the first try: four tries in all
+    assert len(trial.retried_errors) == 3 and behaviour.start_failures == 6
+
+
+async def test_a_failure_that_would_repeat_is_not_retried(tmp_path, dataset, behaviour):
+    behaviour.start_failures = 10
+    behaviour.start_failure_transient = False
+    config = make_config(tmp_path, dataset, datasets=[{"path": str(dataset), "tasks": ["alpha"]}])
+    _, job, _ = await run_job(config)
+    (trial,) = job.results
+    assert trial.error is not None and not trial.error.retryable
+    assert trial.retried_errors == [] and behaviour.start_failures == 9
+
+
+async def test_max_attempts_zero_turns_retries_off(tmp_path, dataset, behaviour):
+    behaviour.start_failures = 10
+    config = make_config(tmp_path, dataset, retry={**FAST_RETRY, "max_attempts": 0},
+                         datasets=[{"path": str(dataset), "tasks": ["alpha"]}])
+    _, job, _ = await run_job(config)
+    (trial,) = job.results
+    assert trial.error is not None and trial.error.retryable
+    assert trial.retried_errors == [] and behaviour.start_failures == 9
 
 
 async def test_agent_failure_is_never_retried_and_skips_the_verifier(tmp_path, dataset,
