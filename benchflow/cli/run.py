@@ -99,7 +99,6 @@ def _prepare(path: Path, **opts: Any) -> Any:
     from benchflow.job.config import parse_job_config, with_absolute_paths
     from benchflow.job.runner import prepare_job
     from benchflow.rollout.model_endpoint import model_endpoint
-
     from benchflow.skills import skills_from_paths
 
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT  # noqa: E402
+
 LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
 

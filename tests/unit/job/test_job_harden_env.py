@@ -107,10 +107,12 @@ def test_benchflow_run_harden_flags_map_onto_the_rollout_config(tmp_path, datase
                                                                 flag, expected):
     seen = []
 
-    async def fake_run_job(env, job_name, jobs_dir, trials, concurrency):
-        seen.extend(trial.config.harden for trial in trials)
-        raise ConfigError("stop here")
+    def fake_run_prepared(prepared, *, resuming):
+        seen.extend(trial.config.harden for trial in prepared.trials)
+        return 0
 
-    monkeypatch.setattr("benchflow.cli.run._run_job", fake_run_job)
-    result = CliRunner().invoke(app, ["run", str(dataset / "alpha"), *flag])
-    assert result.exit_code == 2 and seen == [expected]
+    monkeypatch.setattr("benchflow.cli.jobs.run_prepared", fake_run_prepared)
+    result = CliRunner().invoke(app, ["run", str(dataset / "alpha"), *flag,
+                                      "--jobs-dir", str(tmp_path / "jobs")])
+    assert result.exit_code == 0, result.output
+    assert seen == [expected]
