@@ -119,6 +119,6 @@ async def test_a_shadowed_plugin_is_refused_even_when_left_on_disk(tmp_path, job
     result, run = await rollout(task, "shadow-plugin", tmp_path / "jobs", job_label,
                                 harden=True, script=SHADOW_PLUGIN)
     assert (result.reward, result.error) == (0.0, None), run.paths.root
-    output = (run.paths.verifier_dir / "stdout.txt").read_text() + \
-        (run.paths.verifier_dir / "stderr.txt").read_text()
+    verifier_out = run.paths.logs_dir / "verifier"  # test.sh's output, as the spec lays it out
+    output = (verifier_out / "stdout.txt").read_text() + (verifier_out / "stderr.txt").read_text()
     assert "benchflow: pytest plugin ctrf.main not loaded: found at /app/ctrf" in output
