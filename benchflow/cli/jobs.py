@@ -38,6 +38,7 @@ from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
 
 app = typer.Typer(name="jobs", no_args_is_help=True,
@@ -68,10 +69,9 @@ def _notify(message: str) -> None:
     err_console.print(f"[yellow]{message}[/]", highlight=False)
 
 
-async def _execute(prepared: PreparedJob, *, resuming: bool) -> tuple[JobResult, Job]:
+async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
+                   resuming: bool) -> tuple[JobResult, Job]:
     config = prepared.config
-    provider = get_provider(config.environment.type, config.environment.provider_config)
-    await provider.preflight()
     if resuming:  # sandboxes a crashed run left behind
         await remove_containers(config.name, provider)
     title = f"{config.name} ({len(prepared.to_run)} trials)"
@@ -90,12 +90,15 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool) -> int:
     The one path `jobs run`, `jobs resume` and `benchflow run` share.
     """
     set_console_level(prepared.config.log_level)
+    environment = prepared.config.environment
+    provider = get_provider(environment.type, environment.provider_config)
+    anyio.run(provider.preflight)  # credentials and daemon, before anything is written
     with job_lock(prepared.job_dir):
         if resuming:
             reset_unfinished(prepared)
         else:
             start_new_job(prepared)
-        result, job = anyio.run(lambda: _execute(prepared, resuming=resuming))
+        result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming))
     console.print(summary_table(job.all_results(), title=f"job {result.job_name}"))
     _print_summary(result, prepared.job_dir)
     if result.cancelled:

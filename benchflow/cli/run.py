@@ -15,6 +15,7 @@ import typer
 
 from benchflow.cli._common import user_errors
 from benchflow.errors import ConfigError
+from benchflow.sandbox.registry import check_backend
 
 
 class Preserve(enum.StrEnum):
@@ -82,6 +83,7 @@ def run_command(
     from benchflow.cli.jobs import run_prepared
 
     with user_errors():
+        check_backend(env)  # one line naming the registered backends, before anything else
         prepared = _prepare(
             path, agent=agent, model=model, attempts=attempts, concurrency=concurrency,
             jobs_dir=jobs_dir, job_name=job_name, env=env, force_build=force_build,

@@ -113,7 +113,7 @@ def map_daytona_errors(error: type[SandboxError] = SandboxExecError) -> Iterator
     except deterministic as exc:
         raise ConfigError(f"daytona rejected the request: {exc}") from exc
     except daytona.DaytonaError as exc:
-        raise error(f"daytona error: {exc}") from exc
+        raise error(f"daytona error: {exc}", transient=True) from exc
 
 
 def _client_factory(config: DaytonaConfig) -> Callable[[], Any]:

@@ -41,14 +41,15 @@ def _args(parts: list[st.SearchStrategy[list[str]]]) -> st.SearchStrategy[list[s
 def fake_sandboxes(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     shared = Behaviour()
     monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec: FakeSandbox(shared))
+                        lambda environment, spec, provider_config=None: FakeSandbox(shared))
     monkeypatch.setattr("benchflow.rollout.rollout.Rollout.hardened",
                         property(lambda self: False))
 
     async def no_daemon_needed() -> None:
         return None
 
-    monkeypatch.setattr("benchflow.cli.jobs.preflight", no_daemon_needed)
+    monkeypatch.setattr("benchflow.sandbox.docker_provider.DockerProvider.preflight",
+                        lambda self: no_daemon_needed())
     return shared
 
 
@@ -97,7 +98,7 @@ RUN_OPTIONS = [
     _option("-m", st.sampled_from(["m1", "anthropic/x"])),
     _option("-k", st.sampled_from(["1", "2", "0"])),
     _option("-n", st.sampled_from(["1", "4", "0"])),
-    _option("--env", st.sampled_from(["docker", "daytona", "modal"])),
+    _option("--env", st.sampled_from(["docker", "daytona", "modal", "nosuch"])),
     _option("--preserve-env", st.sampled_from(["never", "always", "on_failure"])),
     _option("--network", st.sampled_from(["public", "none", "model-only"])),
     _option("--ca-cert", st.sampled_from(["none", "/nonexistent/ca.pem"])),

@@ -51,7 +51,7 @@ def test_a_taken_default_job_name_gets_a_suffix(tmp_path):
 def test_benchflow_run_is_a_resumable_job(tmp_path, dataset, behaviour):
     jobs = tmp_path / "jobs"
     done = runner.invoke(app, ["run", str(dataset), "-a", "oracle", "-k", "2", "--jobs-dir",
-                               str(jobs), "--job-name", "viarun", "--env", "modal"])
+                               str(jobs), "--job-name", "viarun", "--env", "fake"])
     assert done.exit_code == 0, done.output
     job_dir = jobs / "viarun"
     saved = JobResult.model_validate_json((job_dir / "result.json").read_text())
@@ -67,7 +67,7 @@ def test_benchflow_run_is_a_resumable_job(tmp_path, dataset, behaviour):
 def test_benchflow_run_retries_transient_failures(tmp_path, dataset, behaviour):
     behaviour.start_failures = 1
     done = runner.invoke(app, ["run", str(dataset / "alpha"), "--jobs-dir", str(tmp_path / "j"),
-                               "--job-name", "retried", "--env", "modal"])
+                               "--job-name", "retried", "--env", "fake"])
     assert done.exit_code == 0, done.output
     (result_file,) = (tmp_path / "j" / "retried").glob("*/*/*/result.json")
     assert '"retried_errors": [\n    {' in result_file.read_text()
@@ -234,7 +234,7 @@ def test_log_level_sets_the_console_and_rollout_log_keeps_info(tmp_path, dataset
     set_console_level("debug")
     assert _Console.handler.level == logging.WARNING
     done = runner.invoke(app, ["run", str(dataset / "alpha"), "--jobs-dir", str(tmp_path / "j"),
-                               "--job-name", "logs", "--env", "modal"])
+                               "--job-name", "logs", "--env", "fake"])
     assert done.exit_code == 0, done.output
     (log,) = (tmp_path / "j" / "logs").glob("*/*/*/rollout.log")
     assert " INFO " in log.read_text()
