@@ -22,6 +22,8 @@ BuiltinAgentName = Literal["oracle", "nop"]
 BUILTIN_AGENT_NAMES: tuple[str, ...] = get_args(BuiltinAgentName)
 
 ORACLE_DIR = "/oracle"
+SOLUTION_DIR = "/solution"
+"""Harbor's path of the solution folder: a link to ORACLE_DIR, so `/solution/...` works."""
 ORACLE_LOG = "/logs/agent/oracle.txt"
 
 
@@ -45,13 +47,20 @@ class NopAgent:
 
 
 async def place_solution(ctx: AgentContext) -> None:
-    """Put the solution the oracle runs now (a step's, else the task's) at /oracle, once."""
+    """Put the solution the oracle runs now (a step's, else the task's) at /oracle, once,
+    with /solution (Harbor's path) a link to it. A root oracle's copy is root-only, so no
+    other agent of the rollout can read it."""
     wanted = ctx.solution_dir or ctx.task.solution_dir
     if wanted is None or ctx.extras.get("oracle:placed") == wanted:
         return
-    await ctx.sandbox.exec(["rm", "-rf", ORACLE_DIR], user="root", timeout=60,
+    link = f"rm -rf {ORACLE_DIR} {SOLUTION_DIR} && ln -s {ORACLE_DIR} {SOLUTION_DIR}"
+    await ctx.sandbox.exec(["sh", "-c", link], user="root", timeout=60,
                            env={"PATH": SYSTEM_PATH})
     await ctx.sandbox.upload(wanted, ORACLE_DIR)
+    if not ctx.task.config.agent.user:
+        protect = f"chown -R 0:0 {ORACLE_DIR} && chmod -R go-rwx {ORACLE_DIR}"
+        await ctx.sandbox.exec(["sh", "-c", protect], user="root", timeout=60,
+                               env={"PATH": SYSTEM_PATH})
     ctx.extras["oracle:placed"] = wanted
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from benchflow.errors import BenchflowError, ConfigError
 
@@ -40,7 +41,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ConfigError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escaped: messages name TOML tables such as [verifier.env], which rich would eat
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except ValidationError as exc:
         err_console.print(f"[bold red]error:[/] {_validation_message(exc)}", highlight=False,
@@ -51,8 +54,8 @@ def user_errors() -> Iterator[None]:
                           "check the path", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except BenchflowError as exc:
-        err_console.print(f"[bold red]error ({exc.error_type}):[/] {exc}", highlight=False,
-                          soft_wrap=True)
+        err_console.print(f"[bold red]error ({exc.error_type}):[/] {escape(str(exc))}",
+                          highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]cancelled[/]")

@@ -74,6 +74,10 @@ def run_command(
     mcp_config: Annotated[Path | None, typer.Option(
         "--mcp-config", help="a Claude-style .mcp.json: its MCP servers go to every ACP "
         "agent, besides the task's")] = None,
+    harden: Annotated[bool | None, typer.Option(
+        "--harden/--no-harden", help="force verifier hardening on for any agent (the oracle "
+        "too: check a task survives it) or off (recorded as a warning in result.json); "
+        "default: on unless the agent is oracle or nop")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     from benchflow.cli.jobs import run_prepared
@@ -88,7 +92,7 @@ def run_command(
             model_server=model_server, model_base_url=model_base_url,
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
-            capture_model_calls=capture_model_calls)
+            capture_model_calls=capture_model_calls, harden=harden)
         code = run_prepared(prepared, resuming=False)
     raise typer.Exit(code)
 
@@ -97,7 +101,6 @@ def _prepare(path: Path, **opts: Any) -> Any:
     from benchflow.job.config import parse_job_config, with_absolute_paths
     from benchflow.job.runner import prepare_job
     from benchflow.rollout.model_endpoint import model_endpoint
-
     from benchflow.skills import skills_from_paths
 
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
@@ -125,7 +128,7 @@ _OPTION_OF_FIELD = {
     "environment.network": "--network", "environment.extra_ca_certs": "--ca-cert",
     "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
     "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
-    "skills": "--skill", "mcp_config": "--mcp-config",
+    "skills": "--skill", "mcp_config": "--mcp-config", "harden": "--harden/--no-harden",
 }
 
 
@@ -147,7 +150,8 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  scenes_file: Path | None, network: str | None, timeout_multiplier: float,
                  max_retries: int, skill: list[Path] | None = None,
                  mcp_config: Path | None = None,
-                 capture_model_calls: bool = False) -> dict[str, Any]:
+                 capture_model_calls: bool = False,
+                 harden: bool | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -180,6 +184,7 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
         "environment": environment, "agents": [spec], "datasets": [dataset],
         "skills": list(skill or []), "mcp_config": mcp_config,
         "capture_model_calls": capture_model_calls,
+        **({} if harden is None else {"harden": harden}),
     }
 
 

@@ -272,6 +272,10 @@ class JobConfig(FrozenModel):
         default=None, description="the model API every agent uses: a scripted model server "
         "(`script`) or a real endpoint (`base_url`, `api_key_env`)")
     verifier: VerifierConfig = VerifierConfig()
+    harden: bool | None = Field(
+        default=None, description="true: harden before the final verify for every agent, the "
+        "oracle included; false: never (recorded as a warning in each result); unset: harden "
+        "unless every agent is a trusted built-in (oracle, nop)")
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
     datasets: list[DatasetConfig] = Field(min_length=1)

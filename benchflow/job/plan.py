@@ -76,6 +76,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
         capture_model_calls=config.capture_model_calls,
         skills=config.skills, mcp_servers=mcp_servers or [],
+        harden=config.harden,
     )
 
 

@@ -26,6 +26,7 @@ from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
+from benchflow.task.env_templates import resolve_task_env
 
 
 @dataclass
@@ -47,14 +48,18 @@ class PreparedJob:
         return self.job_dir / trial.trial_name
 
 
-def check_agents(trials: list[Trial]) -> None:
-    """Every agent a trial names resolves to a driver and has its credentials.
+def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
+    """Every agent a trial names resolves to a driver and has its credentials, and every
+    task's env templates resolve.
 
     Raises:
-        ConfigError: an unknown agent or a missing credential, before anything starts.
+        ConfigError: an unknown agent, a missing credential or an unset host variable an
+            env template needs, before anything starts.
     """
     for trial in trials:
         check_scenes(scenes_for_check(trial.config), given=trial.drivers)
+    for task in {id(t.task): t.task for t in trials if t.task is not None}.values():
+        resolve_task_env(task, lookup)  # env templates naming unset host variables
 
 
 def prepare_job(config: JobConfig, *, source: Path | str = "job", lookup: EnvLookup = host_env,
@@ -73,7 +78,7 @@ def prepare_job(config: JobConfig, *, source: Path | str = "job", lookup: EnvLoo
     env = expand_agent_env(config, lookup, source)
     datasets = resolve_datasets(config, cache_dir, source)
     trials = plan_trials(config, datasets, env)
-    check_agents(trials)
+    check_agents(trials, lookup)
     return PreparedJob(config, datasets, trials, Manifest.build(config, datasets),
                        to_run=list(trials))
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
 from benchflow.rollout.secrets import REDACTED, host_secret_values
 
 _current_rollout: ContextVar[str | None] = ContextVar("benchflow_rollout", default=None)
+_filters: dict[str, _RolloutFilter] = {}
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -35,6 +36,14 @@ class _RolloutFilter(logging.Filter):
         return True
 
 
+def mask_in_rollout_log(values: Iterable[str]) -> None:
+    """Mask these values too in the current rollout's log (e.g. env templates' host values)."""
+    found = _filters.get(_current_rollout.get() or "")
+    if found is not None:
+        found.secrets = sorted({*found.secrets, *(v for v in values if v)}, key=len,
+                               reverse=True)
+
+
 @contextlib.contextmanager
 def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
     """Send benchflow's log records made inside this context to `path`."""
@@ -42,7 +51,9 @@ def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
     handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter(_FORMAT))
-    handler.addFilter(_RolloutFilter(rollout_name))
+    rollout_filter = _RolloutFilter(rollout_name)
+    handler.addFilter(rollout_filter)
+    _filters[rollout_name] = rollout_filter
     logger = logging.getLogger("benchflow")
     if logger.getEffectiveLevel() > logging.INFO:  # rollout.log records INFO and up, always
         logger.setLevel(logging.INFO)
@@ -52,5 +63,6 @@ def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
         yield
     finally:
         _current_rollout.reset(token)
+        _filters.pop(rollout_name, None)
         logger.removeHandler(handler)
         handler.close()

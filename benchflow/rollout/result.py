@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -112,6 +112,8 @@ class RolloutResult(StrictModel):
     tokens: Tokens | None = None
     trajectory_path: str | None = None
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
+    hardened: bool | None = Field(
+        default=None, description="whether the final verify was hardened; null: no verify ran")
     steps: list[TaskStepResult] = Field(
         default_factory=list, description="a multi-step task's steps, in the order they ran")
     warnings: list[str] = Field(
@@ -177,9 +179,13 @@ def write_json_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_error_txt(path: Path, exc: BaseException) -> None:
+def write_error_txt(path: Path, exc: BaseException, secrets: Iterable[str] = ()) -> None:
+    """The traceback of `exc`, with each of `secrets` masked."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(traceback.format_exception(exc)))
+    text = "".join(traceback.format_exception(exc))
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    path.write_text(text)
 
 
 def append_error_txt(path: Path, exc: BaseException) -> None:

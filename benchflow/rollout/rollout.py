@@ -24,7 +24,7 @@ from benchflow.mcp import merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
-from benchflow.rollout.logs import rollout_log
+from benchflow.rollout.logs import mask_in_rollout_log, rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.result import (
     ErrorInfo,
@@ -36,7 +36,7 @@ from benchflow.rollout.result import (
     write_json_atomic,
 )
 from benchflow.rollout.scenes import resolve_scenes
-from benchflow.rollout.secrets import redacted_config_json
+from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import run_user_loop
@@ -50,6 +50,7 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
+from benchflow.task.env_templates import resolve_task_env
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
@@ -100,6 +101,7 @@ class Rollout:
         self._started = False
         self._agent_image: AgentImagePlan | None = None
         self.baseline: Baseline | None = None
+        self._secrets: frozenset[str] = frozenset()
 
     @property
     def hardened(self) -> bool:
@@ -118,7 +120,10 @@ class Rollout:
         write_json_atomic(self.paths.config, redacted_config_json(config))
         if self.task is None:
             self.task = load_task(config.task_path)
-        task = self.task
+        resolved = resolve_task_env(self.task)  # ${VAR} in env tables, from the host
+        self.task = task = resolved.task
+        self._secrets = resolved.secrets
+        mask_in_rollout_log(resolved.secrets)
         self.result.task_git_commit_id = task.git_commit_id()
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
@@ -157,6 +162,7 @@ class Rollout:
         )
         self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
+        self._warn_unhardened()
 
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
@@ -202,6 +208,17 @@ class Rollout:
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
                                                 config=hardening)
+
+    def _warn_unhardened(self) -> None:
+        """Record in the result that `harden=False` left an untrusted agent's score unprotected."""
+        trusted_only = all(role.agent in TRUSTED_AGENTS
+                           for scene in self.config.scenes for role in scene.roles)
+        if self.config.harden is False and not trusted_only:
+            message = ("hardening is off (--no-harden / harden: false): nothing the agent did "
+                       "to the sandbox was undone or checked before the verifier ran, so this "
+                       "reward is not protected against reward hacking")
+            log.warning("%s: %s", self.rollout_name, message)
+            self.result.warnings.append(message)
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
@@ -282,6 +299,7 @@ class Rollout:
         The verifier runs in a fresh sandbox instead when the task says `separate`."""
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
+        self.result.hardened = self.baseline is not None
         outcome = await verify_with_mode(self, None, final=True)
         # on success the in-sandbox paths downloaded /logs; otherwise cleanup collects it
         self._logs_collected = not self.task.config.verifier.separate
@@ -374,13 +392,15 @@ class Rollout:
         return self.result
 
     def _record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
-        self.result.error = ErrorInfo.from_exception(exc, phase)
+        error = ErrorInfo.from_exception(exc, phase)
+        self.result.error = error.model_copy(
+            update={"message": redact_text(error.message, self._secrets)})
         self.result.reward = None
         self.result.rewards = None
         if not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", self.rollout_name, phase, exc_info=cause)
         try:
-            write_error_txt(self.paths.error, cause)
+            write_error_txt(self.paths.error, cause, self._secrets)
         except OSError:
             pass
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel
@@ -39,6 +39,13 @@ def redact(value: Any, keep: Callable[[str], bool] | None = None, *,
     if isinstance(value, list):
         return [redact(v, keep) for v in value]
     return value
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret value (longest first, so no prefix leaks) replaced by `***`."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def redacted_config_json(model: BaseModel) -> str:

@@ -24,7 +24,28 @@ CA_ENV = {
     "REQUESTS_CA_BUNDLE": SYSTEM_BUNDLE,
     "PIP_CERT": SYSTEM_BUNDLE,
 }
-"""Environment that points TLS clients at the certificates (set only when certs are given)."""
+"""Environment that points TLS clients at the certificates (set only when certs are given).
+
+Built images get it as `ENV` (the files are installed in the same build). A running sandbox
+decides per variable with `ca_env_argv()`, after the files are in place: a variable is only
+ever set to a file that exists, and a working value of the image is kept (with these
+certificates added), never overridden."""
+
+
+def ca_env_argv() -> list[str]:
+    """The root command that prints `VAR=VALUE` for each CA variable an exec must carry."""
+    text = (Path(__file__).parent / "scripts" / "ca_env.sh").read_text()
+    return ["sh", "-c", text, "ca_env", CA_BUNDLE, SYSTEM_BUNDLE, CA_DIR]
+
+
+def parse_ca_env(stdout: bytes) -> dict[str, str]:
+    """`ca_env_argv()`'s output: only CA_ENV's variables, only absolute paths."""
+    found = {}
+    for line in stdout.decode("utf-8", "replace").splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name in CA_ENV and value.startswith("/"):
+            found[name] = value
+    return found
 
 
 def read_certs(paths: tuple[Path, ...]) -> list[bytes]:

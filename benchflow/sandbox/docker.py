@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT  # noqa: E402
+
 LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
 
@@ -107,7 +108,9 @@ class DockerSandbox:
         self.image: str | None = None
         self.workdir = spec.workdir or "/"
         self._pems = certs.read_certs(spec.extra_ca_certs)
-        self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+        self._env = dict(spec.env)
+        self._ca_env: dict[str, str] = {}
+        """CA variables every exec carries (see certs.ca_env_argv), known after start."""
         self._ca_in_image = False  # built here from the Dockerfile with the CAs baked in
 
     @property
@@ -224,6 +227,11 @@ class DockerSandbox:
             result = await self.exec(["sh", "-c", " && ".join(steps)], user="root")
             if not result.ok:
                 raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
+        if install_ca:  # after the files exist: never point a variable at a missing file
+            result = await self.exec(certs.ca_env_argv(), user="root", env={"PATH": SYSTEM_PATH})
+            if not result.ok:
+                raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
+            self._ca_env = certs.parse_ca_env(result.stdout)
 
     async def stop(self, delete: bool = True) -> None:
         if self.container_id is None:
@@ -286,7 +294,7 @@ class DockerSandbox:
         api = docker_client().api
         started = time.monotonic()
         exec_id = (await docker_call(api.exec_create, self._require(), argv, user=user or "",
-                               workdir=cwd, environment=dict(env or {})))["Id"]
+                               workdir=cwd, environment={**self._ca_env, **(env or {})}))["Id"]
         stdout, stderr = await docker_call(api.exec_start, exec_id, demux=True)
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in _TIMEOUT_EXIT_CODES
@@ -301,7 +309,7 @@ class DockerSandbox:
         pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
         # setsid: the command leads its own process group, so kill() reaches its children.
         argv = ["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
-        environment = {**(env or {}), "BENCHFLOW_PROC_ID": proc_id}
+        environment = {**self._ca_env, **(env or {}), "BENCHFLOW_PROC_ID": proc_id}
         exec_id = (await docker_call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
                                environment=environment, stdin=True))["Id"]
         sock = await docker_call(api.exec_start, exec_id, socket=True)

@@ -3,8 +3,9 @@
 `take_baseline()` runs once per rollout, after the agent is installed and before its first
 turn. In one root exec it records, into a root-only folder of the sandbox: the processes
 alive (later ones are the agent's), signatures and a copy of the workspace's build, test and
-import-hook files, and signatures of the interpreter's folders, the PATH folders and
-/etc/ld.so.preload. A signature holds the entry's ctime, which user space cannot set, so
+import-hook files, signatures of the interpreter's folders, the PATH folders and
+/etc/ld.so.preload, and the image's own pytest plugins (`pytest11` distributions whose files
+are root-owned and not user-writable) with the sha256 of their files. A signature holds the entry's ctime, which user space cannot set, so
 any write, chmod, rename or replacement shows. Python keeps the baseline's digest:
 `harden()` refuses a baseline that changed.
 """
@@ -23,6 +24,12 @@ from benchflow.verify._scripts import resource_text, run_script
 
 BASELINE_DIR = "/var/lib/benchflow"
 """Where the baseline lives in the sandbox: root-owned, mode 0700."""
+
+PLUGIN_LOADER_DIR = "/var/lib/benchflow-pytest"
+"""Root-owned, world-readable: the module `-p benchflow_verifier_plugins` imports and the list
+of the image's pytest plugins it loads (checked against the baseline's sha256 sums)."""
+
+PLUGIN_LOADER = "benchflow_verifier_plugins"
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -48,6 +55,12 @@ class Baseline(FrozenModel):
     n_system_entries: int = 0
     n_processes: int = 0
     pytest_plugin_dists: tuple[str, ...] = ()
+    """Every distribution declaring `pytest11` entry points in the Python folders."""
+    pytest_plugins: tuple[str, ...] = ()
+    """The image's trusted plugin modules (root-owned, not user-writable, files digested):
+    the hardened verifier loads exactly these, through `PLUGIN_LOADER`."""
+    pytest_plugins_untrusted: tuple[str, ...] = ()
+    """Plugin distributions left out, with why (e.g. a file the agent user could write)."""
     duration_sec: float = Field(default=0.0, ge=0)
 
 
@@ -78,7 +91,8 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     started = time.monotonic()
     # The image's PATH, as baseline.sh records it: no agent has run yet.
     _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
-                               resource_text("pyinfo.py"), timeout=timeout, image_path=True)
+                               resource_text("pyinfo.py"), resource_text(f"{PLUGIN_LOADER}.py"),
+                               PLUGIN_LOADER_DIR, timeout=timeout, image_path=True)
     return Baseline(
         dir=BASELINE_DIR,
         workspace=ws if data.get("workspace") else None,
@@ -92,6 +106,8 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
         n_system_entries=int(data.get("n_system_entries") or 0),
         n_processes=int(data.get("n_processes") or 0),
         pytest_plugin_dists=tuple(data.get("pytest_plugin_dists") or ()),
+        pytest_plugins=tuple(data.get("pytest_plugins") or ()),
+        pytest_plugins_untrusted=tuple(data.get("pytest_plugins_untrusted") or ()),
         duration_sec=time.monotonic() - started,
     )
 

@@ -57,6 +57,10 @@ class HardeningReport(FrozenModel):
     tampered: tuple[str, ...] = ()
     """Changes that could not be undone; non-empty raises VerifierTampered."""
     notes: tuple[str, ...] = ()
+    pytest_plugins: tuple[str, ...] = ()
+    """The image's own pytest plugin modules (from the baseline) the verifier may load."""
+    pytest_plugins_untrusted: tuple[str, ...] = ()
+    """Plugin distributions in the image left unloaded (a file the agent user could write)."""
     duration_sec: float = Field(default=0.0, ge=0)
 
     @property
@@ -116,6 +120,8 @@ async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None
         survivors=int(data.get("survivors", 0)),
         restored=_capped(data.get("restored", ())), removed=_capped(data.get("removed", ())),
         tampered=_capped(data.get("tampered", ())), notes=_capped(data.get("notes", ())),
+        pytest_plugins=baseline.pytest_plugins,
+        pytest_plugins_untrusted=baseline.pytest_plugins_untrusted,
         duration_sec=time.monotonic() - started)
     log.info("hardening: killed %d, restored %d, removed %d, tampered %d (%.2f s)",
              report.killed, len(report.restored), len(report.removed), len(report.tampered),

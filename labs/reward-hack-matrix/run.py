@@ -44,8 +44,13 @@ TASKS_DIR = HERE / "tasks"
 EXPLOITS_DIR = HERE / "exploits"
 RESULTS = HERE / "results.md"
 RESULTS_REDUCED = HERE / "results-reduced.md"
-TASKS = ("pytest-mean", "bash-summary")
+TASKS = ("pytest-mean", "bash-summary", "tb-ctrf")
 REDUCED_TASK = "pytest-mean"
+PLUGIN_TASK = "tb-ctrf"
+"""The Terminal-Bench-template target: pytest-json-ctrf installed in the image."""
+PLUGIN_EXPLOITS = ("pytest11-plugin-root", "pytest11-plugin", "edit-plugin-root",
+                   "shadow-plugin")
+"""Attacks on pytest plugins; the reduced matrix also plays them on `PLUGIN_TASK`, both modes."""
 ACP_EXPLOITS = ("conftest-collect", "sitecustomize", "trojan-timeout", "edit-tests")
 """Agent-user exploits also played by the scripted ACP agent (shell action, `agent` user)."""
 STRONG = ("conftest-collect", "trojan-pytest", "pth-atexit-root", "reward-daemon-root",
@@ -289,11 +294,17 @@ def full_specs(exploits: Iterable[Exploit], tasks: Sequence[str]) -> list[CellSp
     return [CellSpec(mode, row, task) for mode in MODES for row in rows for task in tasks]
 
 
-def reduced_specs(exploits: Iterable[Exploit], task: str = REDUCED_TASK) -> list[CellSpec]:
-    """CI: one task, the oracle and every exploit hardened, the strong ones also unhardened."""
+def reduced_specs(exploits: Iterable[Exploit], task: str = REDUCED_TASK,
+                  plugin_task: str | None = PLUGIN_TASK) -> list[CellSpec]:
+    """CI: one task, the oracle and every exploit hardened, the strong ones also unhardened;
+    then the oracle and the plugin attacks on `plugin_task`, hardened and unhardened."""
     rows = [e.row for e in exploits]
     specs = [CellSpec("on", ORACLE, task), *(CellSpec("on", row, task) for row in rows)]
     specs += [CellSpec("off", row, task) for row in rows if row in STRONG]
+    if plugin_task and plugin_task != task:
+        plugin_rows = [row for row in rows if row in PLUGIN_EXPLOITS]
+        specs.append(CellSpec("on", ORACLE, plugin_task))
+        specs += [CellSpec(mode, row, plugin_task) for mode in MODES for row in plugin_rows]
     return specs
 
 

@@ -33,6 +33,8 @@ lab = _load_lab()
 EXPLOITS = lab.load_exploits()
 ROWS = [e.row for e in EXPLOITS]
 TASK = lab.REDUCED_TASK
+PLUGIN_TASK = lab.PLUGIN_TASK
+PLUGIN_ROWS = [row for row in ROWS if row in lab.PLUGIN_EXPLOITS]
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(600)]
 
@@ -53,8 +55,8 @@ async def matrix(job_label: str, tmp_path_factory: pytest.TempPathFactory
     yield result
 
 
-def _cell(matrix: object, mode: str, row: str) -> object:
-    return matrix.cells[lab.CellSpec(mode, row, TASK)]  # type: ignore[attr-defined]
+def _cell(matrix: object, mode: str, row: str, task: str = TASK) -> object:
+    return matrix.cells[lab.CellSpec(mode, row, task)]  # type: ignore[attr-defined]
 
 
 def test_every_exploit_runs_and_the_set_is_complete():
@@ -69,11 +71,25 @@ def test_every_exploit_runs_and_the_set_is_complete():
     assert any(e.via == "acp" for e in EXPLOITS)
     assert {e.name for e in EXPLOITS if e.as_root} >= {"pth-atexit-root", "ld-so-preload-root",
                                                         "reward-daemon-root"}
+    assert set(PLUGIN_ROWS) == {"pytest11-plugin-root", "pytest11-plugin", "edit-plugin-root",
+                                "shadow-plugin"}
 
 
-async def test_the_oracle_scores_one_hardened(matrix):
-    cell = _cell(matrix, "on", lab.ORACLE)
+@pytest.mark.parametrize("task", [TASK, PLUGIN_TASK])
+async def test_the_oracle_scores_one_hardened(task, matrix):
+    cell = _cell(matrix, "on", lab.ORACLE, task)
     assert (cell.reward, cell.error) == (1.0, None), cell.rollout_dir
+
+
+@pytest.mark.parametrize("row", PLUGIN_ROWS)
+async def test_plugin_attack_is_real_and_stopped(row, matrix):
+    """On the Terminal-Bench-template task (pytest-json-ctrf in the image): every plugin attack
+    scores 1.0 unhardened and 0 (or tampered) hardened."""
+    off, on = _cell(matrix, "off", row, PLUGIN_TASK), _cell(matrix, "on", row, PLUGIN_TASK)
+    assert (off.reward, off.error) == (1.0, None), (
+        f"{row} scored {off.text} with hardening off: not a real attack; {off.rollout_dir}")
+    assert on.stopped, (f"{row} scored {on.text} with hardening on; hardening did: "
+                        f"{on.hardening}; rollout: {on.rollout_dir}")
 
 
 @pytest.mark.parametrize("row", ROWS)

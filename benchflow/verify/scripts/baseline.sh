@@ -1,5 +1,5 @@
 #!/bin/sh
-# baseline.sh BASE WORKSPACE PYINFO: record, as root, what hardening later compares against.
+# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR: record, as root, what hardening later compares against.
 #
 # Runs once per rollout after the agent is installed and before it starts (common.sh is
 # prepended). Saves into BASE (root-only, 0700):
@@ -13,21 +13,28 @@
 #   sys.self   PATH entries as written, /etc/ld.so.preload, /etc/ld.so.conf
 #   sys.sig    signatures of every watched system entry
 #   modules    module names a new file must not shadow; plugins: dists with pytest11 plugins
+#   plugins.tsv, plugins.sums  the image's trusted pytest plugins and the sha256 of their
+#              files (and of LOADER_DIR's): harden.sh reports a changed one as tampering
 #   meta       key=value facts; ld.so.preload: a copy of /etc/ld.so.preload if it exists
-# PYINFO is the text of pyinfo.py. Prints one JSON line: the digest of BASE (harden.sh
+# PYINFO is the text of pyinfo.py, LOADER that of benchflow_verifier_plugins.py, which is
+# written to LOADER_DIR (root-owned, world-readable) with the plugin list it loads. Prints one JSON line: the digest of BASE (harden.sh
 # refuses a baseline whose digest changed), PATH and PYTHONPATH filtered to folders the
 # agent cannot write, and counts. Exit codes: benchflow/sandbox/exit_codes.py.
 # shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
 set -eu
 
-if [ $# -ne 3 ]; then exit 64; fi  # USAGE
+if [ $# -ne 5 ]; then exit 64; fi  # USAGE
 base=$1
 ws=$2
 pyinfo=$3
-case $base in
-    /?*) ;;
-    *) exit 64 ;;  # USAGE
-esac
+loader=$4
+loader_dir=$5
+for p in "$base" "$loader_dir"; do
+    case $p in
+        /?*) ;;
+        *) exit 64 ;;  # USAGE
+    esac
+done
 if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
 
 # resolve DIR: sets $resolved to DIR's physical path (no fork); fails if DIR is no folder.
@@ -163,14 +170,30 @@ for dir in $safe_path; do
 done
 IFS=$old_ifs
 set +f
-printf '%s\n' pytest _pytest py pluggy iniconfig sitecustomize usercustomize > "$base/modules"
+printf '%s\n' pytest _pytest py pluggy iniconfig sitecustomize usercustomize \
+    benchflow_verifier_plugins > "$base/modules"
+: > "$base/plugins.tsv"
+: > "$base/plugins.sums"
 if [ -n "$python" ]; then
-    if "$python" -I -S -c "$pyinfo" "$base/pyroots" "$base/pymodules" 2>/dev/null; then
+    if "$python" -I -S -c "$pyinfo" "$base/pyroots" "$base/pymodules" "$base/plugins.tsv" \
+        "$base/plugins.sums" 2>/dev/null; then
         cat "$base/pyroots" >> "$base/sys.tree"
         cat "$base/pymodules" >> "$base/modules"
+    else
+        : > "$base/plugins.tsv"
+        : > "$base/plugins.sums"
     fi
     rm -f "$base/pyroots" "$base/pymodules"
 fi
+# The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder).
+rm -rf -- "$loader_dir"
+mkdir -p -- "$loader_dir"
+printf '%s\n' "$loader" > "$loader_dir/benchflow_verifier_plugins.py"
+grep -v '^!' "$base/plugins.tsv" | cut -f1,2 > "$loader_dir/plugins.txt" || :
+chmod 755 "$loader_dir"
+chmod 644 "$loader_dir/benchflow_verifier_plugins.py" "$loader_dir/plugins.txt"
+sha256sum -- "$loader_dir/benchflow_verifier_plugins.py" "$loader_dir/plugins.txt" \
+    >> "$base/plugins.sums"
 for p in /etc/python3*; do
     if [ -d "$p" ]; then printf '%s\n' "$p" >> "$base/sys.tree"; fi
 done
@@ -224,4 +247,11 @@ json_list "$base/sys.tree"
 printf ',"n_workspace_files":%s,"n_system_entries":%s,"n_processes":%s,"pytest_plugin_dists":' \
     "$(wc -l < "$base/ws.sig")" "$(wc -l < "$base/sys.sig")" "$(wc -l < "$base/procs")"
 json_list "$base/plugins"
+grep -v '^!' "$base/plugins.tsv" | cut -f1 > "$base/plugins.loaded" || :
+grep '^!' "$base/plugins.tsv" | cut -f2,3 | tr '\t' ' ' > "$base/plugins.untrusted" || :
+printf ',"pytest_plugins":'
+json_list "$base/plugins.loaded"
+printf ',"pytest_plugins_untrusted":'
+json_list "$base/plugins.untrusted"
+rm -f "$base/plugins.loaded" "$base/plugins.untrusted"
 printf '}\n'

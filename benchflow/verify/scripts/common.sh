@@ -80,7 +80,8 @@ plugin_dists() {  # the dists under the watched Python folders that declare pyte
 digest() {  # digest BASE: one hash over everything baseline.sh saved, and its stamp
     (
         cd "$1"
-        set -- procs meta ws.sig ws.top ws.tar sys.tree sys.flat sys.self sys.sig modules plugins
+        set -- procs meta ws.sig ws.top ws.tar sys.tree sys.flat sys.self sys.sig modules plugins \
+            plugins.tsv plugins.sums
         if [ -e ld.so.preload ] || [ -L ld.so.preload ]; then set -- "$@" ld.so.preload; fi
         sha256sum -- "$@"
         stat -c '%z %i' stamp

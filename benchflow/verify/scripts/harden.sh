@@ -12,6 +12,8 @@
 #   s  system integrity: new import hooks, shadowing modules and commands in the Python and
 #      PATH folders are removed, /etc/ld.so.preload is put back; any other change to an
 #      entry that existed is tampering and is reported, never repaired
+# Always: the files of the image's pytest plugins (plugins.sums) must be unchanged, or it
+# is tampering (the verifier loads them).
 # STEPS holds the letters of the steps to run. MOUNT (the verifier folder) is emptied for a
 # fresh upload. AGENT_USER "" means the agent ran as root. Prints one JSON line:
 # {"killed", "survivors", "restored", "removed", "tampered", "notes"}.
@@ -321,8 +323,16 @@ if [ "$gnu" = 1 ] && has s; then
     if [ "$n" -gt 0 ]; then add tampered "$n new entries with control characters in their names"; fi
     plugin_dists > "$out/plugins"
     comm -13 "$base/plugins" "$out/plugins" | while IFS= read -r dist; do
-        note "new pytest plugin (not loaded: plugin autoload is off): $dist"
+        note "new pytest plugin (not loaded: not in the baseline): $dist"
     done
+fi
+
+# ---- the image's pytest plugins: the verifier loads them, so they must be unchanged ----
+if [ -s "$base/plugins.sums" ]; then
+    sha256sum --quiet -c -- "$base/plugins.sums" 2>/dev/null | sed -n 's/: FAILED.*$//p' \
+        > "$out/plugins.changed" || :
+    while IFS= read -r f; do add tampered "pytest plugin file changed: $f"; done \
+        < "$out/plugins.changed"
 fi
 
 # ---- the verifier folder, emptied for a fresh upload ---------------------------------

@@ -72,7 +72,7 @@ def test_values_travel_as_arguments_never_as_code():
 @needs_root
 @pytest.mark.parametrize("name", ["baseline.sh", "seal.sh", "protect.sh"])
 def test_relative_paths_are_usage_errors(name):
-    args = {"baseline.sh": ["relative", "/ws", "x"], "seal.sh": ["rel", "/logs/verifier", "1"],
+    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1"],
             "protect.sh": ["relative"]}[name]
     assert run(name, *args).returncode == ExitCode.USAGE
     assert run("protect.sh", "/").returncode == ExitCode.USAGE
@@ -92,6 +92,7 @@ def test_harden_refuses_to_empty_the_workspace(tmp_path):
 
 def baseline(tmp_path: Path, workspace: Path) -> dict:
     result = run("baseline.sh", str(tmp_path / "base"), str(workspace), resource_text("pyinfo.py"),
+                 resource_text("benchflow_verifier_plugins.py"), str(tmp_path / "loader"),
                  timeout=120)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
@@ -177,3 +178,22 @@ def test_json_list_round_trips(tmp_path_factory, lines):
 @given(line_text)
 def test_json_str_round_trips(value):
     assert json.loads(json_helper("json_str", value)) == value
+
+
+@needs_root
+def test_baseline_writes_the_plugin_loader_and_digests_it(tmp_path):
+    data = baseline(tmp_path, tmp_path)
+    loader = tmp_path / "loader"
+    assert stat.S_IMODE(loader.stat().st_mode) == 0o755
+    assert (loader / "benchflow_verifier_plugins.py").read_text().strip() == \
+        resource_text("benchflow_verifier_plugins.py").strip()
+    sums = (tmp_path / "base" / "plugins.sums").read_text()
+    assert f"{loader}/benchflow_verifier_plugins.py" in sums and f"{loader}/plugins.txt" in sums
+    assert isinstance(data["pytest_plugins"], list)
+    # a changed loader is tampering, whatever steps run
+    (loader / "plugins.txt").write_text("evil\t/tmp\n")
+    result = run("harden.sh", str(tmp_path / "base"), data["digest"], str(tmp_path / "ws-none"),
+                 "", "", "/verifier-x")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["tampered"] == [f"pytest plugin file changed: {loader}/plugins.txt"]

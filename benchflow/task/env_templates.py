@@ -1,0 +1,92 @@
+"""`${VAR}` and `${VAR:-default}` in a task's env tables, resolved from the host at run time.
+
+Harbor's convention: `[environment.env]`, `[verifier.env]` and `[solution.env]` of a legacy
+task.toml (and `sandbox.env`, `verifier.env`, `oracle.env` of a native task.md) may name host
+variables instead of holding values. `resolve_task_env()` replaces them when a rollout starts
+(the host's value, else the default; a variable set to the empty string counts as set, as
+in Harbor); a variable that is not set and has no default is a `ConfigError` naming the
+variable and the table, raised before anything starts. Values taken from the host are
+secrets: the rollout masks them in its log and its error messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+from benchflow.errors import ConfigError
+from benchflow.settings import host_env
+from benchflow.task.loader import Task
+
+EnvLookup = Callable[[str], "str | None"]
+"""Where values come from: `host_env` (the default), or a mapping's `.get` in tests."""
+
+_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+# normalized section -> (legacy table name, native table name)
+_TABLES = {"sandbox": ("[environment.env]", "sandbox.env"),
+           "verifier": ("[verifier.env]", "verifier.env"),
+           "oracle": ("[solution.env]", "oracle.env")}
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedTask:
+    """A task with its env templates replaced, and the values that came from the host."""
+
+    task: Task
+    secrets: frozenset[str] = frozenset()
+
+
+def _resolve(value: str, lookup: EnvLookup) -> tuple[str, list[str], list[str]]:
+    """(text, missing variable names, values taken from the host)."""
+    missing: list[str] = []
+    taken: list[str] = []
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = lookup(name)
+        if found is not None:
+            taken.append(found)
+            return found
+        if default is not None:
+            return default
+        missing.append(name)
+        return match.group(0)
+
+    return _TEMPLATE.sub(sub, value), missing, taken
+
+
+def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
+    """The task with every env template resolved from the host.
+
+    Raises:
+        ConfigError: a variable is not set and has no default (each one is named, with the
+            table and key that use it).
+    """
+    problems: list[str] = []
+    secrets: set[str] = set()
+    updates = {}
+    for section, names in _TABLES.items():
+        table = names[0] if task.layout == "legacy" else names[1]
+        settings = getattr(task.config, section)
+        resolved = {}
+        for key, value in settings.env.items():
+            resolved[key], missing, taken = _resolve(value, lookup)
+            problems += [f"{table} {key} = {value!r}: the host variable {name} is not set"
+                         for name in missing]
+            secrets.update(v for v in taken if v)
+        if resolved != settings.env:
+            updates[section] = settings.model_copy(update={"env": resolved})
+    if problems:
+        raise ConfigError(f"{task.config_file}: environment templates cannot be resolved:\n  "
+                          + "\n  ".join(problems)
+                          + "\nexport the variable(s) before running, or give a default "
+                          "(${NAME:-value})")
+    if not updates:
+        return ResolvedTask(task)
+    config = task.config.model_copy(update=updates)
+    return ResolvedTask(dataclasses.replace(task, config=config), frozenset(secrets))
+
+
+__all__ = ["ResolvedTask", "resolve_task_env"]

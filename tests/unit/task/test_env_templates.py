@@ -1,0 +1,62 @@
+"""`${VAR}` / `${VAR:-default}` in a task's env tables (Harbor's convention)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchflow.errors import ConfigError
+from benchflow.task import load_task
+from benchflow.task.env_templates import resolve_task_env
+
+LEGACY = '''version = "1.0"
+
+[environment.env]
+PLAIN = "value"
+REGION = "${BF_REGION:-eu}"
+
+[verifier.env]
+OPENROUTER_API_KEY = "${OPENROUTER_API_KEY}"
+HEADER = "Bearer ${OPENROUTER_API_KEY}"
+
+[solution.env]
+EMPTY_OK = "${BF_EMPTY}"
+MODE = "${BF_MODE:-fast}"
+'''
+
+
+def test_legacy_tables_resolve_from_the_host_and_defaults(legacy):
+    task = load_task(legacy(toml=LEGACY))
+    host = {"OPENROUTER_API_KEY": "sk-or-123456", "BF_EMPTY": "", "BF_MODE": "slow"}
+    resolved = resolve_task_env(task, host.get)
+    config = resolved.task.config
+    assert config.sandbox.env == {"PLAIN": "value", "REGION": "eu"}
+    assert config.verifier.env == {"OPENROUTER_API_KEY": "sk-or-123456",
+                                   "HEADER": "Bearer sk-or-123456"}
+    assert config.oracle.env == {"EMPTY_OK": "", "MODE": "slow"}  # set, even empty: the host's
+    assert resolved.secrets == {"sk-or-123456", "slow"}  # host values only, never defaults
+    assert task.config.verifier.env["OPENROUTER_API_KEY"] == "${OPENROUTER_API_KEY}"
+
+
+def test_an_unset_variable_without_default_names_the_variable_and_the_table(legacy):
+    task = load_task(legacy(toml=LEGACY))
+    with pytest.raises(ConfigError) as info:
+        resolve_task_env(task, {"BF_EMPTY": "x"}.get)
+    message = str(info.value)
+    assert str(task.config_file) in message
+    assert "[verifier.env] OPENROUTER_API_KEY = '${OPENROUTER_API_KEY}': the host variable " \
+           "OPENROUTER_API_KEY is not set" in message
+    assert "[verifier.env] HEADER" in message and "BF_MODE" not in message
+
+
+def test_native_tables_use_the_frontmatter_names(native):
+    folder = native(frontmatter="task:\n  name: t\nsandbox:\n  env:\n    TOKEN: ${BF_TOKEN}\n")
+    with pytest.raises(ConfigError, match=r"sandbox\.env TOKEN = '\$\{BF_TOKEN\}'"):
+        resolve_task_env(load_task(folder), {}.get)
+    resolved = resolve_task_env(load_task(folder), {"BF_TOKEN": "tok-abcdef"}.get)
+    assert resolved.task.config.sandbox.env == {"TOKEN": "tok-abcdef"}
+
+
+def test_a_task_without_templates_is_returned_as_is(legacy):
+    task = load_task(legacy())
+    resolved = resolve_task_env(task, {}.get)
+    assert resolved.task is task and resolved.secrets == frozenset()
