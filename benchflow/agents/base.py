@@ -17,6 +17,7 @@ from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox
 from benchflow.steps import Step
 from benchflow.task import Task
+from benchflow.telemetry.ids import TraceIds
 
 if TYPE_CHECKING:
     from benchflow.trajectory.writer import TrajectoryWriter
@@ -36,6 +37,10 @@ class AgentContext:
     trajectory: TrajectoryWriter | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+    trace: TraceIds | None = None
+    """The rollout's run id, trace id and root span id (also in `env` as TRACEPARENT)."""
+    dataset_name: str | None = None
+    rollout_name: str | None = None
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.timeout_multiplier

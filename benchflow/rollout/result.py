@@ -77,6 +77,9 @@ class RolloutResult(StrictModel):
     agent_name: str
     model: str | None = None
     attempt: int
+    run_id: str | None = Field(default=None, description="the job's run id")
+    trace_id: str | None = Field(default=None, description="the rollout's W3C trace id")
+    span_id: str | None = Field(default=None, description="the rollout's root span id")
     task_git_commit_id: str | None = None
     reward: float | None = None
     rewards: dict[str, float] | None = None

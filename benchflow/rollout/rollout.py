@@ -40,6 +40,7 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
+from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
@@ -77,6 +78,9 @@ class Rollout:
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=task_name,
             dataset_name=self.dataset_name, agent_name=config.agent_name,
             model=config.model_name, attempt=config.attempt)
+        self.trace = TraceIds.new(config.run_id)
+        self.result.run_id, self.result.trace_id, self.result.span_id = (
+            self.trace.run_id, self.trace.trace_id, self.trace.span_id)
         self.clock = PhaseClock(self.result)
         self.steps: list[Step] = []
         self.scenes = list(config.scenes)  # with the model endpoint's env, once set up
@@ -155,7 +159,9 @@ class Rollout:
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
             env={**(self.network.env if self.network else {}),
-                 "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path},
+                 "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
+                 "TRACEPARENT": self.trace.traceparent},
+            trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
         )
 
     async def install_agent(self) -> None:
@@ -198,7 +204,16 @@ class Rollout:
             async with self.drivers[first.role.agent].connect(self.ctx, first.role,
                                                                first.scene) as connection:
                 for step in group:
+                    self._enter_step(step)
                     self._count(await connection.prompt(step))
+            self.ctx.trajectory.span_id = self.trace.span_id
+
+    def _enter_step(self, step: Step) -> None:
+        """Attribute what follows to the step's span (trajectory events, the agent's TRACEPARENT)."""
+        assert self.ctx is not None and self.ctx.trajectory is not None
+        span = step_span_id(self.trace.trace_id, step.scene_index, step.turn_index)
+        self.ctx.trajectory.span_id = span
+        self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
 
     def _count(self, outcome: StepOutcome) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported."""
@@ -346,7 +361,8 @@ class Rollout:
         header = TrajectoryHeader(
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=self.result.task_name,
             agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
-            models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)))
+            models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
+            run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         return TrajectoryWriter(self.paths.trajectory, header)
 
     def _write_result(self) -> None:

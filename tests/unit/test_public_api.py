@@ -19,6 +19,6 @@ def test_core_names_are_exported():
 def test_no_undeclared_public_modules_leak_into_all():
     exported = {n for n in dir(benchflow) if not n.startswith("_")}
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
-               "settings", "steps", "task", "verify", "trajectory", "acp", "users",
+               "settings", "steps", "task", "verify", "trajectory", "acp", "users", "telemetry",
                "model_server"}
     assert exported - set(benchflow.__all__) <= modules
