@@ -8,6 +8,9 @@ from typing import Annotated
 import anyio
 import typer
 
+from pydantic import ValidationError
+
+from benchflow.agents.base import AgentDriver
 from benchflow.agents.registry import check_scenes
 from benchflow.cli._common import (
     EXIT_OK,
@@ -20,12 +23,16 @@ from benchflow.cli.progress import JobProgress, results_table
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job import Job, JobResult, Trial
+from benchflow.job.config import HttpAgentConfig, config_error
+from benchflow.job.envvars import expand_env
+from benchflow.job.plan import agent_drivers
 from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.docker import preflight
 from benchflow.sandbox.network import NETWORK_POLICIES
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
+from benchflow.settings import host_env
 from benchflow.task import Task, resolve_run_target
 
 
@@ -58,10 +65,21 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    agent_endpoint: Annotated[str | None, typer.Option(
+        "--agent-endpoint", help="with -a http: the URL receiving one POST per attempt")] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", help="with -a http: 'Name: value' sent to the endpoint (values may use "
+        "${VAR}; never written anywhere); repeatable")] = None,
+    timeout_seconds: Annotated[float, typer.Option(
+        "--timeout-seconds", min=0.001, help="with -a http: per-request timeout")] = 60.0,
+    max_tasks: Annotated[int | None, typer.Option(
+        "--max-tasks", min=1, help="run at most N tasks of the dataset")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
         dataset_name, tasks = resolve_run_target(path, task_filter)
+        tasks = tasks[:max_tasks] if max_tasks else tasks
+        drivers = http_drivers(agent, agent_endpoint, header, timeout_seconds)
         given_scenes = load_scenes(scenes_file) if scenes_file else None
         endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
         policy = _network(network)
@@ -73,16 +91,50 @@ def run_command(
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint), task)
+                                network=policy, model_endpoint=endpoint), task,
+                  drivers=drivers)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts
-            check_scenes(scenes_for_check(trial.config))
+            check_scenes(scenes_for_check(trial.config), given=trial.drivers)
         job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
                                         trials, concurrency)
     console.print(results_table(results))
     _summary(job_result, jobs_dir)
     raise typer.Exit(EXIT_ROLLOUT_ERROR if any(r.error for r in results) else EXIT_OK)
+
+
+def http_drivers(agent: str, endpoint: str | None, headers: list[str] | None,
+                 timeout_sec: float) -> dict[str, AgentDriver]:
+    """`-a http`'s driver from the command line (an `HttpAgentConfig`, as in a job file).
+
+    Raises:
+        ConfigError: `--agent-endpoint` missing for `-a http` (or given without it), a
+            header not in `Name: value` form, or a `${VAR}` that is not set.
+    """
+    if agent != "http":
+        if endpoint is not None or headers:
+            raise ConfigError("--agent-endpoint and --header go with -a http")
+        return {}
+    if endpoint is None:
+        raise ConfigError("-a http needs --agent-endpoint URL (the endpoint receiving the tasks)")
+    parsed: dict[str, str] = {}
+    for item in headers or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header {name.strip() or '?'}: expected 'Name: value'")
+        parsed[name.strip()] = value.strip()
+    try:
+        config = HttpAgentConfig(name="http", endpoint=endpoint, headers=parsed,
+                                 timeout_sec=timeout_sec)
+    except ValidationError as exc:
+        raise config_error("command line (-a http)", exc) from None
+    expanded = {}
+    for name, value in config.headers.items():
+        expanded[name], missing = expand_env(value, host_env)
+        if missing:
+            raise ConfigError(f"--header {name}: ${{{missing[0]}}} is not set; export it first")
+    return agent_drivers(config, expanded)
 
 
 def _task_scenes(task: Task, agent: str, model: str | None) -> list[Scene]:

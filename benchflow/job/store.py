@@ -37,7 +37,8 @@ LOCK = ".lock"
 
 
 def redacted_job_config(config: JobConfig) -> dict[str, Any]:
-    """The job config as a JSON-safe dict with secret-looking env values replaced by `***`.
+    """The job config as a JSON-safe dict with secret-looking env values (and every http
+    agent header value) replaced by `***`.
 
     Values made only of `${VAR}` references name secrets without holding them, so they
     are kept (resume expands them again from the host environment).
@@ -48,6 +49,10 @@ def redacted_job_config(config: JobConfig) -> dict[str, Any]:
         for key, value in env.items():
             if is_secret_name(key) and not is_env_template(value):
                 env[key] = REDACTED
+        headers = agent.get("headers") or {}  # an http agent's: any value may be a credential
+        for key, value in headers.items():
+            if not is_env_template(value):
+                headers[key] = REDACTED
     return data
 
 

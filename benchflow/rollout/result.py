@@ -106,6 +106,24 @@ class RolloutResult(StrictModel):
         return self.reward is not None
 
 
+def record_endpoint_score(result: RolloutResult, score: float | None, passed: bool | None,
+                          verified: bool) -> None:
+    """Add an agent endpoint's own score to `result` (`rewards.endpoint_score`, `passed`).
+
+    It becomes `reward` only when no verifier scored the rollout (`verified` False).
+    """
+    if score is None and passed is None:
+        return
+    rewards = dict(result.rewards or {})
+    if score is not None:
+        rewards["endpoint_score"] = score
+    if passed is not None:
+        rewards["passed"] = 1.0 if passed else 0.0
+    result.rewards = rewards
+    if not verified:
+        result.reward = score if score is not None else rewards["passed"]
+
+
 class PhaseClock:
     """Records each phase's start and end into a result's timestamps and durations."""
 

@@ -28,6 +28,7 @@ from benchflow.rollout.result import (
     PhaseClock,
     RolloutResult,
     Tokens,
+    record_endpoint_score,
     write_error_txt,
     write_json_atomic,
 )
@@ -325,6 +326,10 @@ class Rollout:
                 phase = "verifier"
                 with self.clock.phase("verifier"):
                     await self.verify()
+            if self.ctx is not None:
+                record_endpoint_score(self.result, self.ctx.extras.get("endpoint_score"),
+                                      self.ctx.extras.get("endpoint_passed"),
+                                      verified=not self.config.verifier_disabled)
         except anyio.get_cancelled_exc_class() as exc:
             self._record_error(RolloutCancelled(f"cancelled during {phase}"), phase, exc)
             self._emit(RolloutEventKind.CANCEL)

@@ -18,9 +18,12 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact(value: Any) -> Any:
-    """Replace the values of secret-looking keys in every `env` mapping, recursively."""
+    """Replace the values of secret-looking keys, and every value of a `headers` mapping
+    (an http agent's: all of them may be credentials), recursively."""
     if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(v, str) and is_secret_name(str(k)) else redact(v))
+        return {k: ({h: REDACTED for h in v} if k == "headers" and isinstance(v, dict)
+                    else REDACTED if isinstance(v, str) and is_secret_name(str(k))
+                    else redact(v))
                 for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
