@@ -56,7 +56,8 @@ class JobProgress:
 
 
 def _line(r: RolloutResult) -> str:
-    outcome = f"error {r.error.type}" if r.error else f"reward {r.reward:g}"
+    outcome = (f"error {r.error.type}" if r.error
+               else "no reward" if r.reward is None else f"reward {r.reward:g}")
     return f"{r.rollout_name}: {outcome}"
 
 

@@ -51,7 +51,9 @@ def redacted_job_config(config: JobConfig) -> dict[str, Any]:
                 env[key] = REDACTED
         headers = agent.get("headers") or {}  # an http agent's: any value may be a credential
         for key, value in headers.items():
-            if not is_env_template(value):
+            scheme, _, rest = value.partition(" ")  # "Bearer ${TOKEN}" names its secret too
+            if not (is_env_template(value) or (rest and scheme.isalpha()
+                                               and is_env_template(rest))):
                 headers[key] = REDACTED
     return data
 
