@@ -5,6 +5,8 @@
 | `BENCHFLOW_EXTRA_CA_CERTS` | PEM files (`os.pathsep`-separated) installed into every sandbox, for TLS-intercepting proxies |
 | `BENCHFLOW_AGENTS_PATH` | extra folders of agent manifests (`os.pathsep`-separated) |
 | `BENCHFLOW_CACHE_DIR` | where fetched registry tasks and wheels are cached (default `~/.cache/benchflow`) |
+| `OTEL_EXPORTER_OTLP_ENDPOINT` | (standard) an OTLP/HTTP collector: spans are exported there (needs the `otel` extra) |
+| `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | (standard) the same, for traces only (wins over the above) |
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class Settings:
     extra_ca_certs: tuple[Path, ...] = ()
     agents_path: tuple[Path, ...] = ()
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "benchflow")
+    otlp_endpoint: str | None = None
+    """Where OpenTelemetry spans go (the standard OTLP variables); None: not configured."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -35,6 +39,8 @@ class Settings:
             extra_ca_certs=_paths(env.get("BENCHFLOW_EXTRA_CA_CERTS")),
             agents_path=_paths(env.get("BENCHFLOW_AGENTS_PATH")),
             cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "benchflow",
+            otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                           or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None),
         )
 
 

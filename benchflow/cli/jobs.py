@@ -32,6 +32,8 @@ from benchflow.job.job import Job
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, aggregate
 from benchflow.job.resume import prepare_resume, previous_start
+from benchflow.rollout.events import combine
+from benchflow.telemetry import recorder
 from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished, start_new_job
 from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
@@ -77,10 +79,17 @@ async def _execute(prepared: PreparedJob, *, resuming: bool) -> tuple[JobResult,
     title = f"{config.name} ({len(prepared.to_run)} trials)"
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
-        job = make_job(prepared, listener=progress)
+        spans = recorder(False, config.name)  # OTEL_EXPORTER_OTLP_ENDPOINT turns it on
+        job = make_job(prepared, listener=combine(progress, spans))
         if resuming:
             job.started_at = previous_start(prepared.job_dir)
-        result = await run_with_signals(job, environment, _notify)
+        if spans is not None:
+            spans.run_id = job.run_id
+        try:
+            result = await run_with_signals(job, environment, _notify)
+        finally:
+            if spans is not None:
+                spans.finish()
     return result, job
 
 

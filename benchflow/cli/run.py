@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -32,7 +32,12 @@ from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.docker import preflight
 from benchflow.sandbox.network import NETWORK_POLICIES
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
+from benchflow.rollout.events import combine
 from benchflow.settings import host_env
+from benchflow.telemetry import recorder
+
+if TYPE_CHECKING:
+    from benchflow.telemetry.otel import OtelRecorder
 from benchflow.task import Task, resolve_run_target
 
 
@@ -74,6 +79,9 @@ def run_command(
         "--timeout-seconds", min=0.001, help="with -a http: per-request timeout")] = 60.0,
     max_tasks: Annotated[int | None, typer.Option(
         "--max-tasks", min=1, help="run at most N tasks of the dataset")] = None,
+    otel: Annotated[bool, typer.Option(
+        "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
+        "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
@@ -97,8 +105,10 @@ def run_command(
         ]
         for trial in trials:  # bad agents and missing keys fail before any container starts
             check_scenes(scenes_for_check(trial.config), given=trial.drivers)
-        job_result, results = anyio.run(_run_job, env, job_name or default_job_name(), jobs_dir,
-                                        trials, concurrency)
+        name = job_name or default_job_name()
+        spans = recorder(otel, name)
+        job_result, results = anyio.run(_run_job, env, name, jobs_dir, trials, concurrency,
+                                        spans)
     console.print(results_table(results))
     _summary(job_result, jobs_dir)
     raise typer.Exit(EXIT_ROLLOUT_ERROR if any(r.error for r in results) else EXIT_OK)
@@ -157,12 +167,20 @@ def _preserve(value: str) -> PreservePolicy:
 
 
 async def _run_job(env: str, job_name: str, jobs_dir: Path, trials: list[Trial],
-                   concurrency: int) -> tuple[JobResult, list[RolloutResult]]:
+                   concurrency: int, spans: OtelRecorder | None = None
+                   ) -> tuple[JobResult, list[RolloutResult]]:
     if env == "docker":
         await preflight()
     with JobProgress(console, len(trials), job_name) as progress:
-        job = Job(job_name, jobs_dir, trials, concurrency=concurrency, listener=progress)
-        result = await job.run()
+        job = Job(job_name, jobs_dir, trials, concurrency=concurrency,
+                  listener=combine(progress, spans))
+        if spans is not None:
+            spans.run_id = job.run_id
+        try:
+            result = await job.run()
+        finally:
+            if spans is not None:
+                spans.finish()
     return result, job.results
 
 
