@@ -5,6 +5,7 @@
 | `BENCHFLOW_EXTRA_CA_CERTS` | PEM files (`os.pathsep`-separated) installed into every sandbox, for TLS-intercepting proxies |
 | `BENCHFLOW_AGENTS_PATH` | extra folders of agent manifests (`os.pathsep`-separated) |
 | `BENCHFLOW_CACHE_DIR` | where fetched registry tasks and wheels are cached (default `~/.cache/benchflow`) |
+| `BENCHFLOW_REGISTRY` | the registry.json (path or http(s) URL) `benchflow datasets` and `benchflow run NAME@VERSION` use by default |
 | `OTEL_EXPORTER_OTLP_ENDPOINT` | (standard) an OTLP/HTTP collector: spans are exported there (needs the `otel` extra) |
 | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | (standard) the same, for traces only (wins over the above) |
 """
@@ -30,6 +31,8 @@ class Settings:
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "benchflow")
     otlp_endpoint: str | None = None
     """Where OpenTelemetry spans go (the standard OTLP variables); None: not configured."""
+    registry: str | None = None
+    """The default registry.json (path or URL) for `benchflow datasets` and `run NAME@VERSION`."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -41,6 +44,7 @@ class Settings:
             cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "benchflow",
             otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                            or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None),
+            registry=env.get("BENCHFLOW_REGISTRY") or None,
         )
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from benchflow import __version__
-from benchflow.cli import agents, jobs, sandbox, tasks
+from benchflow.cli import agents, datasets, jobs, sandbox, tasks
 from benchflow.cli._common import configure_logging
 from benchflow.cli.model_server import model_server_command
 from benchflow.cli.run import run_command
@@ -24,6 +24,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(agents.app, name="agents")
+app.add_typer(datasets.app, name="datasets")
 
 
 def _version(value: bool) -> None:

@@ -26,6 +26,7 @@ from benchflow.job import Job, JobResult, Trial
 from benchflow.job.config import HttpAgentConfig, config_error
 from benchflow.job.envvars import expand_env
 from benchflow.job.plan import agent_drivers
+from benchflow.job.pull import looks_like_spec, pull, registry_ref
 from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
@@ -38,11 +39,12 @@ from benchflow.telemetry import recorder
 
 if TYPE_CHECKING:
     from benchflow.telemetry.otel import OtelRecorder
-from benchflow.task import Task, resolve_run_target
+from benchflow.task import Task, load_task, resolve_run_target
 
 
 def run_command(
-    path: Annotated[Path, typer.Argument(help="a task folder or a dataset folder of tasks")],
+    path: Annotated[Path, typer.Argument(
+        help="a task folder, a dataset folder of tasks, or a registry dataset NAME[@VERSION]")],
     agent: Annotated[str, typer.Option("-a", "--agent", help="agent name")] = "oracle",
     model: Annotated[str | None, typer.Option("-m", "--model", help="model id")] = None,
     attempts: Annotated[int, typer.Option("-k", "--attempts", min=1)] = 1,
@@ -79,13 +81,16 @@ def run_command(
         "--timeout-seconds", min=0.001, help="with -a http: per-request timeout")] = 60.0,
     max_tasks: Annotated[int | None, typer.Option(
         "--max-tasks", min=1, help="run at most N tasks of the dataset")] = None,
+    registry: Annotated[str | None, typer.Option(
+        "--registry", help="for PATH = NAME[@VERSION]: the registry.json path or URL "
+        "(default: BENCHFLOW_REGISTRY)")] = None,
     otel: Annotated[bool, typer.Option(
         "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
         "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
-        dataset_name, tasks = resolve_run_target(path, task_filter)
+        dataset_name, tasks = _run_target(path, task_filter, registry)
         tasks = tasks[:max_tasks] if max_tasks else tasks
         drivers = http_drivers(agent, agent_endpoint, header, timeout_seconds)
         given_scenes = load_scenes(scenes_file) if scenes_file else None
@@ -112,6 +117,21 @@ def run_command(
     console.print(results_table(results))
     _summary(job_result, jobs_dir)
     raise typer.Exit(EXIT_ROLLOUT_ERROR if any(r.error for r in results) else EXIT_OK)
+
+
+def _run_target(path: Path, task_filter: list[str] | None,
+                registry: str | None) -> tuple[str, list[Task]]:
+    """A folder as `resolve_run_target` reads it, or a registry dataset pulled (or reused)."""
+    if not looks_like_spec(str(path)):
+        return resolve_run_target(path, task_filter)
+    pulled = pull(str(path), registry_ref(registry))
+    wanted = task_filter or [t.name for t in pulled.tasks]
+    by_name = {t.name: t for t in pulled.tasks}
+    missing = [n for n in wanted if n not in by_name]
+    if missing:
+        raise ConfigError(f"{pulled.name}@{pulled.version}: no task(s) "
+                          f"{', '.join(map(repr, missing))} (tasks: {', '.join(by_name)})")
+    return pulled.name, [load_task(by_name[n].path) for n in wanted]
 
 
 def http_drivers(agent: str, endpoint: str | None, headers: list[str] | None,

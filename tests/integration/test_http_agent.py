@@ -135,3 +135,34 @@ def test_traceparent_reaches_command_agents(tmp_path, job_label):
     [command] = [e for e in iter_events(trial / "trajectory" / "acp_trajectory.jsonl")
                  if e.type == "command"]
     assert command.span_id == span_id != result.span_id
+
+
+def test_run_a_registry_dataset_by_name(tmp_path, job_label, endpoint, monkeypatch):
+    import shutil
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+    repo = tmp_path / "repo"
+    for task in ("hello-world", "fix-python-bug"):
+        shutil.copytree(TASKS / task, repo / task)
+    git("init", "-q", "-b", "main")
+    git("add", ".")
+    git("commit", "-qm", "tasks")
+    (tmp_path / "registry.json").write_text(json.dumps([{"name": "mini", "version": "1", "tasks": [
+        {"name": t, "git_url": f"file://{repo}", "git_commit_id": git("rev-parse", "HEAD"),
+         "path": t} for t in ("hello-world", "fix-python-bug")]}]))
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BENCHFLOW_REGISTRY", str(tmp_path / "registry.json"))
+    monkeypatch.setenv("BF_AGENT_TOKEN", TOKEN)
+    name = f"{job_label}-http-registry"
+    out = CliRunner().invoke(app, [
+        "run", "mini@1", "--max-tasks", "1", "-a", "http",
+        "--agent-endpoint", f"{endpoint}/eval", "--header", "Authorization: Bearer ${BF_AGENT_TOKEN}",
+        "--jobs-dir", str(tmp_path / "jobs"), "--job-name", name])
+    [path] = (tmp_path / "jobs" / name).glob("*/*/*/result.json")
+    result = RolloutResult.model_validate_json(path.read_text())
+    assert (result.dataset_name, result.task_name) == ("mini", "hello-world"), out.output
+    assert result.error is None and result.rewards["endpoint_score"] == 1.0
