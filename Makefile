@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # npm work inside them behind a TLS-intercepting proxy. Override to choose others.
 export BENCHFLOW_EXTRA_CA_CERTS ?= $(shell ls /usr/local/share/ca-certificates/*.crt 2>/dev/null | paste -sd: -)
 
-.PHONY: setup install docker demo test test-unit test-slow test-conformance bench matrix clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-conformance bench matrix clean
 
 setup: install docker
 
@@ -34,6 +34,11 @@ test-unit: install
 
 test-slow: setup
 	$(BIN)/pytest -m slow
+
+# The viewer in headless chromium (apt-get install chromium chromium-driver); also part of
+# test-slow, where it skips when the browser is missing. CI (.ci/run: make test) runs neither.
+test-browser: setup
+	$(BIN)/pytest -m slow tests/integration/test_view_browser.py
 
 bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py

@@ -14,6 +14,7 @@ from importlib.metadata import version as _version
 from benchflow.config import Role, RolloutConfig, Scene, Turn
 from benchflow.errors import BenchflowError, ConfigError
 from benchflow.job import Job, JobResult
+from benchflow.mcp import McpServer
 from benchflow.rollout import Rollout, RolloutResult, run
 from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
@@ -31,6 +32,7 @@ __all__ = [
     "FunctionUser",
     "Job",
     "JobResult",
+    "McpServer",
     "Role",
     "Rollout",
     "RolloutConfig",

@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
+from benchflow.mcp import McpServer
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 
 EnvironmentType = Literal["docker", "daytona", "modal"]
@@ -30,6 +31,8 @@ class Role(FrozenModel):
     env: dict[str, str] = Field(default_factory=dict)
     timeout_sec: float | None = Field(default=None, gt=0, description="wall clock per prompt")
     idle_timeout_sec: float | None = Field(default=None, gt=0)
+    skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
+                               "of skills) on the host, for this role only")
 
 
 class Turn(FrozenModel):
@@ -45,6 +48,12 @@ class Scene(FrozenModel):
     name: str = Field(default="main", pattern=_NAME)
     roles: list[Role] = Field(min_length=1)
     turns: list[Turn] = Field(min_length=1)
+    skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
+                               "of skills) on the host, for every role of the scene")
+    skills_out: str | None = Field(
+        default=None, pattern=r"^/", description="a sandbox folder the scene's agents may "
+        "write skills into; after the scene, each subfolder with a SKILL.md is a skill of "
+        "every later scene (bring your own skill)")
 
     @model_validator(mode="after")
     def _turns_name_declared_roles(self) -> Scene:
@@ -143,6 +152,13 @@ class RolloutConfig(FrozenModel):
         default=None, description="None: the task's (`allow_internet: false` -> none, or "
         "model-only with a model endpoint); a scripted model server implies model-only")
     model_endpoint: ModelEndpoint | None = None
+    capture_model_calls: bool = Field(
+        default=False, description="record every model request and response that passes "
+        "through benchflow's model server or relay in model_calls.jsonl (needs model_endpoint)")
+    skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
+                               "of skills) on the host, for every role (`--skill`)")
+    mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
+                                         "ACP session gets, besides the task's")
 
     @field_validator("task_path")
     @classmethod
@@ -151,8 +167,9 @@ class RolloutConfig(FrozenModel):
 
     @property
     def agent_name(self) -> str:
-        """The agent label used in paths and results: one agent's name, or `a+b` for several."""
-        names = dict.fromkeys(r.agent for s in self.scenes for r in s.roles)
+        """The agent label used in paths and results: one agent's name, or `a+b` for several
+        (a routed agent's `/` becomes `-`: `acpx/gemini` is stored as `acpx-gemini`)."""
+        names = dict.fromkeys(r.agent.replace("/", "-") for s in self.scenes for r in s.roles)
         return "+".join(names)
 
     @property

@@ -15,6 +15,7 @@
     ├── build.log                    image build log (when built here)
     ├── trajectory/acp_trajectory.jsonl
     ├── user_rounds.jsonl            one line per round of a user loop
+    ├── model_calls.jsonl            every model request/response (--capture-model-calls)
     ├── verifier/{stdout,stderr}.txt verifier output
     └── logs/                        the container's /logs (agent/, verifier/)
 ```
@@ -76,6 +77,10 @@ class RolloutPaths:
     @property
     def user_rounds(self) -> Path:
         return self.root / "user_rounds.jsonl"
+
+    @property
+    def model_calls(self) -> Path:
+        return self.root / "model_calls.jsonl"
 
     @property
     def verifier_dir(self) -> Path:

@@ -10,7 +10,7 @@ from benchflow.config import Role, Scene
 
 @dataclass(frozen=True)
 class Step:
-    """One prompt to one role, with where it came from."""
+    """One prompt to one role, with where it came from and the skills it has."""
 
     scene: str
     scene_index: int
@@ -36,9 +36,14 @@ def resolve_prompt(turn_prompt: str | None, scene: str, role: str,
 
 
 def desugar(scenes: Sequence[Scene], instruction: str,
-            prompts: Mapping[str, str] | None = None) -> list[Step]:
-    """Flatten scenes into steps, resolving every prompt. Pure: no I/O."""
+            prompts: Mapping[str, str] | None = None,
+            skills: Mapping[tuple[int, str], tuple[str, ...]] | None = None) -> list[Step]:
+    """Flatten scenes into steps, resolving every prompt. Pure: no I/O.
+
+    `skills` names the skills of each (scene index, role name); a step carries its role's.
+    """
     prompts = prompts or {}
+    skills = skills or {}
     steps = []
     for scene_index, scene in enumerate(scenes):
         roles = {r.name: r for r in scene.roles}
@@ -47,6 +52,7 @@ def desugar(scenes: Sequence[Scene], instruction: str,
                 scene=scene.name, scene_index=scene_index, turn_index=turn_index,
                 role=roles[turn.role],
                 prompt=resolve_prompt(turn.prompt, scene.name, turn.role, prompts, instruction),
+                skills=skills.get((scene_index, turn.role), ()),
             ))
     return steps
 

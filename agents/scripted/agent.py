@@ -93,6 +93,7 @@ class SessionState:
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     cost: float = 0.0
     context_used: int = 0
+    mcp_servers: list[Any] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- script
@@ -210,7 +211,8 @@ class ScriptedAgent:
     ) -> NewSessionResponse:
         session_id = f"sess-{uuid.uuid4().hex[:12]}"
         model = os.environ.get("SCRIPTED_AGENT_MODEL") or DEFAULT_MODEL
-        state = SessionState(session_id=session_id, cwd=cwd, model=model)
+        state = SessionState(session_id=session_id, cwd=cwd, model=model,
+                             mcp_servers=list(mcp_servers or []))
         self._sessions[session_id] = state
         return NewSessionResponse(session_id=session_id, config_options=[self._model_option(state)])
 
@@ -435,7 +437,48 @@ class ScriptedAgent:
         return f"call-{self._tool_ids}"
 
     def _path(self, state: SessionState, path: str) -> str:
+        path = os.path.expanduser(path)
         return path if os.path.isabs(path) else os.path.join(state.cwd, path)
+
+    async def _do_mcp(self, state: SessionState, action: dict[str, Any], **_: Any) -> None:
+        """List the tools of a stdio MCP server given at session/new and call one of them."""
+        name, tool = str(action["server"]), str(action["tool"])
+        arguments = dict(action.get("arguments") or {})
+        tc = self._tool_id()
+        sid = state.session_id
+        await self._conn.session_update(
+            session_id=sid,
+            update=start_tool_call(tc, f"mcp {name}.{tool}", kind="other", status="in_progress",
+                                   raw_input={"server": name, "tool": tool,
+                                              "arguments": arguments}),
+        )
+        server = next((s for s in state.mcp_servers if getattr(s, "name", None) == name), None)
+        try:
+            if server is None or not getattr(server, "command", None):
+                given = [getattr(s, "name", "?") for s in state.mcp_servers]
+                raise RuntimeError(f"no stdio MCP server {name!r} in this session (given: {given})")
+            tools, text = await self._race(state, _call_mcp_tool(server, tool, arguments))
+        except Cancelled:
+            await self._conn.session_update(session_id=sid,
+                                            update=update_tool_call(tc, status="failed"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure is reported as the tool's
+
+            await self._conn.session_update(session_id=sid,
+                                            update=update_tool_call(tc, status="failed"))
+            await self._say(state, f"mcp failed: {_describe(exc)}")
+            return
+        await self._conn.session_update(
+            session_id=sid,
+            update=update_tool_call(tc, status="completed",
+                                    content=[tool_content(text_block(text))],
+                                    raw_output={"tools": tools, "result": text}),
+        )
+        if action.get("save_to"):
+            await self._conn.write_text_file(session_id=sid, content=text,
+                                             path=self._path(state, str(action["save_to"])))
+        if action.get("echo"):
+            await self._say(state, text)
 
     async def _do_shell(self, state: SessionState, action: dict[str, Any], **_: Any) -> None:
         command = str(action["command"])
@@ -621,6 +664,26 @@ _DEFAULT_OPTIONS = [
     {"id": "reject-once", "name": "Reject", "kind": "reject_once"},
     {"id": "reject-always", "name": "Always reject", "kind": "reject_always"},
 ]
+
+
+async def _call_mcp_tool(server: Any, tool: str, arguments: dict[str, Any]
+                         ) -> tuple[list[str], str]:
+    """(the server's tool names, the text of `tool`'s result), through the `mcp` SDK (which the
+    task image provides: the agent's own install does not carry it)."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    env = {e.name: e.value for e in (getattr(server, "env", None) or [])}
+    params = StdioServerParameters(command=server.command, args=list(server.args or []),
+                                   env={**os.environ, **env})
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        result = await session.call_tool(tool, arguments)
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    if result.isError:
+        raise RuntimeError(f"tool {tool!r} failed: {text}")
+    return [t.name for t in listed.tools], text
 
 
 def _describe(exc: Exception) -> str:

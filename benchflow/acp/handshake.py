@@ -16,13 +16,19 @@ from acp.core import ClientSideConnection
 from acp.schema import (
     ClientCapabilities,
     EnvVarAuthMethod,
+    EnvVariable,
     FileSystemCapabilities,
+    HttpHeader,
+    HttpMcpServer,
     Implementation,
     InitializeResponse,
+    McpServerStdio,
     SessionConfigOptionSelect,
+    SseMcpServer,
 )
 
 from benchflow.errors import AgentProtocolError, ConfigError
+from benchflow.mcp import McpServer
 
 CLIENT_INFO = Implementation(name="benchflow", title="benchflow", version="0.1.0")
 CLIENT_CAPABILITIES = ClientCapabilities(
@@ -39,6 +45,8 @@ class Initialized:
 
     agent_info: dict[str, Any] | None
     auth_method: str | None
+    mcp_transports: frozenset[str] = frozenset({"stdio"})
+    """MCP transports the agent accepts at session/new (stdio always; http, sse if advertised)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,39 @@ async def initialize_agent(
     method = choose_auth(init, credentials, auth_method)
     if method is not None:
         await rpc("authenticate", conn.authenticate(method_id=method))
-    return Initialized(agent_info, method)
+    return Initialized(agent_info, method, mcp_transports(init))
+
+
+def mcp_transports(init: InitializeResponse) -> frozenset[str]:
+    """The MCP transports an agent accepts: stdio (every ACP agent), plus `http` and `sse`
+    when its `agentCapabilities.mcpCapabilities` say so."""
+    caps = init.agent_capabilities.mcp_capabilities if init.agent_capabilities else None
+    extra = {name for name in ("http", "sse") if caps is not None and getattr(caps, name)}
+    return frozenset({"stdio", *extra})
+
+
+AcpMcpServer = McpServerStdio | HttpMcpServer | SseMcpServer
+
+
+def acp_mcp_servers(servers: list[McpServer], accepted: frozenset[str]
+                    ) -> tuple[list[AcpMcpServer], list[McpServer]]:
+    """(servers in ACP's schema for session/new, servers dropped for their transport)."""
+    sent: list[AcpMcpServer] = []
+    dropped: list[McpServer] = []
+    for server in servers:
+        if server.acp_kind not in accepted:
+            dropped.append(server)
+        elif server.acp_kind == "stdio":
+            assert server.command is not None
+            sent.append(McpServerStdio(
+                name=server.name, command=server.command, args=list(server.args),
+                env=[EnvVariable(name=k, value=v) for k, v in server.env.items()]))
+        else:
+            headers = [HttpHeader(name=k, value=v) for k, v in server.headers.items()]
+            cls = HttpMcpServer if server.acp_kind == "http" else SseMcpServer
+            sent.append(cls(name=server.name, url=server.url or "", headers=headers,
+                            type=server.acp_kind))
+    return sent, dropped
 
 
 async def open_session(
@@ -90,6 +130,7 @@ async def open_session(
     cwd: str,
     model: str | None,
     on_session: Callable[[str], None],
+    mcp_servers: list[AcpMcpServer] | None = None,
 ) -> OpenedSession:
     """session/new in `cwd`, then select `model` when the agent offers a model option.
 
@@ -99,7 +140,7 @@ async def open_session(
     Raises:
         ConfigError: the agent refused the model.
     """
-    new = await rpc("session/new", conn.new_session(cwd=cwd, mcp_servers=[]))
+    new = await rpc("session/new", conn.new_session(cwd=cwd, mcp_servers=mcp_servers or []))
     on_session(new.session_id)
     option = model_option(new.config_options or [])
     if option is None:
@@ -184,7 +225,10 @@ def match_model(model: str, values: list[str]) -> str:
 
 
 __all__ = [
+    "AcpMcpServer",
     "Initialized",
+    "acp_mcp_servers",
+    "mcp_transports",
     "OpenedSession",
     "choose_auth",
     "initialize_agent",

@@ -24,13 +24,19 @@ from anyio.abc import TaskGroup
 from benchflow.acp.client import BenchflowClient
 from benchflow.acp.errors import FOREIGN_ERRORS, AgentExitedError, translate_acp_error
 from benchflow.acp.fs import SandboxFs
-from benchflow.acp.handshake import initialize_agent, open_session
+from benchflow.acp.handshake import (
+    AcpMcpServer,
+    acp_mcp_servers,
+    initialize_agent,
+    open_session,
+)
 from benchflow.acp.permissions import PermissionPolicy
 from benchflow.acp.process import AgentProcess
 from benchflow.acp.recorder import UpdateRecorder
 from benchflow.acp.terminals import TerminalManager
 from benchflow.acp.transport import ProcessTransport, StdoutNoise
 from benchflow.errors import AgentError, AgentProtocolError, AgentTimeout
+from benchflow.mcp import McpServer
 from benchflow.sandbox.base import Sandbox
 from benchflow.trajectory.events import Usage, usage_from_acp
 from benchflow.trajectory.writer import TrajectoryWriter
@@ -103,6 +109,8 @@ class AcpSession:
         self.model_recorded: str | None = None
         self.model_selectable = False
         self.usage_total: Usage | None = None
+        self.mcp_servers: list[str] = []
+        """Names of the MCP servers given to the agent at session/new."""
 
     @property
     def n_tool_calls(self) -> int:
@@ -138,6 +146,7 @@ class AcpSession:
         model: str | None = None,
         credentials: Mapping[str, str] | None = None,
         auth_method: str | None = None,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> AsyncIterator[AcpSession]:
         """Start the agent, run the handshake, yield the session; stop the agent on exit.
 
@@ -145,6 +154,8 @@ class AcpSession:
         sources and deletes; `credentials` also pick the auth method. Non-JSON stdout
         lines go to `stdout_noise_path` (default: `<role>.stdout-noise.txt` beside
         `stderr_path`). fs and terminal requests run in `sandbox` as `user`.
+        `mcp_servers` go to session/new, those of transports the agent does not accept
+        dropped with a warning naming the agent.
 
         Raises:
             AgentTimeout: the handshake exceeded `timeouts.handshake_sec`
@@ -186,7 +197,8 @@ class AcpSession:
                 )
                 session._conn = connect_to_agent(client, transport)
                 try:
-                    await session._handshake(model, credentials or {}, auth_method)
+                    await session._handshake(model, credentials or {}, auth_method,
+                                             list(mcp_servers))
                     yield session
                 finally:
                     with anyio.CancelScope(shield=True):
@@ -198,14 +210,22 @@ class AcpSession:
             session.noise.close()
 
     async def _handshake(
-        self, model: str | None, credentials: Mapping[str, str], auth_method: str | None
+        self, model: str | None, credentials: Mapping[str, str], auth_method: str | None,
+        mcp_servers: list[McpServer],
     ) -> None:
         async def steps() -> None:
             init = await initialize_agent(
                 self._connection(), self._rpc, credentials=credentials, auth_method=auth_method
             )
             self.agent_info, self.auth_method = init.agent_info, init.auth_method
-            await self._open_session(model)
+            sent, dropped = acp_mcp_servers(mcp_servers, init.mcp_transports)
+            if dropped:
+                name = (self.agent_info or {}).get("name") or self.role
+                logger.warning("agent %s does not accept MCP servers over %s: not given %s",
+                               name, ", ".join(sorted({s.transport for s in dropped})),
+                               ", ".join(s.name for s in dropped))
+            self.mcp_servers = [s.name for s in mcp_servers if s not in dropped]
+            await self._open_session(model, sent)
 
         await self._bounded(steps)
 
@@ -225,13 +245,15 @@ class AcpSession:
             self._record_agent_error(err)
             raise
 
-    async def _open_session(self, model: str | None) -> None:
+    async def _open_session(self, model: str | None,
+                            mcp_servers: list[AcpMcpServer] | None = None) -> None:
         opened = await open_session(
             self._connection(),
             self._rpc,
             cwd=self.cwd,
             model=model,
             on_session=self._recorder.add_session,
+            mcp_servers=mcp_servers,
         )
         self.session_id = opened.session_id
         self.model_requested = opened.model_requested

@@ -25,7 +25,7 @@ import anyio
 
 from benchflow.acp import AcpSession, AcpTimeouts
 from benchflow.agents import python_wheels
-from benchflow.agents.agent_env import format_model, launch_plan, resolve_credentials
+from benchflow.agents.agent_env import LaunchPlan, format_model, launch_plan, resolve_credentials
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.agents.manifest import AgentManifest
 from benchflow.agents.templates import render_file
@@ -57,6 +57,19 @@ class AgentUser:
     home: str
 
 
+@dataclass(frozen=True)
+class LaunchPrep:
+    """What `AcpAgentDriver.prepare_launch` settled for one session of a role."""
+
+    user: AgentUser
+    plan: LaunchPlan
+    timeouts: AcpTimeouts
+    marker: str
+    """The value of `SESSION_MARKER_ENV` in the session's processes (to kill them after)."""
+    env: dict[str, str]
+    """The launch plan's env plus the session marker."""
+
+
 async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
     """Create (once per rollout) the user agents run as: the task's `agent.user`, else
     `agent`. Gives it a writable home and the workdir; sets `ctx.agent_user`.
@@ -74,7 +87,7 @@ async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
     script = CREATE_USER_SCRIPT.read_text()
     result = await ctx.sandbox.exec(["sh", "-c", script, "create_user", name, ctx.workdir],
                                     user="root", timeout=120)
-    _append_setup_log(ctx, f"create user {name}", result)
+    append_setup_log(ctx, f"create user {name}", result)
     lines = result.stdout.decode("utf-8", "replace").strip().splitlines()
     if not result.ok or not lines:
         raise AgentInstallError(f"cannot create the agent user {name!r}: {result.text(1000)}")
@@ -85,7 +98,7 @@ async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
     return user
 
 
-def _append_setup_log(ctx: AgentContext, title: str, result: ExecResult) -> None:
+def append_setup_log(ctx: AgentContext, title: str, result: ExecResult) -> None:
     folder = ctx.paths.setup_dir
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in (("stdout.txt", result.stdout), ("stderr.txt", result.stderr)):
@@ -95,12 +108,13 @@ def _append_setup_log(ctx: AgentContext, title: str, result: ExecResult) -> None
                 out.write(b"\n")
 
 
-async def _kill_session_processes(ctx: AgentContext, user: AgentUser, marker: str) -> None:
+async def kill_session_processes(ctx: AgentContext, user: AgentUser, marker: str) -> None:
     """Kill whatever the session left running (agents that ignore EOF, native children
     that survive their wrapper), as the agent user: shielded, bounded, never raising."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_TIMEOUT_SEC + 5):
         try:
-            result = await ctx.sandbox.exec(["sh", "-c", _KILL_MARKED, "kill_marked", marker],
+            result = await ctx.sandbox.exec(["sh", "-c", _KILL_MARKED, "kill_marked",
+                                             f"{SESSION_MARKER_ENV}={marker}"],
                                             user=user.name, timeout=_KILL_TIMEOUT_SEC)
         except BenchflowError as exc:
             log.warning("could not stop the agent session's processes: %s", exc)
@@ -136,6 +150,11 @@ class AcpAgentDriver:
     def __init__(self, manifest: AgentManifest) -> None:
         self.manifest = manifest
         self.name = manifest.name
+
+    @property
+    def skills_dir(self) -> str | None:
+        """Where the agent discovers skills, relative to its user's home (None: nowhere)."""
+        return self.manifest.skills_dir
 
     # -- install -----------------------------------------------------------------------
 
@@ -174,7 +193,7 @@ class AcpAgentDriver:
             if m.install.node:
                 line = await python_wheels.ensure_node(sandbox, platform, m.install.node,
                                                        get_settings().cache_dir)
-                _append_setup_log(ctx, f"node for {m.name}", ExecResult(0, line.encode(), b""))
+                append_setup_log(ctx, f"node for {m.name}", ExecResult(0, line.encode(), b""))
             if m.install.python:
                 python_path = await self._install_python(ctx, platform)
         ctx.extras[f"acp:{m.name}:python_path"] = python_path
@@ -225,7 +244,7 @@ class AcpAgentDriver:
             ["sh", "-c", script, f"install-{m.name}"], user="root", cwd="/",
             env={"DEBIAN_FRONTEND": "noninteractive", "NPM_CONFIG_PREFIX": "/usr/local"},
             timeout=remaining)
-        _append_setup_log(ctx, f"install {m.name} {m.version}", result)
+        append_setup_log(ctx, f"install {m.name} {m.version}", result)
         if result.timed_out:
             raise AgentInstallTimeout("agent_install", remaining,
                                       f"install script of agent {m.name!r} timed out")
@@ -236,15 +255,12 @@ class AcpAgentDriver:
 
     # -- connect -----------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def connect(self, ctx: AgentContext, role: Role, scene: str
-                      ) -> AsyncIterator[AgentConnection]:
-        """Start the agent as the agent user and open an ACP session for `role`.
+    async def prepare_launch(self, ctx: AgentContext, role: Role) -> LaunchPrep:
+        """Everything a session of `role` starts with: the agent user, the launch plan
+        (argv, env, credentials, model), the timeouts and the session marker.
 
         Raises:
-            ConfigError: credentials are missing, or the agent refused the model.
-            AgentTimeout: the handshake exceeded the manifest's handshake timeout.
-            AgentExecutionError, AgentProtocolError: the agent died or broke the protocol.
+            ConfigError: credentials are missing.
         """
         m = self.manifest
         user = await ensure_agent_user(ctx)
@@ -261,19 +277,34 @@ class AcpAgentDriver:
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
                                idle_sec=idle, wall_sec=wall)
-        marker = f"{SESSION_MARKER_ENV}={secrets.token_hex(8)}"
-        env = {**plan.env, SESSION_MARKER_ENV: marker.split("=", 1)[1]}
+        marker = secrets.token_hex(8)
+        return LaunchPrep(user=user, plan=plan, timeouts=timeouts, marker=marker,
+                          env={**plan.env, SESSION_MARKER_ENV: marker})
+
+    @asynccontextmanager
+    async def connect(self, ctx: AgentContext, role: Role, scene: str
+                      ) -> AsyncIterator[AgentConnection]:
+        """Start the agent as the agent user and open an ACP session for `role`.
+
+        Raises:
+            ConfigError: credentials are missing, or the agent refused the model.
+            AgentTimeout: the handshake exceeded the manifest's handshake timeout.
+            AgentExecutionError, AgentProtocolError: the agent died or broke the protocol.
+        """
+        prep = await self.prepare_launch(ctx, role)
+        plan = prep.plan
         try:
             async with AcpSession.open(
-                ctx.sandbox, argv=plan.argv, cwd=ctx.workdir, env=env,
-                credentials=plan.credentials.env, user=user.name, role=role.name, scene=scene,
-                trajectory=ctx.trajectory,
+                ctx.sandbox, argv=plan.argv, cwd=ctx.workdir, env=prep.env,
+                credentials=plan.credentials.env, user=prep.user.name, role=role.name,
+                scene=scene, trajectory=ctx.trajectory,
                 stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
-                timeouts=timeouts, model=plan.acp_model, auth_method=plan.auth_method,
+                timeouts=prep.timeouts, model=plan.acp_model, auth_method=plan.auth_method,
+                mcp_servers=ctx.mcp_servers,
             ) as session:
                 yield AcpConnection(session)
         finally:
-            await _kill_session_processes(ctx, user, marker)
+            await kill_session_processes(ctx, prep.user, prep.marker)
 
     async def _upload_model_file(self, ctx: AgentContext, path: Path) -> str:
         data = path.read_bytes()
@@ -296,5 +327,5 @@ class AcpAgentDriver:
                                         f"{result.text(500)}")
 
 
-__all__ = ["DEFAULT_AGENT_USER", "AcpAgentDriver", "AcpConnection", "AgentUser",
-           "ensure_agent_user"]
+__all__ = ["DEFAULT_AGENT_USER", "AcpAgentDriver", "AcpConnection", "AgentUser", "LaunchPrep",
+           "ensure_agent_user", "kill_session_processes"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchflow.config import Role
+from benchflow.mcp import McpServer
 from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox
 from benchflow.steps import Step
@@ -36,6 +37,8 @@ class AgentContext:
     timeout_multiplier: float = 1.0
     trajectory: TrajectoryWriter | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    mcp_servers: list[McpServer] = field(default_factory=list)
+    """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)
     trace: TraceIds | None = None
     """The rollout's run id, trace id and root span id (also in `env` as TRACEPARENT)."""

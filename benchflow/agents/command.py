@@ -65,6 +65,9 @@ class _CommandConnection:
             env["ROLLOUT_TASK_INSTRUCTION"] = prompt_path
         script = f"{agent.script_dir}/execute.sh"
         await ctx.sandbox.upload_bytes(agent.execute.encode(), script, mode=0o755)
+        if ctx.trajectory is not None:  # the prompt, as ACP agents record it (who works now)
+            ctx.trajectory.record("user_message", text=step.prompt, scene=step.scene,
+                                  role=step.role.name, turn=step.turn_index, round=round)
         timeout = ctx.agent_timeout_sec
         started = time.monotonic()
         result = await ctx.sandbox.exec(["bash", script], user=ctx.agent_user or "root",

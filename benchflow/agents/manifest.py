@@ -10,6 +10,7 @@ description = "Claude Code through Zed's ACP adapter"
 protocol = "acp"
 version = "0.23.1"               # the version installed (part of the image cache key)
 files = []                       # beside agent.toml; uploaded to /opt/benchflow/agents/<name>/
+skills_dir = ".claude/skills"    # where it discovers skills, from the agent user's home
 
 [install]
 script = "install.sh.j2"         # jinja2 template beside agent.toml; run as root; idempotent
@@ -179,6 +180,9 @@ class AgentManifest(FrozenModel):
     credentials: list[CredentialOption] = Field(default_factory=list)
     passthrough_env: list[str] = Field(default_factory=list,
                                        description="host variables forwarded when set")
+    skills_dir: str | None = Field(
+        default=None, description="where the agent discovers skills, relative to the agent "
+        "user's home (`.claude/skills`); None: the agent reads no skills")
     folder: Path | None = Field(default=None, exclude=True, description="where agent.toml lives")
 
     @field_validator("aliases")
@@ -188,6 +192,16 @@ class AgentManifest(FrozenModel):
             if not re.match(_NAME, alias):
                 raise ValueError(f"alias {alias!r} must match {_NAME}")
         return value
+
+    @field_validator("skills_dir")
+    @classmethod
+    def _home_relative(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        norm = posixpath.normpath(value.removeprefix("~/"))
+        if norm.startswith(("/", "..")) or norm == ".":
+            raise ValueError("must be a folder inside the agent user's home (relative, no '..')")
+        return norm
 
     @field_validator("files")
     @classmethod

@@ -1,7 +1,8 @@
 """Resolve an agent name to the driver that runs it.
 
-Built-in agents (`oracle`, `nop`) first, then the catalog (`catalog.py`): ACP manifests
-by name or alias, and driver factories registered as `benchflow.agents` entry points.
+Built-in agents (`oracle`, `nop`) first, then `acpx/<agent>` (a manifest agent routed
+through ACPX), then the catalog (`catalog.py`): ACP manifests by name or alias, and driver
+factories registered as `benchflow.agents` entry points.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Container, Mapping, Sequence
 
 from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.acpx_driver import ACPX_PREFIX, AcpxDriver
 from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
@@ -36,6 +38,8 @@ def get_driver(name: str) -> AgentDriver:
     """
     if name in BUILTIN_AGENTS:
         return BUILTIN_AGENTS[name]()
+    if name.startswith(ACPX_PREFIX):
+        return AcpxDriver(_acp_driver(name.removeprefix(ACPX_PREFIX), routed=name))
     catalog = load_catalog()
     canonical = catalog.resolve(name)
     if canonical is None:
@@ -44,6 +48,15 @@ def get_driver(name: str) -> AgentDriver:
         driver: AgentDriver = catalog.factories[canonical]()
         return driver
     return AcpAgentDriver(catalog.manifest(canonical))
+
+
+def _acp_driver(name: str, *, routed: str) -> AcpAgentDriver:
+    """The manifest agent `acpx/<name>` routes (only ACP manifest agents can be routed)."""
+    driver = get_driver(name)
+    if not isinstance(driver, AcpAgentDriver):
+        raise ConfigError(f"agent {routed!r}: ACPX routes registered ACP agents (claude, codex, "
+                          f"gemini, opencode, scripted, ...); {name!r} is not one")
+    return driver
 
 
 def check_credentials(agent_name: str, model: str | None = None,
@@ -59,6 +72,8 @@ def check_credentials(agent_name: str, model: str | None = None,
     """
     if agent_name in BUILTIN_AGENTS:
         return
+    if agent_name.startswith(ACPX_PREFIX):
+        agent_name = _acp_driver(agent_name.removeprefix(ACPX_PREFIX), routed=agent_name).name
     catalog = load_catalog()
     canonical = catalog.resolve(agent_name)
     if canonical is None:

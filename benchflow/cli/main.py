@@ -11,8 +11,10 @@ import typer
 from benchflow import __version__
 from benchflow.cli import agents, datasets, jobs, sandbox, tasks
 from benchflow.cli._common import configure_logging
+from benchflow.cli.export import export_command
 from benchflow.cli.model_server import model_server_command
 from benchflow.cli.run import run_command
+from benchflow.cli.view import view_command
 
 app = typer.Typer(
     name="benchflow", no_args_is_help=True, pretty_exceptions_enable=False,
@@ -20,6 +22,8 @@ app = typer.Typer(
 )
 app.command("run")(run_command)
 app.command("model-server")(model_server_command)
+app.command("view")(view_command)
+app.command("export")(export_command)
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(jobs.app, name="jobs")

@@ -27,6 +27,7 @@ from benchflow.job.config import HttpAgentConfig, config_error
 from benchflow.job.envvars import expand_env
 from benchflow.job.plan import agent_drivers
 from benchflow.job.pull import looks_like_spec, pull, registry_ref
+from benchflow.mcp import load_mcp_config
 from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
@@ -35,11 +36,12 @@ from benchflow.sandbox.network import NETWORK_POLICIES
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.rollout.events import combine
 from benchflow.settings import host_env
+from benchflow.skills import skills_from_paths
+from benchflow.task import Task, load_task, resolve_run_target
 from benchflow.telemetry import recorder
 
 if TYPE_CHECKING:
     from benchflow.telemetry.otel import OtelRecorder
-from benchflow.task import Task, load_task, resolve_run_target
 
 
 def run_command(
@@ -72,6 +74,16 @@ def run_command(
         "agents")] = None,
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
+    capture_model_calls: Annotated[bool, typer.Option(
+        "--capture-model-calls", help="record every model request and response (with token "
+        "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
+        "--model-server or --model-base-url")] = False,
+    skill: Annotated[list[Path] | None, typer.Option(
+        "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
+        "agent; repeatable")] = None,
+    mcp_config: Annotated[Path | None, typer.Option(
+        "--mcp-config", help="a Claude-style .mcp.json: its MCP servers go to every ACP "
+        "agent, besides the task's")] = None,
     agent_endpoint: Annotated[str | None, typer.Option(
         "--agent-endpoint", help="with -a http: the URL receiving one POST per attempt")] = None,
     header: Annotated[list[str] | None, typer.Option(
@@ -96,6 +108,11 @@ def run_command(
         given_scenes = load_scenes(scenes_file) if scenes_file else None
         endpoint = model_endpoint(model_server, model_base_url, model_api_key_env)
         policy = _network(network)
+        if capture_model_calls and endpoint is None:
+            raise ConfigError("--capture-model-calls records calls through benchflow's model "
+                              "server or relay: add --model-server SCRIPT or --model-base-url URL")
+        skills = skills_from_paths(skill or [])  # a bad path fails before anything starts
+        mcp_servers = load_mcp_config(mcp_config) if mcp_config else []
         trials = [
             Trial(RolloutConfig(task_path=task.path,
                                 scenes=given_scenes or _task_scenes(task, agent, model),
@@ -104,7 +121,10 @@ def run_command(
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint), task,
+                                network=policy, model_endpoint=endpoint,
+                                capture_model_calls=capture_model_calls,
+                                skills=[s.source for s in skills],
+                                mcp_servers=mcp_servers), task,
                   drivers=drivers)
             for task in tasks for attempt in range(1, attempts + 1)
         ]

@@ -10,6 +10,8 @@ retry: {max_attempts: 3, initial_delay_ms: 1000, max_delay_ms: 30000, multiplier
 environment: {type: docker, preserve_env: never, provider_config: {network: my-net}}
 verifier: {override_timeout_sec: 120, max_timeout_sec: 600, disable: false}
 metrics: [{type: mean}]
+skills: [./skills/ledger-balances]    # skill folders every agent gets (besides the task's)
+mcp_config: ./.mcp.json               # Claude-style MCP servers for every ACP agent
 agents:
   - name: oracle
   - name: my-agent                     # a command agent
@@ -48,6 +50,7 @@ from pydantic import (
 from benchflow._models import FrozenModel
 from benchflow.config import EnvironmentType
 from benchflow.errors import ConfigError
+from benchflow.mcp import McpServer, load_mcp_config, merge_servers
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.spec import PreservePolicy
 from benchflow.task.dataset import TASK_NAME
@@ -283,11 +286,29 @@ class JobConfig(FrozenModel):
     retry: RetryConfig = RetryConfig()
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
     instruction_path: str = Field(default="/tmp/instruction.md", pattern=r"^/")
+    capture_model_calls: bool = Field(
+        default=False, description="record every model call through benchflow's model server "
+        "or relay in each trial's model_calls.jsonl")
     environment: EnvironmentConfig = EnvironmentConfig()
     verifier: VerifierConfig = VerifierConfig()
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
     datasets: list[DatasetConfig] = Field(min_length=1)
+    skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
+                               "of skills) given to every agent, besides the task's")
+    mcp_config: Path | None = Field(default=None, description="a Claude-style .mcp.json whose "
+                                    "servers every ACP agent gets, besides the task's")
+    mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
+                                         "ACP agent gets (after mcp_config's, same name wins)")
+
+    def all_mcp_servers(self) -> list[McpServer]:
+        """`mcp_config`'s servers, then `mcp_servers`, by name.
+
+        Raises:
+            ConfigError: the mcp_config file is unreadable or invalid.
+        """
+        from_file = load_mcp_config(self.mcp_config) if self.mcp_config else []
+        return merge_servers(from_file, self.mcp_servers)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -29,6 +29,7 @@ from benchflow.job.config import (
     config_error,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
+from benchflow.mcp import McpServer
 from benchflow.job.job import Trial
 
 
@@ -81,8 +82,9 @@ def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
 
 
 def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: TaskEntry,
-                   attempt: int) -> RolloutConfig:
-    """One trial's RolloutConfig with the job-wide settings applied."""
+                   attempt: int, mcp_servers: list[McpServer] | None = None) -> RolloutConfig:
+    """One trial's RolloutConfig with the job-wide settings applied (`mcp_servers`: the job's,
+    resolved once by `plan_trials`)."""
     env, verifier = config.environment, config.verifier
     verifier_timeout = None
     if entry.task is not None and (verifier.override_timeout_sec or verifier.max_timeout_sec):
@@ -95,6 +97,8 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         verifier_disabled=verifier.disable, verifier_timeout_sec=verifier_timeout,
         override_cpus=env.override_cpus, override_memory_mb=env.override_memory_mb,
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
+        capture_model_calls=config.capture_model_calls,
+        skills=config.skills, mcp_servers=mcp_servers or [],
     )
 
 
@@ -103,17 +107,20 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     """Every trial of the job: agents x tasks x attempts, in that nesting order.
 
     Raises:
-        ConfigError: a scenes file is invalid, or two agents share a results folder.
+        ConfigError: a scenes or MCP config file is invalid, or two agents share a results
+            folder.
     """
     trials: list[Trial] = []
     labels: dict[str, str] = {}
+    mcp_servers = config.all_mcp_servers()
     for agent in config.agents:
         env = (agent_env or {}).get(agent.name, {})
         scenes, drivers = agent_scenes(agent, env), agent_drivers(agent, env)
         for dataset in datasets:
             for entry in dataset.tasks:
                 for attempt in range(1, config.n_attempts + 1):
-                    rollout = rollout_config(config, scenes, dataset.name, entry, attempt)
+                    rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
+                                             mcp_servers)
                     trials.append(Trial(rollout, entry.task, drivers=drivers,
                                         task_folder=entry.name))
         label = RolloutConfig(task_path=Path("."), scenes=scenes).agent_name

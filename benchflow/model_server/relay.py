@@ -5,7 +5,8 @@ host. When the model is a real endpoint elsewhere, the relay listens on that hos
 address and forwards each HTTP request to the endpoint (TLS on the host side),
 streaming the response back unchanged. Headers pass through, the API key among them;
 the log holds one summary line per request (method, path, status, duration) and never
-headers or bodies.
+headers or bodies. With a `ModelCallLog` (`capture=`), each call's bodies are also recorded,
+scrubbed, in `model_calls.jsonl`.
 
 ```python
 with ModelRelay("https://gateway.example.com/openai", host=gateway_ip) as relay:
@@ -27,6 +28,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from benchflow.errors import ConfigError
+from benchflow.model_server.capture import MAX_CAPTURE_BYTES, ModelCallLog
 from benchflow.model_server.server import read_body
 
 logger = logging.getLogger(__name__)
@@ -49,17 +51,23 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "benchflow-model-relay"
     timeout = _UPSTREAM_TIMEOUT_SEC
     server: _Server
+    _captured: bytearray
+    _content_type: str | None
+    _content_encoding: str | None
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s " + format, self.address_string(), *args)
 
     def _relay(self) -> None:
         relay = self.server.relay
-        started = time.monotonic()
+        started, wall = time.monotonic(), time.time()
+        where = relay.capture.where() if relay.capture is not None else None
         status = 502
         try:
             body = self._read_body()
             status = self._forward(relay, body)
+            if relay.capture is not None:
+                self._capture(relay.capture, body, status, wall, where)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             logger.warning("model relay: %s %s failed: %s", self.command, self.path, exc)
             self.close_connection = True
@@ -76,6 +84,19 @@ class _Handler(BaseHTTPRequestHandler):
             relay.record({"method": self.command, "path": self.path, "status": status,
                           "duration_sec": round(time.monotonic() - started, 4)})
 
+    def _capture(self, capture: ModelCallLog, body: bytes, status: int, wall: float,
+                 where: dict[str, Any] | None) -> None:
+        try:
+            capture.record(source="relay", method=self.command, path=self.path, status=status,
+                           started=wall, request=body, response=bytes(self._captured),
+                           content_type=self._content_type,
+                           truncated=len(self._captured) >= MAX_CAPTURE_BYTES,
+                           request_encoding=self.headers.get("Content-Encoding"),
+                           response_encoding=self._content_encoding, where=where)
+        except (OSError, ValueError, TypeError) as exc:  # the agent already has its answer
+            logger.warning("model relay: capturing %s %s failed: %s", self.command, self.path,
+                           exc)
+
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _relay
 
     def _read_body(self) -> bytes:
@@ -91,6 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
             conn.request(self.command, relay.upstream_path + self.path, body=body or None,
                          headers=headers)
             response = conn.getresponse()
+            self._captured = bytearray()
+            self._content_type = response.getheader("Content-Type")
+            self._content_encoding = response.getheader("Content-Encoding")
             self.send_response(response.status, response.reason)
             for key, value in response.getheaders():
                 if key.lower() not in _HOP_BY_HOP:
@@ -102,6 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             while chunk := response.read1(_CHUNK):
+                if relay.capture is not None and len(self._captured) < MAX_CAPTURE_BYTES:
+                    self._captured += chunk[:MAX_CAPTURE_BYTES - len(self._captured)]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
@@ -120,10 +146,13 @@ class ModelRelay:
         host: the address to listen on (the sandbox network's gateway).
         port: 0 picks a free port.
         log_dir: where `requests.jsonl` (summaries only) goes; None keeps them in memory.
+        capture: records every call in full (`model_calls.jsonl`, see `capture.py`).
     """
 
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0,
-                 log_dir: str | Path | None = None) -> None:
+                 log_dir: str | Path | None = None,
+                 capture: ModelCallLog | None = None) -> None:
+        self.capture = capture
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"model endpoint {upstream!r} must be an http(s) URL")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +25,7 @@ import anyio.to_thread
 
 from benchflow.errors import ConfigError
 from benchflow.model_server.app import HttpReply, ScriptedModelApp
+from benchflow.model_server.capture import ModelCallLog
 from benchflow.model_server.script import Script, load_script
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ class _HttpServer(ThreadingHTTPServer):
     ) -> None:
         self.address_family = family
         self.app = app
+        self.capture: ModelCallLog | None = None
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -93,6 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, OSError) as exc:
             self.send_error(400, f"unreadable request body: {exc}")
             return
+        started = time.time()
+        capture = self.server.capture
+        where = capture.where() if capture is not None else None
         reply = self.server.app.handle(
             self.command, self.path, body, self.headers.get("Content-Encoding")
         )
@@ -101,6 +107,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             logger.debug("client went away during %s %s", self.command, self.path)
             self.close_connection = True
+        if capture is not None:
+            response = b"".join(reply.events) if reply.events is not None else reply.payload()
+            try:
+                capture.record(source="model_server", method=self.command, path=self.path,
+                               status=reply.status, started=started, request=body,
+                               response=response, content_type=reply.content_type,
+                               request_encoding=self.headers.get("Content-Encoding"),
+                               where=where)
+            except (OSError, ValueError, TypeError) as exc:
+                logger.warning("capturing %s %s failed: %s", self.command, self.path, exc)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
 
@@ -140,6 +156,7 @@ class ModelServer:
         host: the address to listen on.
         port: the port to listen on, 0 for any free port.
         log_dir: where `requests.jsonl` goes (typically the rollout directory); None logs in memory only.
+        capture: records every call in full (`model_calls.jsonl`, see `capture.py`).
     """
 
     def __init__(
@@ -148,7 +165,9 @@ class ModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_dir: str | Path | None = None,
+        capture: ModelCallLog | None = None,
     ) -> None:
+        self.capture = capture
         self.script = script if isinstance(script, Script) else load_script(script)
         self.host = host
         self.port = port
@@ -193,6 +212,7 @@ class ModelServer:
             raise ConfigError(
                 f"the model server cannot listen on {self.host}:{self.port}: {exc}"
             ) from exc
+        httpd.capture = self.capture
         self._httpd = httpd
         self.port = httpd.server_address[1]
         self._thread = threading.Thread(

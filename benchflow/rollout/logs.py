@@ -12,24 +12,17 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-from benchflow.rollout.secrets import REDACTED, is_secret_name
-from benchflow.settings import host_environ
+from benchflow.rollout.secrets import REDACTED, host_secret_values
 
 _current_rollout: ContextVar[str | None] = ContextVar("benchflow_rollout", default=None)
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def _secret_values() -> list[str]:
-    """Values of secret-looking host variables, longest first (so no prefix leaks)."""
-    values = {v for k, v in host_environ().items() if is_secret_name(k) and len(v) >= 6}
-    return sorted(values, key=len, reverse=True)
 
 
 class _RolloutFilter(logging.Filter):
     def __init__(self, rollout_name: str) -> None:
         super().__init__()
         self.rollout_name = rollout_name
-        self.secrets = _secret_values()
+        self.secrets = host_secret_values()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _current_rollout.get() != self.rollout_name:

@@ -17,7 +17,8 @@ implies `model-only`; else the task's `sandbox.allow_internet` (false: `none`, o
 
 The endpoint: a scripted `ModelServer` (its `requests.jsonl` in `log_dir`), or a real
 endpoint's root URL, relayed through a `ModelRelay` on the sandbox network's gateway
-under `model-only` or when it is on the host's loopback. Either way every role's env gets
+under `model-only`, when it is on the host's loopback, or when calls are captured
+(`capture_model_calls`: every call, scrubbed, in the rollout's `model_calls.jsonl`). Either way every role's env gets
 `BENCHFLOW_PROVIDER_BASE_URL` (no `/v1`) and `BENCHFLOW_PROVIDER_API_KEY`, which each
 agent's manifest maps to its own settings (`[env_mapping]`, and the `base_url` launch
 template variable); agents whose model ids name a provider (opencode) get the model
@@ -44,12 +45,15 @@ from benchflow.agents.catalog import load_catalog
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.model_server import ModelServer, load_script
+from benchflow.model_server.capture import ModelCallLog
 from benchflow.model_server.relay import ModelRelay
+from benchflow.rollout.secrets import Scrubber
 from benchflow.sandbox import network as netpolicy
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import DockerSandbox
 from benchflow.sandbox.spec import NetworkPolicy
 from benchflow.settings import host_env
+from benchflow.trajectory.writer import TrajectoryWriter
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +197,18 @@ class RolloutNetwork:
     """One rollout's network policy and model endpoint, from `open()` to `aclose()`."""
 
     def __init__(self, config: RolloutConfig, *, allow_internet: bool, job_name: str,
-                 log_dir: Path) -> None:
+                 log_dir: Path, capture_path: Path | None = None) -> None:
         self.endpoint = config.model_endpoint
+        self.capture: ModelCallLog | None = None
+        if config.capture_model_calls:
+            if self.endpoint is None:
+                raise ConfigError("capture_model_calls (--capture-model-calls) records the "
+                                  "calls that pass through benchflow's model server or relay: "
+                                  "also give a model endpoint (--model-server SCRIPT or "
+                                  "--model-base-url URL)")
+            if capture_path is None:
+                raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
+            self.capture = ModelCallLog(capture_path, Scrubber())
         self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
         self.environment = config.environment
         self.base_network: str | None = config.provider_config.get("network")
@@ -229,13 +243,15 @@ class RolloutNetwork:
         if self.endpoint.script is not None:
             host = (self.network.gateway if self.network is not None
                     else await netpolicy.network_gateway(self.base_network))
-            self._server = ModelServer(self.endpoint.script, host=host, log_dir=self.log_dir)
-        elif self.network is not None or _on_loopback(self.endpoint.base_url or ""):
+            self._server = ModelServer(self.endpoint.script, host=host, log_dir=self.log_dir,
+                                       capture=self.capture)
+        elif (self.network is not None or _on_loopback(self.endpoint.base_url or "")
+              or self.capture is not None):  # capture: the calls must pass through the relay
             assert self.endpoint.base_url is not None
             host = (self.network.gateway if self.network is not None
                     else await netpolicy.network_gateway(self.base_network))
             self._server = ModelRelay(endpoint_root(self.endpoint.base_url), host=host,
-                                      log_dir=self.log_dir)
+                                      log_dir=self.log_dir, capture=self.capture)
         if self._server is not None:
             self.url = self._server.start()
             self._port = self._server.port
@@ -246,6 +262,11 @@ class RolloutNetwork:
             self.url = endpoint_root(self.endpoint.base_url)
         self.env = {PROVIDER_BASE_URL_ENV: self.url, PROVIDER_API_KEY_ENV: key}
         log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
+
+    def attribute_calls(self, trajectory: TrajectoryWriter) -> None:
+        """Captured calls name the scene, role and turn of the trajectory's current prompt."""
+        if self.capture is not None:
+            self.capture.place = lambda: trajectory.place
 
     def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
         """`scenes` whose roles point at the endpoint."""

@@ -7,6 +7,7 @@ up (shielded from cancellation) and writes `result.json` as the rollout ends.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from datetime import datetime
@@ -32,7 +33,9 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
+from benchflow.mcp import merge_servers
 from benchflow.rollout.secrets import redacted_config_json
+from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
@@ -84,6 +87,7 @@ class Rollout:
             self.trace.run_id, self.trace.trace_id, self.trace.span_id)
         self.clock = PhaseClock(self.result)
         self.steps: list[Step] = []
+        self.skills: RolloutSkills | None = None
         self.scenes = list(config.scenes)  # with the model endpoint's env, once set up
         self.network: RolloutNetwork | None = None
         self.drivers: dict[str, AgentDriver] = {}
@@ -115,10 +119,12 @@ class Rollout:
         self.result.task_git_commit_id = task.git_commit_id()
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
-                                      log_dir=self.paths.root / "model_server")
+                                      log_dir=self.paths.root / "model_server",
+                                      capture_path=self.paths.model_calls)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
-        self.steps = desugar(self.scenes, task.instruction, task.prompts)
+        self.skills = RolloutSkills(config, task, self.scenes)
+        self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
@@ -162,6 +168,8 @@ class Rollout:
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
+            mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers,
+                                      self.config.mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
         )
 
@@ -197,16 +205,20 @@ class Rollout:
         self._emit(RolloutEventKind.AGENT_START)
         if self.ctx.trajectory is None:
             self.ctx.trajectory = self._open_trajectory()
+        assert self.skills is not None
+        await self.skills.stage(self.ctx)
+        if self.network is not None:
+            self.network.attribute_calls(self.ctx.trajectory)
         if self.config.user is not None:
             await self._run_user_rounds()
             return
         for group in session_groups(self.steps):
-            first = group[0]
-            async with self.drivers[first.role.agent].connect(self.ctx, first.role,
-                                                               first.scene) as connection:
+            first, driver = group[0], self.drivers[group[0].role.agent]
+            async with self.skills.session(self.ctx, driver, first) as skills, \
+                    driver.connect(self.ctx, first.role, first.scene) as connection:
                 for step in group:
                     self._enter_step(step)
-                    self._count(await connection.prompt(step))
+                    self._count(await connection.prompt(dataclasses.replace(step, skills=skills)))
             self.ctx.trajectory.span_id = self.trace.span_id
 
     def _enter_step(self, step: Step) -> None:
@@ -233,6 +245,7 @@ class Rollout:
         """Multi-round: the user drives the first role of the first scene, a session a round."""
         assert self.ctx is not None and self.task is not None
         role, scene = self.scenes[0].roles[0], self.scenes[0].name
+        assert self.skills is not None
         solution = None
         if self.config.oracle_access and self.task.solution_dir is not None:
             solution = (self.task.solution_dir / "solve.sh").read_text(errors="replace")
@@ -244,11 +257,12 @@ class Rollout:
                                      baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
                                      out_dir=self.paths.verifier_dir / f"round-{round_index}")
 
-        n_prompts, n_tool_calls = await run_user_loop(
-            user=self.config.user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
-            scene=scene, instruction=self.task.instruction, solution=solution,
-            max_rounds=self.config.max_user_rounds, score_round=score_round,
-            rounds_log=self.paths.user_rounds)
+        async with self.skills.session(self.ctx, self.drivers[role.agent], self.steps[0]):
+            n_prompts, n_tool_calls = await run_user_loop(
+                user=self.config.user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
+                scene=scene, instruction=self.task.instruction, solution=solution,
+                max_rounds=self.config.max_user_rounds, score_round=score_round,
+                rounds_log=self.paths.user_rounds)
         self.result.n_prompts += n_prompts
         self.result.n_tool_calls += n_tool_calls
 

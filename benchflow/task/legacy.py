@@ -2,7 +2,7 @@
 
 Real Harbor files load unchanged: the keys benchflow honours are mapped (`[environment]`
 becomes `sandbox`, `[solution]` becomes `oracle`, `version` becomes `schema_version`);
-keys it does not support yet (`mcp_servers`, `healthcheck`, `gpu_types`, ...) and unknown
+keys it does not support yet (`healthcheck`, `gpu_types`, ...) and unknown
 keys are dropped with a `TaskConfigWarning` naming the file and the key. Only
 `[verifier.hardening]` is strict, because it is benchflow's own table.
 """
@@ -40,6 +40,8 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
                 "workdir",
                 "env",
                 "allow_internet",
+                "skills_dir",
+                "mcp_servers",
             )
         },
     ),
@@ -47,11 +49,9 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
 }
 # Harbor keys benchflow knows but does not support yet: warned as such, never "did you mean".
 _HARBOR_ONLY = {
-    "environment.mcp_servers",
     "environment.healthcheck",
     "environment.gpu_types",
     "environment.os",
-    "environment.skills_dir",
     "environment.allowed_hosts",
     "environment.tpu",
     "agent.network_mode",

@@ -61,6 +61,12 @@ class Task:
     """Roles and scenes the task declares in its frontmatter (native layout only)."""
 
     @property
+    def skills_folder(self) -> Path | None:
+        """The task's own `skills/` folder (each subfolder with a SKILL.md is a skill), or None."""
+        folder = self.path / "skills"
+        return folder if _files.is_dir(folder) else None
+
+    @property
     def config_file(self) -> Path:
         """The file the config was read from (`task.md` or `task.toml`)."""
         return self.path / _CONFIG_FILE[self.layout]
@@ -155,7 +161,7 @@ def load_task(path: Path | str) -> Task:
     scenes: TaskScenes | None = None
     if layout == "native":
         config, instruction, raw = parse_task_md(text, config_label)
-        scenes = parse_task_scenes(raw, config_label)
+        scenes = parse_task_scenes(raw, config_label, folder)
         if not instruction:
             problems.append(
                 f"{config_label}: has no instruction: write the task prompt below the "

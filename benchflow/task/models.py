@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from benchflow._models import FrozenModel
+from benchflow.mcp import McpServer
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A positive, finite duration in seconds."""
@@ -109,6 +110,10 @@ class SandboxSettings(_Strict):
     """Environment variables set in the sandbox for every phase."""
     build_timeout_sec: Seconds = 600.0
     allow_internet: bool = True
+    skills_dir: Annotated[str, Field(pattern=r"^/")] | None = None
+    """A sandbox folder of skills (Harbor's `environment.skills_dir`): each subfolder with a SKILL.md is given to every agent."""
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    """MCP servers passed to ACP agents at session/new (Harbor's `[[environment.mcp_servers]]`)."""
 
 
 class OracleSettings(_Strict):

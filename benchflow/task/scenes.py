@@ -18,6 +18,7 @@ takes one turn, in the declared order.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError
@@ -36,6 +37,8 @@ class TaskRole(FrozenModel):
     env: dict[str, str] = Field(default_factory=dict)
     timeout_sec: float | None = Field(default=None, gt=0)
     idle_timeout_sec: float | None = Field(default=None, gt=0)
+    skills: list[Path] = Field(default_factory=list)
+    """Skill folders for this role (relative paths: from the task folder)."""
 
 
 class TaskTurn(FrozenModel):
@@ -46,6 +49,10 @@ class TaskTurn(FrozenModel):
 class TaskScene(FrozenModel):
     name: str = "main"
     turns: list[TaskTurn] = Field(min_length=1)
+    skills: list[Path] = Field(default_factory=list)
+    """Skill folders for every role of the scene (relative paths: from the task folder)."""
+    skills_out: str | None = Field(default=None, pattern=r"^/")
+    """A sandbox folder whose skills, written during the scene, serve the later scenes."""
 
 
 class TaskScenes(FrozenModel):
@@ -72,14 +79,19 @@ class TaskScenes(FrozenModel):
                                       "pass one with -a/--agent or set agents.<role>.agent")
                 roles.append(Role(name=name, agent=chosen, model=declared.model or model,
                                   env=declared.env, timeout_sec=declared.timeout_sec,
-                                  idle_timeout_sec=declared.idle_timeout_sec))
+                                  idle_timeout_sec=declared.idle_timeout_sec,
+                                  skills=declared.skills))
             scenes.append(Scene(name=scene.name, roles=roles,
-                                turns=[Turn(role=t.role, prompt=t.prompt) for t in scene.turns]))
+                                turns=[Turn(role=t.role, prompt=t.prompt) for t in scene.turns],
+                                skills=scene.skills, skills_out=scene.skills_out))
         return scenes
 
 
-def parse_task_scenes(raw: dict[str, Any], label: str) -> TaskScenes | None:
-    """Validate the reserved `agents`/`scenes` keys of a frontmatter (None if absent)."""
+def parse_task_scenes(raw: dict[str, Any], label: str,
+                      folder: Path | None = None) -> TaskScenes | None:
+    """Validate the reserved `agents`/`scenes` keys of a frontmatter (None if absent).
+
+    Relative skill paths are resolved against `folder` (the task's)."""
     if raw.get("agents") is None and raw.get("scenes") is None:
         return None
     data = {"agents": raw.get("agents") or {}, "scenes": raw.get("scenes") or []}
@@ -87,6 +99,8 @@ def parse_task_scenes(raw: dict[str, Any], label: str) -> TaskScenes | None:
         spec = TaskScenes.model_validate(data)
     except ValidationError as exc:
         raise TaskInvalidError(f"{label}: {describe(exc, TaskScenes)}") from exc
+    if folder is not None:
+        spec = _anchor_skills(spec, folder)
     if not spec.scenes:
         if not spec.agents:
             return None
@@ -101,3 +115,14 @@ def parse_task_scenes(raw: dict[str, Any], label: str) -> TaskScenes | None:
                         f"which is not declared under 'agents' (declared: "
                         f"{', '.join(spec.agents)}); declare it or fix the turn")
     return spec
+
+
+def _anchor_skills(spec: TaskScenes, folder: Path) -> TaskScenes:
+    """Skill paths of roles and scenes made absolute from the task folder."""
+    def anchor(paths: list[Path]) -> list[Path]:
+        return [p if p.is_absolute() else folder / p for p in paths]
+
+    agents = {name: role.model_copy(update={"skills": anchor(role.skills)})
+              for name, role in spec.agents.items()}
+    scenes = [scene.model_copy(update={"skills": anchor(scene.skills)}) for scene in spec.scenes]
+    return spec.model_copy(update={"agents": agents, "scenes": scenes})

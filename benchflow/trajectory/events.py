@@ -112,6 +112,8 @@ class _Event(StrictModel):
     session_id: str | None = None
     trace_id: str | None = None
     span_id: str | None = Field(default=None, description="the step's or tool call's span")
+    skills: list[str] | None = None
+    """Names of the skills the step had (absent when it had none)."""
 
 
 class UserMessageEvent(_Event):

@@ -13,7 +13,13 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from benchflow.telemetry.ids import tool_call_span_id
-from benchflow.trajectory.events import EVENT_ADAPTER, Event, TrajectoryHeader, utc_now
+from benchflow.trajectory.events import (
+    EVENT_ADAPTER,
+    Event,
+    TrajectoryHeader,
+    UserMessageEvent,
+    utc_now,
+)
 
 
 class TrajectoryWriter:
@@ -40,6 +46,10 @@ class TrajectoryWriter:
         self.trace_id: str | None = header.trace_id
         self.span_id: str | None = header.span_id
         """The span events are attributed to (the current step's; the root span between steps)."""
+        self.place: dict[str, Any] = {}
+        """Scene, role, turn and round of the last prompt written (who is working now)."""
+        self.skills: list[str] | None = None
+        """Stamped on every event written while set: the skills of the running step."""
         if not existing:
             self._write_line(header.model_dump_json().encode())
 
@@ -62,8 +72,13 @@ class TrajectoryWriter:
                 span = tool_call_span_id(self.trace_id, tool_call_id)
             event = event.model_copy(update={"trace_id": self.trace_id,
                                              "span_id": event.span_id or span})
+        if self.skills and event.skills is None:
+            event = event.model_copy(update={"skills": self.skills})
         self._write_line(event.model_dump_json(exclude_none=True).encode())
         self.n_events += 1
+        if isinstance(event, UserMessageEvent) and event.update is None:
+            self.place = {"scene": event.scene, "role": event.role, "turn": event.turn,
+                          "round": event.round}
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.

@@ -110,12 +110,13 @@ def test_harbor_1_2_honours_and_warns(legacy, harbor_toml) -> None:
     assert c.verifier.hardening.removes_conftests is False
     assert c.verifier.pytest_plugins == ["pytest_playwright"]
     assert c.oracle.env == {"HINT": "none"}
+    assert c.sandbox.skills_dir == "/skills"
+    assert [(s.name, s.transport, s.url) for s in c.sandbox.mcp_servers] == [
+        ("Figma", "streamable-http", "http://127.0.0.1:3847/mcp")]
     ignored = sorted(m.split("'")[1] for m in messages)
     assert ignored == [
         "environment.gpu_types",
         "environment.healthcheck",
-        "environment.mcp_servers",
-        "environment.skills_dir",
         "verifier.user",
     ]
     assert all("not supported by benchflow yet and was ignored" in m for m in messages)

@@ -1,0 +1,161 @@
+"""`benchflow export` on a jobs folder written with benchflow's own models: SFT messages that
+parse as OpenAI chat messages with paired tool calls, ShareGPT, ATIF (our mirror, and
+Harbor's own models when the `harbor` package is importable), filters, secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+
+from benchflow.errors import ConfigError
+from benchflow.job.export import ExportFilters, export_job
+from benchflow.trajectory.exporters import AtifTrajectory
+
+from ..view.jobs_fixture import LONG_OUTPUT, make_jobs
+
+
+@pytest.fixture()
+def job(tmp_path: Path) -> Path:
+    return make_jobs(tmp_path / "jobs") / "job-a"
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_sft_one_line_per_role_with_paired_tool_calls(job: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sft.jsonl"
+    stats = export_job(job, "sft", out)
+    records = lines(out)
+    assert (stats.rollouts, stats.lines) == (2, 2)  # the errored rollout is excluded
+    assert [r["metadata"]["role"] for r in records] == ["coder", "reviewer"]
+    coder = records[0]
+    assert coder["metadata"] | {} == {**coder["metadata"], "task": "t1", "agent": "scripted",
+                                      "model": "m-1", "reward": 1.0, "dataset": "ds"}
+    assert [m["role"] for m in coder["messages"]] == ["user", "assistant", "tool", "assistant"]
+    call = coder["messages"][1]["tool_calls"][0]
+    assert call["type"] == "function" and call["function"]["name"] == "execute"
+    assert json.loads(call["function"]["arguments"]) == {"command": "cat notes.txt"}
+    assert coder["messages"][2] == {"role": "tool", "tool_call_id": call["id"],
+                                    "content": LONG_OUTPUT}
+    assert coder["messages"][3] == {"role": "assistant", "content": "Draft written."}
+    # every tool call is answered by a tool message with its id, and ids are unique
+    for record in records:
+        asked = [c["id"] for m in record["messages"] for c in m.get("tool_calls", [])]
+        answered = [m["tool_call_id"] for m in record["messages"] if m["role"] == "tool"]
+        assert asked == answered and len(set(asked)) == len(asked)
+        assert record["messages"][-1]["role"] == "assistant"
+
+
+def test_sft_messages_validate_as_openai_chat_messages(job: Path, tmp_path: Path) -> None:
+    openai_types = pytest.importorskip("openai.types.chat")
+    adapter = TypeAdapter(list[openai_types.ChatCompletionMessageParam])
+    export_job(job, "sft", tmp_path / "sft.jsonl")
+    for record in lines(tmp_path / "sft.jsonl"):
+        adapter.validate_python(record["messages"], strict=False)
+        assert set(record) == {"messages", "metadata"}  # what TRL's SFTTrainer reads + extras
+
+
+def test_sharegpt(job: Path, tmp_path: Path) -> None:
+    export_job(job, "sharegpt", tmp_path / "sg.jsonl")
+    turns = lines(tmp_path / "sg.jsonl")[0]["conversations"]
+    assert [t["from"] for t in turns] == ["human", "function_call", "observation", "gpt"]
+    assert json.loads(turns[1]["value"]) == {"name": "execute",
+                                             "arguments": {"command": "cat notes.txt"}}
+    assert turns[2]["value"] == LONG_OUTPUT
+
+
+def test_atif_validates(job: Path, tmp_path: Path) -> None:
+    export_job(job, "atif", tmp_path / "atif.jsonl")
+    records = lines(tmp_path / "atif.jsonl")
+    assert len(records) == 2
+    for record in records:
+        trajectory = AtifTrajectory.model_validate(record)
+        assert trajectory.schema_version == "ATIF-v1.6"
+        assert [s.step_id for s in trajectory.steps] == list(range(1, len(trajectory.steps) + 1))
+    coder = AtifTrajectory.model_validate(records[0])
+    assert [s.source for s in coder.steps] == ["user", "agent", "agent"]
+    acting = coder.steps[1]
+    assert acting.tool_calls and acting.observation
+    assert acting.observation.results[0].source_call_id == acting.tool_calls[0].tool_call_id
+    assert acting.reasoning_content == "I should think first"
+    assert coder.steps[2].metrics is not None and coder.steps[2].metrics.prompt_tokens == 120
+    assert coder.final_metrics is not None and coder.final_metrics.total_completion_tokens == 30
+
+
+def test_atif_validates_against_harbor_when_installed(job: Path, tmp_path: Path) -> None:
+    harbor = pytest.importorskip("harbor.models.trajectories",
+                                 reason="harbor needs Python >= 3.12 (pip install harbor)")
+    export_job(job, "atif", tmp_path / "atif.jsonl")
+    for record in lines(tmp_path / "atif.jsonl"):
+        harbor.Trajectory.model_validate(record)
+
+
+def test_atif_mirror_rejects_what_harbor_rejects() -> None:
+    base = {"session_id": "s", "agent": {"name": "a", "version": "1"},
+            "steps": [{"step_id": 1, "source": "user", "message": "hi"}]}
+    AtifTrajectory.model_validate(base)
+    bad = [
+        {**base, "steps": []},
+        {**base, "steps": [{"step_id": 2, "source": "user", "message": "hi"}]},
+        {**base, "steps": [{"step_id": 1, "source": "user", "message": "hi",
+                            "reasoning_content": "no"}]},
+        {**base, "steps": [{"step_id": 1, "source": "agent", "message": "",
+                            "observation": {"results": [{"source_call_id": "x"}]}}]},
+        {**base, "surprise": 1},
+    ]
+    for record in bad:
+        with pytest.raises(ValueError):
+            AtifTrajectory.model_validate(record)
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    (ExportFilters(), [("scripted", "t1", "coder"), ("scripted", "t1", "reviewer")]),
+    (ExportFilters(roles=("reviewer",)), [("scripted", "t1", "reviewer")]),
+    (ExportFilters(min_reward=1.0, roles=("coder",)), [("scripted", "t1", "coder")]),
+    (ExportFilters(agents=("other",)), []),
+    (ExportFilters(agents=("other",), errors="include"), []),  # errored: no trajectory
+    (ExportFilters(datasets=("nope",)), []),
+])
+def test_filters(job: Path, tmp_path: Path, filters: ExportFilters,
+                 expected: list[tuple[str, str, str]]) -> None:
+    out = tmp_path / "f.jsonl"
+    stats = export_job(job, "sft", out, filters)
+    got = [(r["metadata"]["agent"], r["metadata"]["task"], r["metadata"]["role"])
+           for r in lines(out)]
+    assert got == expected
+    assert stats.rollouts + stats.skipped_rollouts == 3
+
+
+def test_errors_include_counts_the_errored_rollout(job: Path, tmp_path: Path) -> None:
+    stats = export_job(job, "sft", tmp_path / "f.jsonl", ExportFilters(errors="include"))
+    assert (stats.rollouts, stats.skipped_rollouts) == (3, 0)
+
+
+def test_secrets_never_exported(job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "hunter2-very-secret-value"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
+    traj = job / "scripted" / "ds" / "t1__1" / "trajectory" / "acp_trajectory.jsonl"
+    text = traj.read_text().replace("Draft written.", f"Draft written. token={secret} "
+                                    "key=sk-abcdefghijklmnopqrstuvwxyz012345")
+    traj.write_text(text)
+    for fmt in ("sft", "sharegpt", "atif"):
+        out = tmp_path / f"{fmt}.jsonl"
+        export_job(job, fmt, out)  # type: ignore[arg-type]
+        exported = out.read_text()
+        assert "Draft written. token=***" in exported
+        assert secret not in exported and "sk-abcdefghijklmnop" not in exported
+
+
+def test_bad_input(job: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="format"):
+        export_job(job, "csv", tmp_path / "x.jsonl")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="no trial results"):
+        export_job(job.parent, "sft", tmp_path / "x.jsonl")
+    with pytest.raises(ConfigError, match="sft"):
+        export_job(job, "atif", tmp_path / "x.jsonl", source="model-calls")
+    assert not (tmp_path / "x.jsonl").exists()
