@@ -166,3 +166,56 @@ def test_run_a_registry_dataset_by_name(tmp_path, job_label, endpoint, monkeypat
     result = RolloutResult.model_validate_json(path.read_text())
     assert (result.dataset_name, result.task_name) == ("mini", "hello-world"), out.output
     assert result.error is None and result.rewards["endpoint_score"] == 1.0
+
+
+def test_otel_spans_of_a_real_run(tmp_path, job_label, endpoint, monkeypatch):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    received: list[ExportTraceServiceRequest] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
+            received.append(request)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("BF_AGENT_TOKEN", TOKEN)
+    name = f"{job_label}-http-otel"
+    try:
+        out = CliRunner().invoke(app, [
+            "run", str(TASKS / "hello-world"), "-a", "http", "--otel",
+            "--agent-endpoint", f"{endpoint}/eval",
+            "--header", "Authorization: Bearer ${BF_AGENT_TOKEN}",
+            "--jobs-dir", str(tmp_path / "jobs"), "--job-name", name])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    [path] = (tmp_path / "jobs" / name).glob("*/*/*/result.json")
+    result = RolloutResult.model_validate_json(path.read_text())
+    assert result.error is None, out.output
+    spans = {s.name: s for req in received for rs in req.resource_spans
+             for ss in rs.scope_spans for s in ss.spans}
+    root = spans[f"rollout {result.rollout_name}"]
+    assert root.trace_id.hex() == result.trace_id and root.span_id.hex() == result.span_id
+    execution = spans["agent_execution"]
+    assert execution.parent_span_id == root.span_id
+    [step] = [s for n, s in spans.items() if n.startswith("step ")]
+    assert step.parent_span_id == execution.span_id and step.trace_id == root.trace_id
+    assert {"job " + name, "environment_setup", "agent_setup", "verifier"} <= set(spans)
+    assert root.links[0].span_id == spans["job " + name].span_id
+    assert TOKEN not in str(received)

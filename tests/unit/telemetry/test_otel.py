@@ -157,3 +157,30 @@ def test_otlp_http_end_to_end(tmp_path):
     attrs = {kv.key: kv.value for kv in root.attributes}
     assert attrs["benchflow.task.name"].string_value == "hello"
     assert attrs["benchflow.reward"].double_value == 1.0
+
+
+def test_recorder_only_when_asked(monkeypatch):
+    import subprocess
+    import sys
+
+    import pytest
+
+    from benchflow.errors import ConfigError
+    from benchflow.telemetry import recorder
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert recorder(False, "j") is None
+    code = ("import sys, benchflow.telemetry, benchflow.cli.run; "
+            "from benchflow.telemetry import recorder; assert recorder(False, 'j') is None; "
+            "assert 'benchflow.telemetry.otel' not in sys.modules; "
+            "assert 'opentelemetry.sdk' not in sys.modules")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+    made = recorder(False, "j")
+    assert isinstance(made, OtelRecorder)
+    made.provider.shutdown()
+    monkeypatch.setitem(sys.modules, "benchflow.telemetry.otel", None)  # the extra is missing
+    with pytest.raises(ConfigError, match=r"benchflow\[otel\]"):
+        recorder(True, "j")
