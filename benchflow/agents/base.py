@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchflow.config import Role
@@ -37,6 +38,9 @@ class AgentContext:
     timeout_multiplier: float = 1.0
     trajectory: TrajectoryWriter | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    solution_dir: Path | None = None
+    """The solution the oracle runs now: the current step's in a multi-step task, else None
+    (the task's own `solution_dir`)."""
     mcp_servers: list[McpServer] = field(default_factory=list)
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
+from benchflow.sandbox.base import SYSTEM_PATH
 from benchflow.steps import Step
 
 ORACLE_DIR = "/oracle"
@@ -34,12 +35,24 @@ class NopAgent:
         yield _NopConnection()
 
 
+async def place_solution(ctx: AgentContext) -> None:
+    """Put the solution the oracle runs now (a step's, else the task's) at /oracle, once."""
+    wanted = ctx.solution_dir or ctx.task.solution_dir
+    if wanted is None or ctx.extras.get("oracle:placed") == wanted:
+        return
+    await ctx.sandbox.exec(["rm", "-rf", ORACLE_DIR], user="root", timeout=60,
+                           env={"PATH": SYSTEM_PATH})
+    await ctx.sandbox.upload(wanted, ORACLE_DIR)
+    ctx.extras["oracle:placed"] = wanted
+
+
 class _OracleConnection:
     def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         ctx, oracle = self.ctx, self.ctx.task.config.oracle
+        await place_solution(ctx)
         timeout = ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec)
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
@@ -72,11 +85,15 @@ class OracleAgent:
     name = "oracle"
 
     async def install(self, ctx: AgentContext) -> None:
-        solution = ctx.task.solution_dir
-        if solution is None:
+        folder = "oracle" if ctx.task.layout == "native" else "solution"
+        if ctx.task.solution_dir is None and not ctx.task.steps:
             raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution; add "
-                                   f"{'oracle' if ctx.task.layout == 'native' else 'solution'}/solve.sh")
-        await ctx.sandbox.upload(solution, ORACLE_DIR)
+                                   f"{folder}/solve.sh")
+        for step in ctx.task.steps:
+            if step.solution_dir is None and ctx.task.solution_dir is None:
+                raise TaskInvalidError(f"{ctx.task.path}: the oracle needs a solution for step "
+                                       f"{step.name!r}; add steps/{step.name}/{folder}/solve.sh")
+        await place_solution(ctx)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from benchflow.cli._common import console, user_errors
-from benchflow.task import is_task_dir, load_dataset, load_task
+from benchflow.task import Task, is_task_dir, load_dataset, load_task
 
 app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
 
@@ -29,9 +29,17 @@ def check(path: Annotated[Path, typer.Argument(help="a task folder or a dataset 
     for task in tasks:
         image = task.config.sandbox.docker_image or "environment/Dockerfile"
         table.add_row(task.name, task.layout, image, task.verifier_mount,
-                      "yes" if task.solution_dir else "no", "[green]ok[/]")
+                      _has_oracle(task), "[green]ok[/]")
     for name, error in invalid.items():
         table.add_row(name, "-", "-", "-", "-", f"[red]{error}[/]")
     console.print(table)
     if invalid:
         raise typer.Exit(2)
+
+
+def _has_oracle(task: Task) -> str:
+    """Whether the oracle can run: the task's solution, or one for every step."""
+    if task.steps:
+        solved = all(s.solution_dir or task.solution_dir for s in task.steps)
+        return f"{'yes' if solved else 'no'} ({len(task.steps)} steps)"
+    return "yes" if task.solution_dir else "no"

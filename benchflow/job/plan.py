@@ -29,8 +29,8 @@ from benchflow.job.config import (
     config_error,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
-from benchflow.mcp import McpServer
 from benchflow.job.job import Trial
+from benchflow.mcp import McpServer
 
 
 def load_scenes(path: Path) -> list[Scene]:

@@ -66,6 +66,22 @@ class Tokens(StrictModel):
     cached: int = 0
 
 
+class TaskStepResult(StrictModel):
+    """One step of a multi-step task: its rewards, how long its agent and verifier took,
+    and whether its `min_reward` gate stopped the rollout."""
+
+    name: str
+    rewards: dict[str, float] | None = None
+    agent_sec: float | None = None
+    verifier_sec: float | None = None
+    gate_failed: str | None = Field(default=None, description="why the remaining steps did "
+                                    "not run (this step scored below its min_reward)")
+
+    @property
+    def reward(self) -> float | None:
+        return None if self.rewards is None else self.rewards.get("reward")
+
+
 class RolloutResult(StrictModel):
     """The outcome of one rollout. `reward` is the verifier's headline; null on error."""
 
@@ -95,6 +111,10 @@ class RolloutResult(StrictModel):
     tokens: Tokens | None = None
     trajectory_path: str | None = None
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
+    steps: list[TaskStepResult] = Field(
+        default_factory=list, description="a multi-step task's steps, in the order they ran")
+    warnings: list[str] = Field(
+        default_factory=list, description="what weakens this score, e.g. hardening turned off")
 
     @property
     def passed(self) -> bool:
@@ -135,15 +155,20 @@ class PhaseClock:
 
     @contextlib.contextmanager
     def phase(self, name: Phase) -> Iterator[None]:
+        """Time one run of a phase. A phase that runs again (the steps of a multi-step
+        task) keeps its first start and last end, and its duration is the sum of its runs."""
         started = utcnow()
-        setattr(self.result.timestamps, f"{name}_started_at", started)
+        ts, durations = self.result.timestamps, self.result.durations
+        if getattr(ts, f"{name}_started_at") is None:
+            setattr(ts, f"{name}_started_at", started)
         try:
             yield
         finally:
             ended = utcnow()
-            setattr(self.result.timestamps, f"{name}_ended_at", ended)
-            setattr(self.result.durations, f"{name}_sec",
-                    round((ended - started).total_seconds(), 3))
+            setattr(ts, f"{name}_ended_at", ended)
+            before = getattr(durations, f"{name}_sec") or 0.0
+            setattr(durations, f"{name}_sec",
+                    round(before + (ended - started).total_seconds(), 3))
 
     def end(self) -> None:
         ts = self.result.timestamps

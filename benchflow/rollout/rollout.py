@@ -20,6 +20,7 @@ from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, pre
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
+from benchflow.mcp import merge_servers
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import rollout_log
@@ -33,9 +34,9 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
-from benchflow.mcp import merge_servers
 from benchflow.rollout.secrets import redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
+from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
@@ -48,8 +49,7 @@ from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
-from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.runner import VerifierRun, verify
+from benchflow.verify.runner import VerifierRun
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class Rollout:
         self.network: RolloutNetwork | None = None
         self.drivers: dict[str, AgentDriver] = {}
         self.sandbox: Sandbox | None = None
+        self.spec: SandboxSpec | None = None
         self.ctx: AgentContext | None = None
         self._logs_collected = False
         self._started = False
@@ -150,6 +151,7 @@ class Rollout:
                 self.drivers.values())),
             **config.provider_config,
         )
+        self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec)
 
     async def start(self) -> None:
@@ -199,16 +201,25 @@ class Rollout:
 
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
-        assert self.ctx is not None and self.task is not None
+        await self.open_agent_phase()
+        await self.run_steps()
+
+    async def open_agent_phase(self) -> None:
+        """Once, before the first agent step: network policy, trajectory file, skills."""
+        assert self.ctx is not None and self.skills is not None
+        if self.ctx.trajectory is not None:
+            return
         if self.network is not None:  # the policy holds from the first agent step on
             await self.network.isolate(self.ctx.sandbox)
         self._emit(RolloutEventKind.AGENT_START)
-        if self.ctx.trajectory is None:
-            self.ctx.trajectory = self._open_trajectory()
-        assert self.skills is not None
+        self.ctx.trajectory = self._open_trajectory()
         await self.skills.stage(self.ctx)
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
+
+    async def run_steps(self) -> None:
+        """The desugared steps (`self.steps`), or the user's rounds when a user drives."""
+        assert self.ctx is not None and self.skills is not None
         if self.config.user is not None:
             await self._run_user_rounds()
             return
@@ -267,22 +278,20 @@ class Rollout:
         self.result.n_tool_calls += n_tool_calls
 
     async def verify(self) -> None:
-        """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards."""
+        """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards.
+
+        The verifier runs in a fresh sandbox instead when the task says `separate`."""
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
-        run = self._verifier_run()
-        self._logs_collected = True  # both paths download /logs themselves
-        if self.baseline is not None:
-            verifier = self.task.config.verifier
-            done = await verify_hardened(
-                self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir,
-                baseline=self.baseline, agent_user=self.ctx.agent_user,
-                config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
-            outcome = done.outcome
-        else:
-            outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
+        self._logs_collected = not self.task.config.verifier.separate  # the verify paths
+        outcome = await verify_with_mode(self, None, final=True)     # download /logs
         self.result.rewards = outcome.rewards
         self.result.reward = outcome.reward
+
+    async def _run_task_steps(self) -> None:
+        """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
+        await self.open_agent_phase()
+        await run_task_steps(self)
 
     def _verifier_run(self) -> VerifierRun:
         assert self.sandbox is not None and self.task is not None
@@ -334,12 +343,15 @@ class Rollout:
             with self.clock.phase("agent_setup"):
                 await self.install_agent()
             phase = "agent_execution"
-            with self.clock.phase("agent_execution"):
-                await self.execute()
-            if not self.config.verifier_disabled:
-                phase = "verifier"
-                with self.clock.phase("verifier"):
-                    await self.verify()
+            if self.task is not None and self.task.multi_step:
+                await self._run_task_steps()
+            else:
+                with self.clock.phase("agent_execution"):
+                    await self.execute()
+                if not self.config.verifier_disabled:
+                    phase = "verifier"
+                    with self.clock.phase("verifier"):
+                        await self.verify()
             if self.ctx is not None:
                 record_endpoint_score(self.result, self.ctx.extras.get("endpoint_score"),
                                       self.ctx.extras.get("endpoint_passed"),

@@ -76,12 +76,12 @@ class RolloutSkills:
         names = await self.place(ctx, driver, step)
         writer = ctx.trajectory
         if writer is not None:
-            writer.skills = list(names) or None
+            writer.context["skills"] = list(names) or None
         try:
             yield names
         finally:
             if writer is not None:
-                writer.skills = None
+                writer.context.pop("skills", None)
 
     async def place(self, ctx: AgentContext, driver: AgentDriver, step: Step) -> tuple[str, ...]:
         """Collect skills earlier scenes wrote, place the step's skills for its agent, and

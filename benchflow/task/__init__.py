@@ -6,7 +6,7 @@ folder of task folders; `resolve_run_target(path)` accepts either.
 """
 
 from benchflow.task.dataset import Dataset, load_dataset, resolve_run_target
-from benchflow.task.loader import Layout, Task, is_task_dir, load_task
+from benchflow.task.loader import Layout, Task, TaskStep, is_task_dir, load_task
 from benchflow.task.models import (
     AgentSettings,
     Author,
@@ -29,6 +29,7 @@ __all__ = [
     "Task",
     "TaskConfig",
     "TaskConfigWarning",
+    "TaskStep",
     "VerifierSettings",
     "is_task_dir",
     "load_dataset",

@@ -25,7 +25,8 @@ DEFAULT_VERSION = "1.0"
 _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "task": ("task", {k: k for k in ("name", "description", "authors", "keywords")}),
     "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
-    "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins")}),
+    "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins",
+                                             "environment_mode", "environment")}),
     "environment": (
         "sandbox",
         {
@@ -59,15 +60,22 @@ _HARBOR_ONLY = {
     "verifier.user",
     "verifier.network_mode",
     "verifier.allowed_hosts",
-    "verifier.environment_mode",
-    "verifier.environment",
     "verifier.collect",
     "task.version",
-    "steps",
+}
+# Harbor keys that change how a task is scored: benchflow cannot honour them, so a task
+# using them fails to load (never a silent warning and a different score).
+_SCORING = {
+    "verifier.user": "benchflow runs the verifier as root",
+    "verifier.collect": "collect hooks (compose services) are not supported",
 }
 # Harbor writes these in almost every file; they ask for nothing benchflow lacks.
 _NOOP_VALUES = {"environment.os": "linux"}
-_TOP_LEVEL = {"version", "schema_version", "source", "metadata", *_SECTIONS}
+_TOP_LEVEL = {"version", "schema_version", "source", "metadata", "artifacts", "steps",
+              "multi_step_reward_strategy", *_SECTIONS}
+_STEP_KEYS = {"name", "agent", "verifier", "min_reward", "artifacts", "healthcheck"}
+_STEP_AGENT_KEYS = ("timeout_sec", "user")
+_STEP_VERIFIER_KEYS = ("timeout_sec", "env", "environment_mode", "environment", "user", "collect")
 _RENAME = {native: legacy for legacy, (native, _) in _SECTIONS.items()}
 _SIZE_UNITS = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
 
@@ -155,9 +163,13 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
             _warn(label, key, sorted(_TOP_LEVEL))
     version = data.get("schema_version", data.get("version", DEFAULT_VERSION))
     out["schema_version"] = version
-    for key in ("source", "metadata"):
+    for key in ("source", "metadata", "artifacts", "multi_step_reward_strategy"):
         if key in data:
             out[key] = data[key]
+    if isinstance(data.get("steps"), list):
+        out["steps"] = [_step(label, i, step) for i, step in enumerate(data["steps"])]
+    elif "steps" in data:
+        out["steps"] = data["steps"]  # the model reports the type
     for legacy, (native, keys) in _SECTIONS.items():
         if legacy not in data:
             continue
@@ -171,6 +183,8 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
                 mapped[keys[key]] = value
             elif legacy == "environment" and key in ("memory", "storage", "network_mode"):
                 continue  # handled by _environment
+            elif f"{legacy}.{key}" in _SCORING:
+                _refuse(label, f"{legacy}.{key}", value)
             elif not _is_noop(f"{legacy}.{key}", value):
                 _warn(label, f"{legacy}.{key}", list(keys))
         if legacy == "environment":
@@ -183,9 +197,70 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
             mapped["user"] = str(mapped["user"])  # Harbor accepts a UID
         if legacy == "verifier" and "hardening" in mapped:
             _hardening(label, mapped["hardening"])
+        if legacy == "verifier" and isinstance(mapped.get("environment"), dict):
+            mapped["environment"] = _sandbox_table(label, "verifier.environment",
+                                                   mapped["environment"])
         if legacy == "task" and "authors" in mapped:
             mapped["authors"] = _authors(label, mapped["authors"])
         out[native] = mapped
+    return out
+
+
+def _refuse(label: str, key: str, value: Any) -> None:
+    """A Harbor key that changes scoring and that benchflow cannot honour stops the load."""
+    name = key.rsplit(".", 1)[-1]
+    if _is_noop(key, value) or (name == "user" and value in ("root", 0, "0")):
+        return
+    reason = _SCORING[key.split("].", 1)[-1] if "]." in key else key]
+    raise TaskInvalidError(f"{label}: '{key}' is not supported by benchflow and changes how the "
+                           f"task is scored ({reason}); remove it to run the task here")
+
+
+def _sandbox_table(label: str, prefix: str, table: dict[str, Any]) -> dict[str, Any]:
+    """An `[environment]`-shaped table (`[verifier.environment]`) mapped like `[environment]`."""
+    keys = _SECTIONS["environment"][1]
+    mapped: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in keys:
+            mapped[keys[key]] = value
+        elif key not in ("memory", "storage", "network_mode") and not _is_noop(
+                f"environment.{key}", value):
+            _warn(label, f"{prefix}.{key}", list(keys))
+    _environment(label, table, mapped)
+    return mapped
+
+
+def _step(label: str, index: int, step: Any) -> Any:
+    """One `[[steps]]` table: known keys kept, scoring keys refused, the rest warned."""
+    if not isinstance(step, dict):
+        return step  # the model reports the type
+    where = f"steps[{index}]"
+    out: dict[str, Any] = {}
+    for key, value in step.items():
+        if key not in _STEP_KEYS:
+            raise TaskInvalidError(f"{label}: {unknown_key(f'{where}.{key}', sorted(_STEP_KEYS))}")
+        if key == "healthcheck":
+            _warn(label, f"{where}.healthcheck", [])
+        elif key == "agent" and isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items() if k in _STEP_AGENT_KEYS}
+            for extra in value.keys() - set(_STEP_AGENT_KEYS):
+                _warn(label, f"{where}.agent.{extra}", list(_STEP_AGENT_KEYS))
+            if isinstance(out[key].get("user"), int):
+                out[key]["user"] = str(out[key]["user"])
+        elif key == "verifier" and isinstance(value, dict):
+            verifier: dict[str, Any] = {}
+            for k, v in value.items():
+                if k in ("user", "collect"):
+                    _refuse(label, f"{where}.verifier.{k}", v)
+                elif k == "environment" and isinstance(v, dict):
+                    verifier[k] = _sandbox_table(label, f"{where}.verifier.environment", v)
+                elif k in _STEP_VERIFIER_KEYS:
+                    verifier[k] = v
+                else:
+                    _warn(label, f"{where}.verifier.{k}", list(_STEP_VERIFIER_KEYS))
+            out[key] = verifier
+        else:
+            out[key] = value
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from benchflow.errors import TaskInvalidError, TaskNotFoundError
 from benchflow.task import _files
 from benchflow.task.legacy import parse_task_toml
-from benchflow.task.models import TaskConfig, TaskConfigWarning
+from benchflow.task.models import TaskConfig, TaskConfigWarning, TaskStepConfig
 from benchflow.task.native import parse_task_md
 from benchflow.task.scenes import TaskScenes, parse_task_scenes
 
@@ -36,6 +36,22 @@ _VERIFIER = {"native": ("verifier", "/verifier"), "legacy": ("tests", "/tests")}
 _SOLUTION = {"native": "oracle", "legacy": "solution"}
 _CONFIG_FILE = {"native": "task.md", "legacy": "task.toml"}
 _PROMPT_KINDS = ("role", "scene")
+
+
+@dataclass(frozen=True)
+class TaskStep:
+    """One step of a multi-step task, with its files resolved (every path in the task)."""
+
+    name: str
+    index: int
+    instruction: str
+    config: TaskStepConfig
+    verifier_dir: Path | None
+    """`steps/<name>/tests/` (legacy; `verifier/` native) when present: laid over the task's."""
+    solution_dir: Path | None
+    """`steps/<name>/solution/` (legacy; `oracle/` native) when it holds solve.sh."""
+    workdir_dir: Path | None
+    """`steps/<name>/workdir/`: copied into the workdir before the step (setup.sh runs)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,20 @@ class Task:
     raw_frontmatter: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     scenes: TaskScenes | None = field(default=None, compare=False, repr=False)
     """Roles and scenes the task declares in its frontmatter (native layout only)."""
+    steps: tuple[TaskStep, ...] = ()
+    """A multi-step task's steps, in order (empty for a one-step task)."""
+
+    @property
+    def multi_step(self) -> bool:
+        return bool(self.steps)
+
+    def verifier_image_dir(self, step: TaskStep | None = None) -> Path | None:
+        """The build context of a separate verifier's own image: the step's, else the
+        task's verifier folder when it holds a Dockerfile (None: the task's environment)."""
+        for folder in (step.verifier_dir if step else None, self.verifier_dir):
+            if folder is not None and _files.is_file(folder / "Dockerfile"):
+                return folder
+        return None
 
     @property
     def skills_folder(self) -> Path | None:
@@ -162,18 +192,22 @@ def load_task(path: Path | str) -> Task:
     if layout == "native":
         config, instruction, raw = parse_task_md(text, config_label)
         scenes = parse_task_scenes(raw, config_label, folder)
-        if not instruction:
+        if not instruction and not config.steps:
             problems.append(
                 f"{config_label}: has no instruction: write the task prompt below the "
                 "frontmatter's closing '---'"
             )
     else:
         config = parse_task_toml(text, config_label)
-        instruction = _legacy_instruction(folder, given, problems)
-
+        instruction = _legacy_instruction(folder, given, problems, optional=bool(config.steps))
+    steps = _steps(config, folder, given, layout, problems)
+    if not instruction and steps:
+        instruction = steps[0].instruction
     verifier_name, mount = _VERIFIER[layout]
     verifier_dir = folder / verifier_name
-    if not _files.is_file(verifier_dir / "test.sh"):
+    steps_have_tests = bool(steps) and all(
+        s.verifier_dir is not None and _files.is_file(s.verifier_dir / "test.sh") for s in steps)
+    if not _files.is_file(verifier_dir / "test.sh") and not steps_have_tests:
         hint = ""
         if layout == "native" and _files.is_file(folder / "tests" / "test.sh"):
             hint = " (tests/test.sh is the legacy layout's name: rename tests/ to verifier/)"
@@ -191,6 +225,12 @@ def load_task(path: Path | str) -> Task:
             f"{given / 'environment' / 'Dockerfile'}: missing and no docker_image is set: "
             f"add environment/Dockerfile or set {key} in {_CONFIG_FILE[layout]}"
         )
+    if _files.is_file(environment_dir / "docker-compose.yaml") or _files.is_file(
+            environment_dir / "docker-compose.yml"):
+        problems.append(
+            f"{given / 'environment' / 'docker-compose.yaml'}: multi-container tasks are not "
+            "supported by benchflow (the verifier would score a different setup); use one "
+            "Dockerfile")
     if problems:
         raise TaskInvalidError("; ".join(problems))
 
@@ -209,14 +249,43 @@ def load_task(path: Path | str) -> Task:
         prompts=_prompts(folder, given) if layout == "native" else {},
         raw_frontmatter=raw,
         scenes=scenes,
+        steps=tuple(steps),
     )
 
 
-def _legacy_instruction(folder: Path, given: Path, problems: list[str]) -> str:
+def _steps(config: TaskConfig, folder: Path, given: Path, layout: Layout,
+           problems: list[str]) -> list[TaskStep]:
+    """The steps of a multi-step task, each with its instruction read (problems collected)."""
+    steps = []
+    names = [s.name for s in config.steps]
+    for dupe in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{given / _CONFIG_FILE[layout]}: two steps are named {dupe!r}; "
+                        "step names must be unique")
+    for index, step in enumerate(config.steps):
+        base, label = folder / "steps" / step.name, given / "steps" / step.name
+        file = base / "instruction.md"
+        instruction = ""
+        if not _files.is_file(file):
+            problems.append(f"{label / 'instruction.md'}: missing: every [[steps]] entry needs "
+                            f"steps/{step.name}/instruction.md with that step's prompt")
+        else:
+            instruction = _files.read_text(file, str(label / "instruction.md"))
+        tests, solution = base / _VERIFIER[layout][0], base / _SOLUTION[layout]
+        steps.append(TaskStep(
+            name=step.name, index=index, instruction=instruction, config=step,
+            verifier_dir=tests if _files.is_dir(tests) else None,
+            solution_dir=solution if _files.is_file(solution / "solve.sh") else None,
+            workdir_dir=base / "workdir" if _files.is_dir(base / "workdir") else None))
+    return steps
+
+
+def _legacy_instruction(folder: Path, given: Path, problems: list[str],
+                        optional: bool = False) -> str:
     file = folder / "instruction.md"
     label = str(given / "instruction.md")
     if not _files.is_file(file):
-        problems.append(f"{label}: missing: add instruction.md with the task prompt")
+        if not optional:
+            problems.append(f"{label}: missing: add instruction.md with the task prompt")
         return ""
     text = _files.read_text(file, label)
     if not text.strip():
@@ -224,4 +293,4 @@ def _legacy_instruction(folder: Path, given: Path, problems: list[str]) -> str:
     return text
 
 
-__all__ = ["Layout", "Task", "is_task_dir", "load_task"]
+__all__ = ["Layout", "Task", "TaskStep", "is_task_dir", "load_task"]

@@ -7,9 +7,10 @@ a Harbor-style `task.toml` onto the same shape first, and both end in `TaskConfi
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import posixpath
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from benchflow._models import FrozenModel
 from benchflow.mcp import McpServer
@@ -82,19 +83,6 @@ class AgentSettings(_Strict):
     """Sandbox user the agent runs as; None means benchflow's non-root default user."""
 
 
-class VerifierSettings(_Strict):
-    """How the task's test.sh is run."""
-
-    timeout_sec: Seconds = 600.0
-    """Budget of test.sh."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for test.sh (templates such as ${VAR} are resolved at run time)."""
-    hardening: HardeningConfig = HardeningConfig()
-    """Anti-reward-hacking steps run before test.sh."""
-    pytest_plugins: list[str] = Field(default_factory=list)
-    """pytest plugins the verifier may load even though plugin auto-discovery is off."""
-
-
 class SandboxSettings(_Strict):
     """The container the agent works in."""
 
@@ -114,6 +102,133 @@ class SandboxSettings(_Strict):
     """A sandbox folder of skills (Harbor's `environment.skills_dir`): each subfolder with a SKILL.md is given to every agent."""
     mcp_servers: list[McpServer] = Field(default_factory=list)
     """MCP servers passed to ACP agents at session/new (Harbor's `[[environment.mcp_servers]]`)."""
+
+
+class VerifierSettings(_Strict):
+    """How the task's test.sh is run."""
+
+    timeout_sec: Seconds = 600.0
+    """Budget of test.sh."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for test.sh (templates such as ${VAR} are resolved at run time)."""
+    hardening: HardeningConfig = HardeningConfig()
+    """Anti-reward-hacking steps run before test.sh."""
+    pytest_plugins: list[str] = Field(default_factory=list)
+    """pytest plugins the verifier may load even though plugin auto-discovery is off."""
+    environment_mode: VerifierMode | None = None
+    """`separate`: the tests run in a fresh sandbox of the verifier's own image, given only the declared artifacts and /logs; `shared` (default unless `environment` is set): in the agent's sandbox."""
+    environment: SandboxSettings | None = None
+    """The separate verifier's sandbox (same keys as `sandbox`); implies `environment_mode = "separate"`."""
+
+    @property
+    def separate(self) -> bool:
+        """Whether the verifier runs in its own sandbox (Harbor's resolution of the mode)."""
+        if self.environment_mode is not None:
+            return self.environment_mode == "separate"
+        return self.environment is not None
+
+
+VerifierMode = Literal["shared", "separate"]
+RewardStrategy = Literal["mean", "final"]
+
+
+def _artifact(value: Any) -> Any:
+    return {"source": value} if isinstance(value, str) else value
+
+
+class Artifact(_Strict):
+    """A sandbox path carried out of the agent's sandbox after it finishes (Harbor's `artifacts`):
+    kept under the rollout's `artifacts/` and, for a separate verifier, copied to the same
+    path in the verifier's sandbox."""
+
+    source: Text
+    destination: str | None = None
+    """Where under the rollout's `artifacts/` it is kept (default: the source path)."""
+    exclude: list[str] = Field(default_factory=list)
+    """Harbor's tar --exclude patterns: not supported (refused when not empty)."""
+    service: str | None = None
+    """Harbor's compose service: only the agent's own (`main`) exists in benchflow."""
+
+    @field_validator("exclude")
+    @classmethod
+    def _no_exclude(cls, value: list[str]) -> list[str]:
+        if value:
+            raise ValueError("artifact exclude patterns are not supported by benchflow (they "
+                             "change what the verifier sees); carry the folder whole or name "
+                             "its files")
+        return value
+
+    @field_validator("service")
+    @classmethod
+    def _main_only(cls, value: str | None) -> str | None:
+        if value not in (None, "main"):
+            raise ValueError(f"artifact service {value!r}: multi-container tasks are not "
+                             "supported by benchflow; only the agent's sandbox (main) exists")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or ".." in value.split("/"):
+            raise ValueError(f"artifact source {value!r} must be an absolute sandbox path "
+                             "without '..'")
+        return posixpath.normpath(value)
+
+    @field_validator("destination")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value and (value.startswith("/") or ".." in value.split("/")):
+            raise ValueError(f"artifact destination {value!r} must be a relative path "
+                             "without '..'")
+        return value or None
+
+    @property
+    def kept_as(self) -> str:
+        """The path under the rollout's `artifacts/` folder."""
+        return self.destination or self.source.lstrip("/")
+
+
+Artifacts = list[Annotated[Artifact, BeforeValidator(_artifact)]]
+
+
+class StepAgentSettings(_Strict):
+    """A multi-step task's per-step agent settings (unset: the task's)."""
+
+    timeout_sec: Seconds | None = None
+    user: Text | None = None
+
+
+class StepVerifierSettings(_Strict):
+    """A multi-step task's per-step verifier settings (unset: the task's)."""
+
+    timeout_sec: Seconds | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    environment_mode: VerifierMode | None = None
+    environment: SandboxSettings | None = None
+
+
+class TaskStepConfig(_Strict):
+    """One step of a multi-step task (Harbor's `[[steps]]`): `steps/<name>/instruction.md`,
+    optional `steps/<name>/tests/` and `steps/<name>/solution/`."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    agent: StepAgentSettings = StepAgentSettings()
+    verifier: StepVerifierSettings = StepVerifierSettings()
+    min_reward: float | dict[str, float] | None = None
+    """Stop the remaining steps when this step scores below it: a number gates `reward`, a table gates each key (a missing key fails)."""
+    artifacts: Artifacts = Field(default_factory=list)
+
+    def gate_failure(self, rewards: dict[str, float]) -> str | None:
+        """Why this step's rewards stop the rollout (None when they pass `min_reward`)."""
+        if self.min_reward is None:
+            return None
+        gates = (self.min_reward if isinstance(self.min_reward, dict)
+                 else {"reward": self.min_reward})
+        for key, threshold in gates.items():
+            actual = rewards.get(key, float("-inf"))
+            if actual < threshold:
+                return f"step {self.name!r} scored {key}={actual:g}, below min_reward {threshold:g}"
+        return None
 
 
 class OracleSettings(_Strict):
@@ -147,6 +262,17 @@ class TaskConfig(_Strict):
     verifier: VerifierSettings = VerifierSettings()
     sandbox: SandboxSettings = SandboxSettings()
     oracle: OracleSettings = OracleSettings()
+    artifacts: Artifacts = Field(default_factory=list)
+    steps: list[TaskStepConfig] = Field(default_factory=list)
+    multi_step_reward_strategy: RewardStrategy | None = None
+
+    def step_separate(self, step: TaskStepConfig) -> bool:
+        """Whether `step`'s verifier runs in its own sandbox (the step's mode, else the task's)."""
+        if step.verifier.environment_mode is not None:
+            return step.verifier.environment_mode == "separate"
+        if step.verifier.environment is not None:
+            return True
+        return self.verifier.separate
 
 
 class TaskInfo(_Strict):
@@ -169,6 +295,9 @@ class Frontmatter(_Strict):
     verifier: VerifierSettings = VerifierSettings()
     sandbox: SandboxSettings = SandboxSettings()
     oracle: OracleSettings = OracleSettings()
+    artifacts: Artifacts = Field(default_factory=list)
+    steps: list[TaskStepConfig] = Field(default_factory=list)
+    multi_step_reward_strategy: RewardStrategy | None = None
     agents: Any = None
     """Reserved for multi-agent tasks; kept in Task.raw_frontmatter."""
     scenes: Any = None
@@ -190,6 +319,9 @@ class Frontmatter(_Strict):
             verifier=self.verifier,
             sandbox=self.sandbox,
             oracle=self.oracle,
+            artifacts=self.artifacts,
+            steps=self.steps,
+            multi_step_reward_strategy=self.multi_step_reward_strategy,
         )
 
 
@@ -198,13 +330,19 @@ RESERVED_KEYS = ("agents", "scenes", "user")
 __all__ = [
     "RESERVED_KEYS",
     "AgentSettings",
+    "Artifact",
     "Author",
     "Frontmatter",
     "HardeningConfig",
     "OracleSettings",
+    "RewardStrategy",
     "SandboxSettings",
+    "StepAgentSettings",
+    "StepVerifierSettings",
     "TaskConfig",
     "TaskConfigWarning",
     "TaskInfo",
+    "TaskStepConfig",
+    "VerifierMode",
     "VerifierSettings",
 ]

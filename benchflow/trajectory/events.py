@@ -114,6 +114,8 @@ class _Event(StrictModel):
     span_id: str | None = Field(default=None, description="the step's or tool call's span")
     skills: list[str] | None = None
     """Names of the skills the step had (absent when it had none)."""
+    task_step: str | None = None
+    """The step of a multi-step task the event belongs to (absent for one-step tasks)."""
 
 
 class UserMessageEvent(_Event):

@@ -48,8 +48,9 @@ class TrajectoryWriter:
         """The span events are attributed to (the current step's; the root span between steps)."""
         self.place: dict[str, Any] = {}
         """Scene, role, turn and round of the last prompt written (who is working now)."""
-        self.skills: list[str] | None = None
-        """Stamped on every event written while set: the skills of the running step."""
+        self.context: dict[str, Any] = {}
+        """Fields stamped on every event written while set (an event's own value wins):
+        `skills` of the running step, `task_step` of a multi-step task."""
         if not existing:
             self._write_line(header.model_dump_json().encode())
 
@@ -72,8 +73,11 @@ class TrajectoryWriter:
                 span = tool_call_span_id(self.trace_id, tool_call_id)
             event = event.model_copy(update={"trace_id": self.trace_id,
                                              "span_id": event.span_id or span})
-        if self.skills and event.skills is None:
-            event = event.model_copy(update={"skills": self.skills})
+        if self.context:
+            stamp = {k: v for k, v in self.context.items()
+                     if v is not None and getattr(event, k) is None}
+            if stamp:
+                event = event.model_copy(update=stamp)
         self._write_line(event.model_dump_json(exclude_none=True).encode())
         self.n_events += 1
         if isinstance(event, UserMessageEvent) and event.update is None:

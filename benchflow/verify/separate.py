@@ -1,72 +1,113 @@
-"""Separate-verifier mode: score a copy of the workspace in a fresh container.
+"""Separate verifier environments: the tests run in a fresh sandbox the agent never touched.
 
-Nothing the agent did outside the workspace reaches the verifier: not its processes, not
-a patched interpreter, not /etc/ld.so.preload, not a daemon a root agent left behind. The
-workspace is downloaded from the agent's sandbox (symlinks leading outside it are dropped
-on the way), copied into a new container of the same image, and verified there with the
-same hardening, so that workspace-level injections (conftest.py, pytest.ini, shadowing
-modules, .pyc files) are still restored or removed against the image's own state.
+After the agent finishes, the task's declared `artifacts` and the agent sandbox's `/logs`
+are copied out (kept under the rollout's `artifacts/`), a new sandbox is started from the
+verifier's own image (its `tests/Dockerfile`, a `[verifier.environment] docker_image`, or
+else the task's environment), the artifacts are put back at their paths and `/logs` is
+restored, and test.sh runs there. Nothing the agent did reaches the verifier except what
+the task chose to carry over: not its processes, not a patched interpreter, not a planted
+reward file. This is benchflow's strongest verification mode (Terminal-Bench 3 requires it).
 
-What a solution installed outside the workspace (packages, system files) does not come
-along: use this mode for tasks whose answer lives in the workspace.
+With hardening on, the fresh sandbox's own state is the baseline: a carried-over file that
+plants a conftest.py, a .pth or a pytest plugin is restored or removed as in the shared mode.
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
-from benchflow.errors import ConfigError
-from benchflow.sandbox.docker import DockerSandbox
-from benchflow.task.models import HardeningConfig
-from benchflow.verify.baseline import normalize_workspace, take_baseline
-from benchflow.verify.hardening import HardenedOutcome, verify_hardened
-from benchflow.verify.runner import VerifierRun
+from benchflow.sandbox.base import SYSTEM_PATH, Sandbox
+from benchflow.sandbox.factory import create_sandbox
+from benchflow.sandbox.spec import SandboxSpec
+from benchflow.task.models import Artifact, HardeningConfig
+from benchflow.verify.baseline import take_baseline
+from benchflow.verify.hardening import verify_hardened
+from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
+
+log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_SEC = 60.0
+_LOGS = "/logs"
 
 
-async def verify_in_fresh_sandbox(sandbox: DockerSandbox, run: VerifierRun, out_dir: Path,
-                                  logs_dir: Path, *, workspace: str, config: HardeningConfig,
-                                  pytest_plugins: Sequence[str] = (),
-                                  labels: dict[str, str] | None = None) -> HardenedOutcome:
-    """Verify a copy of `workspace` in a new container of `sandbox`'s image.
+@dataclass(frozen=True)
+class SeparateVerifier:
+    """Where a separate verifier runs and what it is given."""
 
-    The new container carries `sandbox`'s labels (plus `labels`) and is always removed.
+    environment: str
+    """The sandbox backend (the rollout's)."""
+    spec: SandboxSpec
+    """The verifier sandbox: its image, resources and labels."""
+    artifacts: Sequence[Artifact]
+    artifacts_dir: Path
+    """Host folder the artifacts are kept in (`<rollout>/artifacts/`, per step for steps)."""
+
+
+async def collect_artifacts(sandbox: Sandbox, artifacts: Sequence[Artifact],
+                            dest: Path) -> list[str]:
+    """Copy each artifact out of `sandbox` into `dest/<kept_as>`; returns the sources that did
+    not exist (a missing artifact is not an error: the verifier decides what it means)."""
+    missing = []
+    for artifact in artifacts:
+        exists = await sandbox.exec(["test", "-e", artifact.source], user="root", timeout=60,
+                                    env={"PATH": SYSTEM_PATH})
+        if not exists.ok:
+            missing.append(artifact.source)
+            continue
+        await sandbox.download(artifact.source, dest / artifact.kept_as)
+    return missing
+
+
+async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
+                            run: VerifierRun, out_dir: Path, logs_dir: Path, *,
+                            hardened: bool, config: HardeningConfig,
+                            pytest_plugins: Sequence[str] = ()) -> tuple[VerifierOutcome, list[str]]:
+    """Carry the artifacts and /logs over to a fresh verifier sandbox and verify there.
+
+    Returns the outcome and a warning per declared artifact that did not exist. The
+    verifier sandbox is always removed.
 
     Raises:
-        ConfigError: no workspace, or `sandbox` has no image yet.
-        VerifierTampered, VerifierError and its subclasses: as `verify_hardened()`.
+        SandboxError: the verifier sandbox did not build or start.
+        VerifierTampered, VerifierError and its subclasses: as the shared verify.
     """
-    ws = normalize_workspace(workspace)
-    if ws is None:
-        raise ConfigError("separate-verifier mode needs a workspace (sandbox.workdir) other than /")
-    if sandbox.image is None:
-        raise ConfigError("separate-verifier mode needs the agent sandbox's image")
-    spec = sandbox.spec.model_copy(update={
-        "name": f"{sandbox.spec.name}-verify", "docker_image": sandbox.image,
-        "environment_dir": None, "force_build": False,
-        "labels": {**sandbox.spec.labels, **(labels or {})}})
-    fresh = DockerSandbox(spec)
-    fresh.image = sandbox.image
+    missing = await collect_artifacts(agent_sandbox, verifier.artifacts, verifier.artifacts_dir)
+    warnings = [f"artifact {source} did not exist in the agent's sandbox; the separate "
+                "verifier ran without it" for source in missing]
+    for line in warnings:
+        log.warning("%s", line)
+    fresh = create_sandbox(verifier.environment, verifier.spec)
     with tempfile.TemporaryDirectory(prefix="bf-separate-") as tmp:
-        copy = Path(tmp) / "workspace"
-        await sandbox.download(ws, copy)
+        logs_copy = Path(tmp) / "logs"
+        await agent_sandbox.download(_LOGS, logs_copy)
         try:
             await fresh.start()
-            baseline = await take_baseline(fresh, workspace=ws, config=config)
-            await fresh.exec(["sh", "-c", 'find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +',
-                              "sh", ws], user="root", timeout=120)
-            await fresh.upload(copy, ws)
-            return await verify_hardened(fresh, run, out_dir, logs_dir, baseline=baseline,
-                                         agent_user=None, config=config,
-                                         pytest_plugins=pytest_plugins)
+            baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config)
+                        if hardened else None)
+            for artifact in verifier.artifacts:
+                kept = verifier.artifacts_dir / artifact.kept_as
+                if artifact.source not in missing and kept.exists():
+                    await fresh.upload(kept, artifact.source)
+            for child in sorted(logs_copy.iterdir()) if logs_copy.is_dir() else []:
+                if child.name != "verifier":
+                    await fresh.upload(child, f"{_LOGS}/{child.name}")
+            run = VerifierRun(verifier_dir=run.verifier_dir, mount=run.mount,
+                              timeout_sec=run.timeout_sec, env=run.env, cwd=fresh.workdir)
+            if baseline is not None:
+                done = await verify_hardened(fresh, run, out_dir, logs_dir, baseline=baseline,
+                                             agent_user=None, config=config,
+                                             pytest_plugins=pytest_plugins)
+                return done.outcome, warnings
+            return await verify(fresh, run, out_dir, logs_dir), warnings
         finally:
             with anyio.move_on_after(_STOP_TIMEOUT_SEC, shield=True):
                 await fresh.stop(delete=True)
 
 
-__all__ = ["verify_in_fresh_sandbox"]
+__all__ = ["SeparateVerifier", "collect_artifacts", "verify_separately"]

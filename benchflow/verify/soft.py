@@ -42,11 +42,16 @@ class SoftVerifyResult:
 async def soft_verify(sandbox: Sandbox, run: VerifierRun, *, config: HardeningConfig,
                       baseline: Baseline | None = None, workspace: str | None = None,
                       pytest_plugins: Sequence[str] = (), out_dir: Path | None = None,
-                      ) -> SoftVerifyResult:
+                      strict: bool = False) -> SoftVerifyResult:
     """Run test.sh once in the hardened verifier environment; never kill, restore or remove.
 
     `out_dir` keeps test.sh's stdout/stderr (a temporary folder when None). The verifier
     folder stays uploaded and root-only afterwards (with `lock_verifier_dirs`).
+
+    Raises:
+        VerifierError and its subclasses: only with `strict` (a step of a multi-step task,
+            whose verifier failure ends the rollout); otherwise they are the result's
+            `error_type`.
     """
     ws = (baseline.workspace if baseline else None) or workspace or run.cwd
     env = verifier_env(workspace=ws, verifier_dir=run.mount, task_env=run.env,
@@ -72,6 +77,8 @@ async def soft_verify(sandbox: Sandbox, run: VerifierRun, *, config: HardeningCo
             await sandbox.download(VERIFIER_LOGS, logs)
             rewards = read_rewards(logs)
         except VerifierError as exc:
+            if strict:
+                raise
             return SoftVerifyResult(None, exc.error_type, output, exc.message)
     return SoftVerifyResult(rewards, None, output)
 

@@ -87,10 +87,10 @@ def test_writer_stamps_skills_only_while_set(tmp_path):
     path = tmp_path / "t.jsonl"
     with TrajectoryWriter(path) as writer:
         writer.record("agent_message", text="before", update={})
-        writer.skills = ["s1", "s2"]
+        writer.context["skills"] = ["s1", "s2"]
         writer.record("agent_message", text="during", update={})
         writer.record("agent_message", text="own", update={}, skills=["mine"])
-        writer.skills = None
+        writer.context.pop("skills")
         writer.record("agent_message", text="after", update={})
     assert [(e.text, e.skills) for e in iter_events(path)] == [
         ("before", None), ("during", ["s1", "s2"]), ("own", ["mine"]), ("after", None)]

@@ -1,0 +1,248 @@
+"""Multi-step tasks (Harbor's `[[steps]]`) and the one place a verification is chosen.
+
+A multi-step task's steps run in order in one sandbox. For each step: its `workdir/` files
+are copied into the workdir (and its `setup.sh` run), its instruction replaces the task's
+(the rollout's scenes run with it; the oracle runs the step's solution), then the step's
+tests run (the task's verifier folder with the step's laid over it). A step scoring below
+its `min_reward` stops the rollout. The rollout's rewards follow
+`multi_step_reward_strategy`: `mean` (default: per key, over the steps that ran, a missing
+key counting 0) or `final` (the last step that ran); each step's rewards are also kept as
+`<step>/<key>` and in `result.steps`.
+
+Every step's verification is chosen by `verify_with_mode`: a separate sandbox when the
+step (or task) says `separate`; otherwise in the agent's sandbox, the last step with full
+hardening (when the rollout is hardened) and the steps before it with a soft verify (the
+fixed verifier environment without the destructive steps, so the next step can go on).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from benchflow.errors import AgentExecutionError, AgentTimeout
+from benchflow.rollout.result import TaskStepResult
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
+from benchflow.sandbox.spec import SandboxSpec
+from benchflow.steps import desugar
+from benchflow.task import TaskStep
+from benchflow.task.models import SandboxSettings
+from benchflow.verify.hardening import verify_hardened
+from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
+from benchflow.verify.separate import SeparateVerifier, verify_separately
+from benchflow.verify.soft import soft_verify
+
+if TYPE_CHECKING:
+    from benchflow.rollout.rollout import Rollout
+
+log = logging.getLogger(__name__)
+
+
+async def run_task_steps(rollout: Rollout) -> None:
+    """Run every step of the rollout's multi-step task: agent, then verifier, then the gate."""
+    task, ctx = rollout.task, rollout.ctx
+    assert task is not None and ctx is not None and ctx.trajectory is not None
+    results: list[TaskStepResult] = []
+    for step in task.steps:
+        record = TaskStepResult(name=step.name)
+        results.append(record)
+        rollout.result.steps = results
+        ctx.trajectory.context["task_step"] = step.name
+        ctx.solution_dir = step.solution_dir or task.solution_dir
+        try:
+            started = anyio.current_time()
+            with rollout.clock.phase("agent_execution"):
+                await _prepare_step(rollout, step)
+                rollout.steps = desugar(rollout.scenes, step.instruction, task.prompts,
+                                        rollout.skills.declared if rollout.skills else None)
+                await _bounded(rollout, step)
+            record.agent_sec = round(anyio.current_time() - started, 3)
+            if rollout.config.verifier_disabled:
+                continue
+            started = anyio.current_time()
+            with rollout.clock.phase("verifier"):
+                outcome = await verify_with_mode(rollout, step,
+                                                 final=step.index == len(task.steps) - 1)
+            record.verifier_sec = round(anyio.current_time() - started, 3)
+        finally:
+            ctx.trajectory.context.pop("task_step", None)
+        record.rewards = outcome.rewards
+        record.gate_failed = step.config.gate_failure(outcome.rewards)
+        if record.gate_failed:
+            rollout.result.warnings.append(f"{record.gate_failed}: the remaining steps did not "
+                                           "run")
+            log.info("%s", record.gate_failed)
+            break
+    if not rollout.config.verifier_disabled:
+        rewards = combine_step_rewards(results, task.config.multi_step_reward_strategy)
+        rollout.result.rewards = rewards
+        rollout.result.reward = rewards.get("reward")
+
+
+def combine_step_rewards(results: list[TaskStepResult], strategy: str | None) -> dict[str, float]:
+    """The rollout's rewards from its steps' (Harbor's strategies), plus `<step>/<key>`."""
+    scored = [r.rewards for r in results if r.rewards is not None]
+    if not scored:
+        return {}
+    if strategy == "final":
+        combined = dict(scored[-1])
+    else:
+        keys = dict.fromkeys(k for rewards in scored for k in rewards)
+        combined = {k: sum(r.get(k, 0.0) for r in scored) / len(scored) for k in keys}
+    for result in results:
+        for key, value in (result.rewards or {}).items():
+            combined[f"{result.name}/{key}"] = value
+    return combined
+
+
+async def _prepare_step(rollout: Rollout, step: TaskStep) -> None:
+    """The step's instruction file, its workdir files and setup.sh (Harbor's order)."""
+    ctx, sandbox = rollout.ctx, rollout.sandbox
+    assert ctx is not None and sandbox is not None
+    await sandbox.upload_bytes(step.instruction.encode(), rollout.config.instruction_path)
+    if step.workdir_dir is None:
+        return
+    await sandbox.upload(step.workdir_dir, ctx.workdir)
+    owner = ctx.agent_user
+    script = ('set -e; if [ -n "$2" ]; then chown -R "$2" "$1"; fi; '
+              'if [ -f "$1/setup.sh" ]; then cd "$1" && bash setup.sh; fi')
+    result = await sandbox.exec(["sh", "-c", script, "setup", ctx.workdir, owner or ""],
+                                user="root", cwd=ctx.workdir, env={"PATH": SYSTEM_PATH},
+                                timeout=ctx.agent_timeout_sec)
+    (rollout.paths.root / "steps" / step.name).mkdir(parents=True, exist_ok=True)
+    (rollout.paths.root / "steps" / step.name / "setup.txt").write_bytes(
+        result.stdout + result.stderr)
+    if not result.ok:
+        raise AgentExecutionError(f"step {step.name!r}: workdir/setup.sh exited with code "
+                                  f"{result.exit_code}: {result.text(1000)}")
+
+
+async def _bounded(rollout: Rollout, step: TaskStep) -> None:
+    """The step's agent phase under its own `agent.timeout_sec`, when it sets one."""
+    assert rollout.ctx is not None
+    budget = step.config.agent.timeout_sec
+    if budget is None:
+        await rollout.run_steps()
+        return
+    limit = rollout.ctx.scaled(budget)
+    try:
+        with anyio.fail_after(limit):
+            await rollout.run_steps()
+    except TimeoutError as exc:
+        raise AgentTimeout("agent", limit, f"step {step.name!r} exceeded its agent timeout "
+                           f"of {limit:g} s") from exc
+
+
+@contextmanager
+def step_tests(task_verifier_dir: Path, step: TaskStep | None) -> Iterator[Path]:
+    """The verifier folder to upload: the task's, with the step's own files laid over it."""
+    if step is None or step.verifier_dir is None:
+        yield task_verifier_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="bf-step-tests-") as tmp:
+        merged = Path(tmp) / "tests"
+        if task_verifier_dir.is_dir():
+            shutil.copytree(task_verifier_dir, merged)
+        shutil.copytree(step.verifier_dir, merged, dirs_exist_ok=True)
+        yield merged
+
+
+async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
+                           final: bool) -> VerifierOutcome:
+    """Run the task's (or one step's) verifier where it belongs; returns its rewards.
+
+    Raises:
+        VerifierError and its subclasses, SandboxError (separate mode's sandbox).
+    """
+    task, sandbox, ctx = rollout.task, rollout.sandbox, rollout.ctx
+    assert task is not None and sandbox is not None and ctx is not None
+    verifier = task.config.verifier
+    base = step.config.verifier if step else None
+    timeout = (rollout.config.verifier_timeout_sec or (base and base.timeout_sec)
+               or verifier.timeout_sec)
+    env = {**verifier.env, **(base.env if base else {})}
+    where = rollout.paths.root / "steps" / step.name if step else rollout.paths.root
+    out_dir = where / "verifier" if step else rollout.paths.verifier_dir
+    logs_dir = where / "logs" if step else rollout.paths.logs_dir
+    with step_tests(task.verifier_dir, step) as tests:
+        run = VerifierRun(verifier_dir=tests, mount=task.verifier_mount,
+                          timeout_sec=timeout * rollout.config.timeout_multiplier, env=env,
+                          cwd=sandbox.workdir)
+        if (task.config.step_separate(step.config) if step else verifier.separate):
+            separate = SeparateVerifier(
+                environment=rollout.config.environment,
+                spec=verifier_spec(rollout, step),
+                artifacts=[*task.config.artifacts, *(step.config.artifacts if step else [])],
+                artifacts_dir=where / "artifacts")
+            outcome, warnings = await verify_separately(
+                sandbox, separate, run, out_dir, logs_dir, hardened=rollout.hardened,
+                config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
+            rollout.result.warnings.extend(warnings)
+            return outcome
+        if not final:
+            return await _soft(rollout, run, out_dir)
+        if rollout.baseline is not None:
+            done = await verify_hardened(
+                sandbox, run, out_dir, logs_dir, baseline=rollout.baseline,
+                agent_user=ctx.agent_user, config=verifier.hardening,
+                pytest_plugins=verifier.pytest_plugins)
+            return done.outcome
+        return await verify(sandbox, run, out_dir, logs_dir)
+
+
+async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOutcome:
+    """A step before the last, in the agent's sandbox: nothing killed, restored or locked."""
+    task, sandbox = rollout.task, rollout.sandbox
+    assert task is not None and sandbox is not None
+    verifier = task.config.verifier
+    if rollout.baseline is None:
+        outcome = await verify(sandbox, run, out_dir, out_dir / "logs")
+    else:
+        soft = await soft_verify(sandbox, run, config=verifier.hardening,
+                                 baseline=rollout.baseline, strict=True,
+                                 pytest_plugins=verifier.pytest_plugins, out_dir=out_dir)
+        assert soft.rewards is not None  # strict: a failure raised
+        outcome = VerifierOutcome(soft.rewards, ExecResult(0, soft.output.encode(), b""))
+    # The next step's agent must not find this step's tests or outputs.
+    await sandbox.exec(["sh", "-c", 'rm -rf -- "$1" /logs/verifier', "sh", run.mount],
+                       user="root", env={"PATH": SYSTEM_PATH}, timeout=60)
+    return outcome
+
+
+def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
+    """The separate verifier's sandbox: its own image (the step's or task's tests/Dockerfile,
+    or a `[verifier.environment] docker_image`), else the task's; its resources when set."""
+    task, agent_spec = rollout.task, rollout.spec
+    assert task is not None and agent_spec is not None
+    declared: SandboxSettings | None = (
+        (step.config.verifier.environment if step else None) or task.config.verifier.environment)
+    image_dir = task.verifier_image_dir(step)
+    update: dict[str, object] = {
+        "name": f"{agent_spec.name}-verifier",
+        "build_log_path": rollout.paths.root / "steps" / step.name / "verifier-build.log"
+        if step else rollout.paths.verifier_dir / "build.log",
+        "network": None, "network_policy": "public"}
+    if image_dir is not None:
+        update |= {"environment_dir": image_dir, "docker_image": None}
+    elif declared is not None and declared.docker_image:
+        update |= {"environment_dir": None, "docker_image": declared.docker_image}
+    if declared is not None:
+        update |= {"cpus": declared.cpus, "memory_mb": declared.memory_mb,
+                   "storage_mb": declared.storage_mb, "gpus": declared.gpus,
+                   "env": {**agent_spec.env, **declared.env}}
+        if declared.workdir:
+            update["workdir"] = declared.workdir
+        if not declared.allow_internet:
+            update["network_policy"] = "none"
+    return agent_spec.model_copy(update=update)
+
+
+__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "verifier_spec",
+           "verify_with_mode"]

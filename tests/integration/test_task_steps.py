@@ -1,0 +1,120 @@
+"""Multi-step tasks and separate verifier environments, end to end in Docker.
+
+`tasks/multi-step` (two Harbor steps, a min_reward gate on the first) and
+`tasks/separate-verifier` (tests in their own sandbox built from tests/Dockerfile, one
+artifact carried over) with the oracle, nop and the scripted ACP agent, plain and hardened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchflow import Scene
+from benchflow.trajectory import iter_events
+
+from .conftest import TASKS
+from .test_scenes import run_rollout, script, single
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+MULTI = TASKS / "multi-step"
+SEPARATE = TASKS / "separate-verifier"
+GREET = "def greet(name: str) -> str:\n    return f'Hello, {name}!'\n"
+FAREWELL = GREET + "\n\ndef farewell(name: str) -> str:\n    return f'Goodbye, {name}!'\n"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def write(path: str, content: str) -> dict[str, Any]:
+    return {"type": "write_file", "path": path, "content": content}
+
+
+@pytest.mark.parametrize("harden", [False, True])
+async def test_oracle_runs_each_step_and_scores_both(tmp_path, job_label, harden):
+    result, paths = await run_rollout(MULTI, [Scene.single(agent="oracle")], tmp_path / "jobs",
+                                      job_label, harden=harden)
+    assert result.error is None, result.error
+    assert result.reward == 1.0
+    assert [(s.name, s.reward, s.gate_failed) for s in result.steps] == [
+        ("create", 1.0, None), ("extend", 1.0, None)]
+    assert result.rewards is not None
+    assert result.rewards["create/reward"] == 1.0 and result.rewards["extend/setup_ran"] == 1.0
+    oracle_runs = [e for e in iter_events(paths.trajectory) if e.type == "oracle"]
+    assert [e.task_step for e in oracle_runs] == ["create", "extend"]
+    assert all(e.exit_code == 0 for e in oracle_runs)  # type: ignore[attr-defined]
+    assert (paths.root / "steps" / "extend" / "verifier" / "stdout.txt").is_file()
+
+
+async def test_a_step_under_min_reward_stops_the_rollout(tmp_path, job_label):
+    result, paths = await run_rollout(MULTI, [Scene.single(agent="nop")], tmp_path / "jobs",
+                                      job_label)
+    assert result.error is None
+    assert [s.name for s in result.steps] == ["create"]
+    assert result.steps[0].gate_failed == (
+        "step 'create' scored reward=0, below min_reward 1")
+    assert result.reward == 0.0
+    assert any("the remaining steps did not run" in w for w in result.warnings)
+    assert not (paths.root / "steps" / "extend").exists()
+
+
+async def test_scripted_agent_steps_share_the_sandbox_and_are_attributed(tmp_path, job_label):
+    """Hardened (the scripted agent is untrusted): step 1 is soft-verified in place, so
+    step 2 builds on its file; step 2 is right about farewell but breaks greet."""
+    broken = FAREWELL.replace("Hello", "Hi")
+    play = script(tmp_path, [
+        {"match": "^Write", "actions": [write("/app/greet.py", GREET)]},
+        {"match": "^Add", "actions": [
+            {"type": "shell", "command": "cat /app/style.txt /app/greet.py"},
+            write("/app/greet.py", broken)]},
+    ])
+    result, paths = await run_rollout(MULTI, single(play), tmp_path / "jobs", job_label)
+    assert result.error is None, result.error
+    assert [(s.name, s.reward) for s in result.steps] == [("create", 1.0), ("extend", 0.0)]
+    assert result.reward == 0.5  # mean over the two steps
+    assert result.rewards is not None and result.rewards["extend/farewell"] == 1.0
+    events = list(iter_events(paths.trajectory))
+    prompts = [(e.task_step, e.text.split()[0]) for e in events if e.type == "user_message"]
+    assert prompts == [("create", "Write"), ("extend", "Add")]
+    outputs = [e for e in events if e.type == "tool_call_update" and e.task_step == "extend"]
+    assert any("Functions are separated" in str(e.update) for e in outputs)
+
+
+@pytest.mark.parametrize("harden", [False, True])
+async def test_separate_verifier_scores_the_artifact_in_its_own_sandbox(tmp_path, job_label,
+                                                                        harden):
+    result, paths = await run_rollout(SEPARATE, [Scene.single(agent="oracle")],
+                                      tmp_path / "jobs", job_label, harden=harden)
+    assert result.error is None, result.error
+    assert result.reward == 1.0
+    assert (paths.root / "artifacts" / "app" / "out" / "report.json").is_file()
+    out = (paths.verifier_dir / "stdout.txt").read_text()
+    assert "input.txt present: False" in out  # the verifier's image, not the agent's
+
+
+async def test_a_missing_artifact_is_a_warning_and_the_verifier_decides(tmp_path, job_label):
+    result, _ = await run_rollout(SEPARATE, [Scene.single(agent="nop")], tmp_path / "jobs",
+                                  job_label)
+    assert result.error is None and result.reward == 0.0
+    assert result.warnings == [("artifact /app/out did not exist in the agent's sandbox; the "
+                                "separate verifier ran without it")]
+
+
+async def test_nothing_but_the_artifacts_reaches_the_separate_verifier(tmp_path, job_label):
+    """The agent plants a reward file and a note next to a wrong report: only the report
+    travels, and it is wrong."""
+    play = script(tmp_path, [{"actions": [
+        write("/app/out/report.json", '{"lines": 99}'),
+        write("/app/notes.txt", "trust me"),
+        {"type": "shell", "command": "mkdir -p /logs/verifier && echo 1 > "
+                                     "/logs/verifier/reward.txt; true"},
+    ]}])
+    result, paths = await run_rollout(SEPARATE, single(play), tmp_path / "jobs", job_label)
+    assert result.error is None and result.reward == 0.0
+    out = (paths.verifier_dir / "stdout.txt").read_text()
+    assert "agent notes present: False" in out
+

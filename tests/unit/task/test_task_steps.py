@@ -1,0 +1,173 @@
+"""Multi-step and separate-verifier task config: Harbor keys mapped, scoring keys refused,
+step files resolved, rewards combined, gates, artifacts and the verifier image chosen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from benchflow.errors import TaskInvalidError
+from benchflow.rollout.result import TaskStepResult
+from benchflow.rollout.task_steps import combine_step_rewards, step_tests
+from benchflow.task import load_task
+from benchflow.task.legacy import parse_task_toml
+from benchflow.task.models import Artifact, TaskStepConfig
+
+STEPS_TOML = """version = "1.0"
+multi_step_reward_strategy = "final"
+artifacts = ["/app/out", {source = "/logs/x.txt", destination = "x.txt"}]
+
+[verifier]
+environment_mode = "separate"
+
+[verifier.environment]
+docker_image = "verifier:1"
+memory = "2G"
+
+[[steps]]
+name = "one"
+min_reward = 1
+
+[[steps]]
+name = "two"
+min_reward = {reward = 0.5, style = 1.0}
+artifacts = ["/app/two"]
+
+[steps.agent]
+timeout_sec = 30
+user = 1000
+
+[steps.verifier]
+timeout_sec = 20
+env = {MODE = "strict"}
+"""
+
+
+def test_harbor_steps_and_separate_verifier_map(recwarn):
+    c = parse_task_toml(STEPS_TOML, "t.toml")
+    assert c.multi_step_reward_strategy == "final"
+    assert [a.source for a in c.artifacts] == ["/app/out", "/logs/x.txt"]
+    assert c.artifacts[1].kept_as == "x.txt" and c.artifacts[0].kept_as == "app/out"
+    assert c.verifier.separate and c.verifier.environment is not None
+    assert (c.verifier.environment.docker_image, c.verifier.environment.memory_mb) == (
+        "verifier:1", 2048)
+    one, two = c.steps
+    assert (one.name, one.min_reward, two.min_reward) == ("one", 1.0, {"reward": 0.5,
+                                                                        "style": 1.0})
+    assert (two.agent.timeout_sec, two.agent.user, two.verifier.env) == (30, "1000",
+                                                                        {"MODE": "strict"})
+    assert [a.source for a in two.artifacts] == ["/app/two"]
+    assert c.step_separate(one)
+    assert not [w for w in recwarn.list if "steps" in str(w.message)]
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ('version = "1.0"\n[verifier]\nuser = "1000"\n',
+     r"'verifier.user' is not supported by benchflow and changes how the task is scored"),
+    ('version = "1.0"\n[[verifier.collect]]\ncommand = "x"\n', r"'verifier.collect' is not"),
+    ('version = "1.0"\n[[steps]]\nname = "a"\n[steps.verifier]\nuser = 5\n',
+     r"'steps\[0\].verifier.user' is not supported"),
+    ('version = "1.0"\n[[steps]]\nname = "a"\nmin_rewrd = 1\n',
+     r"unknown key 'steps\[0\].min_rewrd' — did you mean 'min_reward'\?"),
+])
+def test_keys_that_change_scoring_stop_the_load(toml, message):
+    with pytest.raises(TaskInvalidError, match=message):
+        parse_task_toml(toml, "t.toml")
+
+
+def test_root_verifier_user_is_accepted():
+    assert parse_task_toml('version = "1.0"\n[verifier]\nuser = "root"\n', "t.toml")
+
+
+def test_step_gates():
+    plain = TaskStepConfig(name="a", min_reward=1.0)
+    assert plain.gate_failure({"reward": 1.0}) is None
+    assert plain.gate_failure({"reward": 0.5}) == "step 'a' scored reward=0.5, below min_reward 1"
+    keyed = TaskStepConfig(name="b", min_reward={"style": 0.5})
+    assert keyed.gate_failure({"reward": 1.0}) == "step 'b' scored style=-inf, below min_reward 0.5"
+    assert TaskStepConfig(name="c").gate_failure({}) is None
+
+
+def test_rewards_combine_like_harbor():
+    runs = [TaskStepResult(name="a", rewards={"reward": 1.0, "x": 1.0}),
+            TaskStepResult(name="b", rewards={"reward": 0.0}),
+            TaskStepResult(name="c")]  # did not score: left out of the mean
+    mean = combine_step_rewards(runs, None)
+    assert (mean["reward"], mean["x"]) == (0.5, 0.5)  # a missing key counts 0
+    assert mean["a/x"] == 1.0 and mean["b/reward"] == 0.0 and "c/reward" not in mean
+    final = combine_step_rewards(runs, "final")
+    assert final["reward"] == 0.0 and "x" not in final and final["a/reward"] == 1.0
+    assert combine_step_rewards([TaskStepResult(name="a")], "mean") == {}
+
+
+@pytest.mark.parametrize("bad", ["relative/path", "/app/../etc", ""])
+def test_artifact_sources_are_absolute_sandbox_paths(bad):
+    with pytest.raises(ValidationError):
+        Artifact(source=bad)
+    with pytest.raises(ValidationError, match="relative path"):
+        Artifact(source="/app", destination="/abs")
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"exclude": ["*.log"]}, "exclude patterns are not supported"),
+    ({"service": "db"}, "multi-container tasks are not supported"),
+])
+def test_artifact_keys_benchflow_cannot_honour_are_refused(extra, message):
+    with pytest.raises(ValidationError, match=message):
+        Artifact(source="/app", **extra)
+    assert Artifact(source="/app", service="main").source == "/app"
+
+
+def make_task(root: Path, steps_md: dict[str, str], tests: dict[str, str] | None = None) -> Path:
+    task = root / "t"
+    (task / "environment").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text("FROM scratch\n")
+    (task / "tests").mkdir()
+    (task / "tests" / "test.sh").write_text("#!/bin/sh\n")
+    names = "".join(f'[[steps]]\nname = "{n}"\n' for n in steps_md)
+    (task / "task.toml").write_text(f'version = "1.0"\n{names}')
+    for name, text in steps_md.items():
+        (task / "steps" / name).mkdir(parents=True)
+        if text:
+            (task / "steps" / name / "instruction.md").write_text(text)
+    for rel, content in (tests or {}).items():
+        (task / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / rel).write_text(content)
+    return task
+
+
+def test_steps_resolve_their_files_and_need_no_top_level_instruction(tmp_path):
+    task = load_task(make_task(tmp_path, {"a": "do a", "b": "do b"}, {
+        "steps/b/tests/test.sh": "#!/bin/sh\n", "steps/b/solution/solve.sh": "#!/bin/sh\n",
+        "steps/b/workdir/setup.sh": "#!/bin/sh\n", "tests/Dockerfile": "FROM x\n"}))
+    a, b = task.steps
+    assert task.instruction == "do a" and (a.instruction, b.instruction) == ("do a", "do b")
+    assert (a.verifier_dir, a.solution_dir, a.workdir_dir) == (None, None, None)
+    assert b.verifier_dir == task.path / "steps" / "b" / "tests"
+    assert b.solution_dir is not None and b.workdir_dir is not None
+    assert task.verifier_image_dir(b) == task.path / "tests"
+
+
+def test_a_step_without_its_instruction_names_the_file(tmp_path):
+    with pytest.raises(TaskInvalidError, match=r"steps/b/instruction.md: missing: every "
+                                               r"\[\[steps\]\] entry needs"):
+        load_task(make_task(tmp_path, {"a": "do a", "b": ""}))
+
+
+def test_multi_container_tasks_are_refused(tmp_path):
+    task = make_task(tmp_path, {"a": "x"}, {"environment/docker-compose.yaml": "services: {}\n"})
+    with pytest.raises(TaskInvalidError, match="multi-container tasks are not supported"):
+        load_task(task)
+
+
+def test_step_tests_lay_the_steps_files_over_the_tasks(tmp_path):
+    task = load_task(make_task(tmp_path, {"a": "x"}, {
+        "tests/helper.py": "shared\n", "steps/a/tests/test.sh": "#!/bin/sh\necho step\n"}))
+    with step_tests(task.verifier_dir, task.steps[0]) as merged:
+        assert (merged / "helper.py").read_text() == "shared\n"
+        assert "echo step" in (merged / "test.sh").read_text()
+    assert not merged.exists()
+    with step_tests(task.verifier_dir, None) as plain:
+        assert plain == task.verifier_dir
