@@ -7,17 +7,29 @@ A `Scene` is authoring sugar: `steps.desugar()` turns scenes into the flat list 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 
-EnvironmentType = Literal["docker", "daytona", "modal"]
+
+
+def _registered_backend(name: str) -> str:
+    from benchflow.sandbox.registry import UnknownBackendError, check_backend
+
+    try:
+        return check_backend(name)
+    except UnknownBackendError as exc:
+        raise ValueError(str(exc)) from None
+
+
+EnvironmentType = Annotated[str, AfterValidator(_registered_backend)]
+"""A sandbox backend registered in `benchflow.sandbox.registry` (docker, daytona, modal, plugins)."""
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 

@@ -1,4 +1,4 @@
-"""Installed agents cached as Docker images, so later rollouts skip the install.
+"""Installed agents cached as sandbox snapshots (Docker images), so later rollouts skip the install.
 
 Installing the JS agents takes tens of seconds and hundreds of MB. After a rollout has
 installed its ACP agents (and before any agent ran), its container is committed as
@@ -7,8 +7,9 @@ manifest folder (so its version and install script) and the extra CA certificate
 later rollout of the same task and agents starts from that image; its install then takes
 every fast path (the user exists, node is there, the npm marker matches).
 
-The rollout calls two functions around its phases (docker backend only; a no-op for
-others, for built-in agents and when the cache is off):
+The rollout calls two functions around its phases (a no-op on backends without the
+`snapshots` capability, where agents are installed in every rollout, for built-in agents
+and when the cache is off):
 
 ```python
 plan = await prepare_agent_image(sandbox, agent_names)   # before sandbox.start()
@@ -23,35 +24,21 @@ Remove cached images with `docker image rm $(docker images -q 'benchflow-agent/*
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import anyio
 
 from benchflow.agents.catalog import load_catalog
 from benchflow.agents.manifest import AgentManifest
 from benchflow.errors import ConfigError, SandboxError
-from benchflow.sandbox import certs, images
-from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import (
-    LABEL_JOB,
-    LABEL_MANAGED,
-    LABEL_ROLLOUT,
-    DockerSandbox,
-    docker_client,
-    map_docker_errors,
-)
+from benchflow.sandbox import certs
+from benchflow.sandbox.base import Sandbox, SnapshotSandbox
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 CACHE_REPOSITORY = "benchflow-agent"
-LABEL_AGENT_CACHE = "benchflow.agent-cache"
 _CACHE_RECIPE_VERSION = "1"
 
 
@@ -84,56 +71,46 @@ def _manifests(agent_names: Sequence[str]) -> list[AgentManifest]:
     return list(found.values())
 
 
-async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    with map_docker_errors():
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
-
 async def prepare_agent_image(sandbox: Sandbox, agent_names: Sequence[str]
                               ) -> AgentImagePlan | None:
-    """Before `sandbox.start()`: build or pull the task image, and when an image with these
-    agents installed on it is cached, make the sandbox start from it.
+    """Before `sandbox.start()`: prepare the task image, and when a snapshot with these
+    agents installed on it exists, make the sandbox start from it.
 
-    Returns None when there is nothing to cache (not a docker sandbox, already started,
+    Returns None when there is nothing to cache (no snapshot capability, already started,
     no ACP agent). Never fails the rollout for a cache problem: that is logged, and the
     rollout installs as usual. Image build errors of the task image itself propagate.
     """
-    if not isinstance(sandbox, DockerSandbox) or sandbox.container_id is not None:
+    if (not sandbox.capabilities.snapshots or not isinstance(sandbox, SnapshotSandbox)
+            or sandbox.sandbox_id is not None):
         return None
     manifests = _manifests(agent_names)
     if not manifests:
         return None
-    base = sandbox.image or await sandbox.prepare_image()
+    base_id = await sandbox.snapshot_base()
+    base = sandbox.image or base_id
     try:
-        client = docker_client()
-        base_id = (await _run(client.images.get, base)).id
         pems = certs.read_certs(sandbox.spec.extra_ca_certs)
         tag = cache_tag(base_id, manifests, certs.certs_digest(pems) if pems else "")
-        hit = await _run(images.image_exists, client, tag)
+        hit = await sandbox.snapshot_exists(tag)
     except (SandboxError, ConfigError) as exc:
         log.warning("agent image cache unavailable: %s", exc)
         return None
     if hit:
         log.info("starting from cached agent image %s", tag)
-        sandbox.image = tag
+        sandbox.start_from_snapshot(tag)
     return AgentImagePlan(tag=tag, hit=hit, base_image=base)
 
 
 async def commit_agent_image(sandbox: Sandbox, plan: AgentImagePlan | None) -> bool:
-    """After every agent's install succeeded (and before any agent ran): commit the
-    container as the plan's image. Returns whether an image was written; a failure to
-    commit is logged, never raised."""
-    if plan is None or plan.hit or not isinstance(sandbox, DockerSandbox):
+    """After every agent's install succeeded (and before any agent ran): save the sandbox
+    as the plan's snapshot. Returns whether one was written; a failure is logged, never
+    raised."""
+    if plan is None or plan.hit or not isinstance(sandbox, SnapshotSandbox):
         return False
-    if sandbox.container_id is None:
+    if sandbox.sandbox_id is None:
         return False
-    repository, _, tag = plan.tag.rpartition(":")
     try:
-        container = await _run(docker_client().containers.get, sandbox.container_id)
-        await _run(container.commit, repository=repository, tag=tag,
-                   message=f"benchflow: agents installed on {plan.base_image}",
-                   changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
-                   conf={"Labels": {LABEL_MANAGED: "true", LABEL_AGENT_CACHE: plan.base_image}})
+        await sandbox.save_snapshot(plan.tag, f"benchflow: agents installed on {plan.base_image}")
     except SandboxError as exc:
         log.warning("could not cache the installed agents as %s: %s", plan.tag, exc)
         return False
@@ -143,7 +120,6 @@ async def commit_agent_image(sandbox: Sandbox, plan: AgentImagePlan | None) -> b
 
 __all__ = [
     "CACHE_REPOSITORY",
-    "LABEL_AGENT_CACHE",
     "AgentImagePlan",
     "cache_tag",
     "commit_agent_image",

@@ -39,7 +39,7 @@ from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import RolloutResult
-from benchflow.sandbox.docker import preflight
+from benchflow.sandbox.registry import check_backend, get_provider
 
 app = typer.Typer(name="jobs", no_args_is_help=True,
                   help="Run a job file (agents x tasks x attempts), resume it, summarize it.")
@@ -71,11 +71,10 @@ def _notify(message: str) -> None:
 
 async def _execute(prepared: PreparedJob, *, resuming: bool) -> tuple[JobResult, Job]:
     config = prepared.config
-    environment = config.environment.type
-    if environment == "docker":
-        await preflight()
-        if resuming:  # containers a crashed run left behind
-            await remove_containers(config.name)
+    provider = get_provider(config.environment.type, config.environment.provider_config)
+    await provider.preflight()
+    if resuming:  # sandboxes a crashed run left behind
+        await remove_containers(config.name, provider)
     title = f"{config.name} ({len(prepared.to_run)} trials)"
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
@@ -86,7 +85,7 @@ async def _execute(prepared: PreparedJob, *, resuming: bool) -> tuple[JobResult,
         if spans is not None:
             spans.run_id = job.run_id
         try:
-            result = await run_with_signals(job, environment, _notify)
+            result = await run_with_signals(job, provider, _notify)
         finally:
             if spans is not None:
                 spans.finish()
@@ -119,8 +118,8 @@ def _exit_code(fn: object, *args: object, **kwargs: object) -> int:
 def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
               environment: str | None, jobs_dir: Path | None) -> int:
     config = load_job_config(path)
-    if environment is not None and environment not in ("docker", "daytona", "modal"):
-        raise ConfigError(f"--env must be docker, daytona or modal (got {environment!r})")
+    if environment is not None:
+        check_backend(environment)
     config = with_overrides(config, n_concurrent_trials=n_concurrent, n_attempts=n_attempts,
                             environment_type=environment, jobs_dir=jobs_dir)
     prepared = prepare_job(with_absolute_paths(config), source=path)
@@ -146,7 +145,8 @@ def run_command(
     n_attempts: Annotated[int | None, typer.Option(
         "-k", "--n-attempts", min=1, help="override n_attempts")] = None,
     environment: Annotated[str | None, typer.Option(
-        "--env", help="override environment.type: docker | daytona | modal")] = None,
+        "--env", help="override environment.type: a registered sandbox backend (docker, daytona, "
+        "modal, or a plugin's)")] = None,
     jobs_dir: Annotated[Path | None, typer.Option("--jobs-dir", help="override jobs_dir")] = None,
 ) -> None:
     """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""

@@ -31,7 +31,7 @@ from benchflow.mcp import load_mcp_config
 from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.rollout import default_job_name
-from benchflow.sandbox.docker import preflight
+from benchflow.sandbox.registry import check_backend, get_provider
 from benchflow.sandbox.network import NETWORK_POLICIES
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.rollout.events import combine
@@ -53,7 +53,7 @@ def run_command(
     concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1)] = 4,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
     job_name: Annotated[str | None, typer.Option("--job-name")] = None,
-    env: Annotated[str, typer.Option("--env", help="docker | daytona | modal")] = "docker",
+    env: Annotated[str, typer.Option("--env", help="sandbox backend: docker | daytona | modal | a plugin's")] = "docker",
     force_build: Annotated[bool, typer.Option("--force-build")] = False,
     preserve_env: Annotated[str, typer.Option("--preserve-env",
                                               help="never | always | on_failure")] = "never",
@@ -102,6 +102,7 @@ def run_command(
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
+        check_backend(env)
         dataset_name, tasks = _run_target(path, task_filter, registry)
         tasks = tasks[:max_tasks] if max_tasks else tasks
         drivers = http_drivers(agent, agent_endpoint, header, timeout_seconds)
@@ -209,8 +210,7 @@ def _preserve(value: str) -> PreservePolicy:
 async def _run_job(env: str, job_name: str, jobs_dir: Path, trials: list[Trial],
                    concurrency: int, spans: OtelRecorder | None = None
                    ) -> tuple[JobResult, list[RolloutResult]]:
-    if env == "docker":
-        await preflight()
+    await get_provider(env).preflight()
     with JobProgress(console, len(trials), job_name) as progress:
         job = Job(job_name, jobs_dir, trials, concurrency=concurrency,
                   listener=combine(progress, spans))

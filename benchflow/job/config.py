@@ -79,14 +79,6 @@ class RetryConfig(FrozenModel):
     multiplier: float = Field(default=2.0, ge=1.0)
 
 
-class DockerProviderConfig(FrozenModel):
-    """`environment.provider_config` for docker."""
-
-    network: str | None = None
-    runtime: str | None = None
-    volumes: dict[str, dict[str, str]] | list[str] | None = None
-
-
 class EnvironmentConfig(FrozenModel):
     """Where trials run and what happens to their sandboxes afterwards."""
 
@@ -100,13 +92,16 @@ class EnvironmentConfig(FrozenModel):
 
     @model_validator(mode="after")
     def _check_provider_config(self) -> EnvironmentConfig:
-        if self.type == "docker":
+        from benchflow.sandbox.registry import provider_class
+
+        model = provider_class(self.type).config_model
+        if model is not None:
             try:
-                DockerProviderConfig.model_validate(self.provider_config)
+                model.model_validate(self.provider_config)
             except ValidationError as exc:
                 problems = "; ".join(f"{_loc(tuple(e['loc']))}: {_fix(e)}" for e in exc.errors())
-                allowed = ", ".join(DockerProviderConfig.model_fields)
-                raise ValueError(f"provider_config for docker: {problems} (keys: {allowed})"
+                allowed = ", ".join(model.model_fields)
+                raise ValueError(f"provider_config for {self.type}: {problems} (keys: {allowed})"
                                  ) from None
         return self
 

@@ -1,10 +1,10 @@
 """Ctrl-C and SIGTERM for a running job.
 
-First signal: no new trial starts, the job's containers are removed at once (so a
+First signal: no new trial starts, the job's sandboxes are removed at once (so a
 trial blocked in a long command stops in whatever phase it is), running trials end
 as `cancelled`, queued ones are recorded as skipped and result.json is written with
 `cancelled: true`. A second signal exits at once (code 130) after writing what is
-known and removing the job's containers synchronously.
+known and removing the job's sandboxes synchronously (where the backend can).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from anyio.abc import TaskGroup, TaskStatus
 from benchflow.errors import BenchflowError
 from benchflow.job.job import Job
 from benchflow.job.models import JobResult
-from benchflow.sandbox.cleanup import cleanup_containers
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_client
+from benchflow.sandbox.provider import SandboxProvider
+from benchflow.sandbox.registry import get_provider
 
 log = logging.getLogger(__name__)
 
@@ -31,50 +31,45 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 Notify = Callable[[str], None]
 
 
-def remove_containers_now(job_name: str) -> list[str]:
-    """Force-remove the job's containers with blocking Docker calls; returns their names.
+def _provider(environment: str | SandboxProvider) -> SandboxProvider:
+    return get_provider(environment) if isinstance(environment, str) else environment
 
-    For the moment the event loop is being abandoned; never raises.
-    """
+
+def remove_containers_now(job_name: str, environment: str | SandboxProvider = "docker"
+                          ) -> list[str]:
+    """Remove the job's sandboxes with blocking calls while the event loop is being
+    abandoned; returns their names. Never raises."""
     try:
-        client = docker_client()
-        filters = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_JOB}={job_name}"]}
-        containers = client.containers.list(all=True, filters=filters)
-        for container in containers:
-            try:
-                container.remove(force=True, v=True)
-            except Exception:  # noqa: BLE001 - best effort: keep removing the others
-                log.warning("could not remove container %s", container.name)
-        return [c.name for c in containers]
-    except Exception as exc:  # noqa: BLE001 - no daemon, no docker SDK: nothing to remove
-        log.warning("could not list containers of job %s: %s", job_name, exc)
-        return []
-
-
-async def remove_containers(job_name: str) -> list[str]:
-    """Remove the job's containers (docker), without raising."""
-    try:
-        return await cleanup_containers(job_name)
+        return _provider(environment).cleanup_now(job_name)
     except BenchflowError as exc:
-        log.warning("could not remove the containers of job %s: %s", job_name, exc)
+        log.warning("could not remove the sandboxes of job %s: %s", job_name, exc)
         return []
 
 
-def hard_exit(job: Job, environment: str, notify: Notify | None = None) -> None:
+async def remove_containers(job_name: str, environment: str | SandboxProvider = "docker"
+                            ) -> list[str]:
+    """Remove the job's sandboxes, without raising."""
+    try:
+        return await _provider(environment).cleanup(job_name)
+    except BenchflowError as exc:
+        log.warning("could not remove the sandboxes of job %s: %s", job_name, exc)
+        return []
+
+
+def hard_exit(job: Job, environment: str | SandboxProvider, notify: Notify | None = None) -> None:
     """Write the job result as it stands, remove containers, and exit the process (130)."""
     try:
         job.cancelled = True
         job.write_result(include_running=True)
     except Exception as exc:  # noqa: BLE001 - exiting anyway
         log.warning("could not write the job result: %s", exc)
-    if environment == "docker":
-        removed = remove_containers_now(job.name)
-        if notify is not None:
-            notify(f"removed {len(removed)} container(s); exiting")
+    removed = remove_containers_now(job.name, environment)
+    if notify is not None:
+        notify(f"removed {len(removed)} sandbox(es); exiting")
     os._exit(EXIT_CANCELLED)
 
 
-async def _watch(job: Job, environment: str, notify: Notify | None, background: TaskGroup,
+async def _watch(job: Job, environment: str | SandboxProvider, notify: Notify | None, background: TaskGroup,
                  *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     with anyio.open_signal_receiver(*SIGNALS) as signals:
         task_status.started()
@@ -87,24 +82,23 @@ async def _watch(job: Job, environment: str, notify: Notify | None, background: 
                 notify(f"{signal.Signals(signum).name}: cancelling the job: stopping "
                        f"{job.running} running trial(s); press Ctrl-C again to exit at once")
             job.cancel()
-            if environment == "docker":
-                background.start_soon(remove_containers, job.name)
+            background.start_soon(remove_containers, job.name, environment)
 
 
-async def run_with_signals(job: Job, environment: str = "docker",
+async def run_with_signals(job: Job, environment: str | SandboxProvider = "docker",
                            notify: Notify | None = None) -> JobResult:
     """Run `job`; SIGINT/SIGTERM cancel it as described above. Returns its result.
 
-    After a cancelled run every container of the job is removed (docker), so none is
+    After a cancelled run every sandbox of the job is removed (by its provider), so none is
     left behind even when a trial was starting its sandbox as the signal came.
     """
     async with anyio.create_task_group() as tg:
         await tg.start(_watch, job, environment, notify, tg)
         result = await job.run()
         tg.cancel_scope.cancel()
-    if job.cancelled and environment == "docker":
+    if job.cancelled:
         with anyio.CancelScope(shield=True):
-            await remove_containers(job.name)
+            await remove_containers(job.name, environment)
     return result
 
 

@@ -49,8 +49,7 @@ from benchflow.model_server.capture import ModelCallLog
 from benchflow.model_server.relay import ModelRelay
 from benchflow.rollout.secrets import Scrubber
 from benchflow.sandbox import network as netpolicy
-from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.base import PolicySandbox, Sandbox
 from benchflow.sandbox.spec import NetworkPolicy
 from benchflow.settings import host_env
 from benchflow.trajectory.writer import TrajectoryWriter
@@ -210,7 +209,6 @@ class RolloutNetwork:
                 raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
             self.capture = ModelCallLog(capture_path, Scrubber())
         self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
-        self.environment = config.environment
         self.base_network: str | None = config.provider_config.get("network")
         self.job_name = job_name
         self.log_dir = log_dir
@@ -225,13 +223,10 @@ class RolloutNetwork:
         """Create the model-only network and start the endpoint (when there is one).
 
         Raises:
-            ConfigError: the policy needs the docker backend or a host firewall; the key's
+            ConfigError: the policy needs a host firewall; the key's
                 variable is unset; the endpoint cannot listen.
             SandboxStartError: docker or iptables failed.
         """
-        if self.policy != "public" and self.environment != "docker":
-            raise ConfigError(f"network policy {self.policy!r} needs the docker environment "
-                              f"(this rollout uses {self.environment!r})")
         if self.policy != "public" and self.base_network:
             raise ConfigError(f"provider_config network {self.base_network!r} conflicts with "
                               f"network policy {self.policy!r}")
@@ -293,8 +288,9 @@ class RolloutNetwork:
         """
         if self._start_policy != "public" or self.policy == "public":
             return
-        if not isinstance(sandbox, DockerSandbox):
-            raise ConfigError(f"network policy {self.policy!r} needs the docker environment")
+        if not isinstance(sandbox, PolicySandbox):
+            raise ConfigError(f"network policy {self.policy!r}: the {sandbox.backend} backend "
+                              "cannot change a running sandbox's network")
         await netpolicy.isolate(sandbox, self.policy, self.network)
         self._start_policy = self.policy
 

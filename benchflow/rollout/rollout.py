@@ -39,7 +39,9 @@ from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import run_user_loop
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.rollout.sandbox_needs import require_sandbox
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
@@ -122,6 +124,7 @@ class Rollout:
                                       job_name=self.job_name,
                                       log_dir=self.paths.root / "model_server",
                                       capture_path=self.paths.model_calls)
+        require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
@@ -147,12 +150,12 @@ class Rollout:
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
             build_log_path=self.paths.build_log,
+            ledger_path=config.jobs_dir / self.job_name / LEDGER_NAME,
             **self.network.sandbox_fields(online_install=needs_network_install(
                 self.drivers.values())),
-            **config.provider_config,
         )
         self.spec = spec
-        self.sandbox = create_sandbox(config.environment, spec)
+        self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
 
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
@@ -320,7 +323,7 @@ class Rollout:
             if self.result.error is None:
                 self.result.error = self.result.teardown_error
         if keep:
-            self.result.sandbox_preserved = getattr(self.sandbox, "container_id", None)
+            self.result.sandbox_preserved = self.sandbox.sandbox_id
 
     # -- the whole rollout -------------------------------------------------------------
 

@@ -178,6 +178,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
         if (task.config.step_separate(step.config) if step else verifier.separate):
             separate = SeparateVerifier(
                 environment=rollout.config.environment,
+                provider_config=rollout.config.provider_config,
                 spec=verifier_spec(rollout, step),
                 artifacts=[*task.config.artifacts, *(step.config.artifacts if step else [])],
                 artifacts_dir=where / "artifacts")

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from benchflow._models import FrozenModel
+from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH for benchflow's own root commands once an agent has run: never a folder the agent
@@ -76,13 +77,22 @@ class LiveProcess(Protocol):
 
 
 class SandboxCapabilities(FrozenModel):
-    """What a backend can do; checked against a task's needs before anything starts."""
+    """What a backend can do; checked against a rollout's needs before anything starts
+    (`benchflow.sandbox.provider.require_capabilities`).
+
+    `live_processes`: long-running processes with live stdio (ACP agents need them).
+    `root_exec`: exec as another user than the image's (agent users, verifier hardening).
+    `network_policies`: the `NetworkPolicy` values the backend can enforce.
+    `snapshots`: a started sandbox can be saved as an image to start from later (the agent
+    install cache; without it agents are installed in every rollout).
+    `gpus`: GPUs can be attached.
+    """
 
     live_processes: bool = True
     root_exec: bool = True
     gpus: bool = False
     snapshots: bool = False
-    network_isolation: bool = False
+    network_policies: frozenset[NetworkPolicy] = frozenset({"public"})
 
 
 @runtime_checkable
@@ -90,8 +100,18 @@ class Sandbox(Protocol):
     """A running sandbox: one per rollout, shared by every role and the verifier."""
 
     capabilities: SandboxCapabilities
+    backend: str
+    """The registered name of the provider that made it (`benchflow.sandbox.registry`)."""
+    spec: SandboxSpec
+    image: str | None
+    """The image (or snapshot) it starts or started from, once known."""
     workdir: str
     """The working directory of agents and the verifier (task workdir, else the image's)."""
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """The backend's id of the running sandbox (None before start and after delete)."""
+        ...
 
     async def start(self) -> None:
         """Build or fetch the image and start the sandbox (idempotent)."""
@@ -138,4 +158,34 @@ class Sandbox(Protocol):
 
     async def stop(self, delete: bool = True) -> None:
         """Stop the sandbox; with `delete`, remove it. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class SnapshotSandbox(Sandbox, Protocol):
+    """A sandbox whose backend can save it as an image (`capabilities.snapshots`)."""
+
+    async def snapshot_base(self) -> str:
+        """Before start: prepare the image and return a stable id of its content."""
+        ...
+
+    async def snapshot_exists(self, name: str) -> bool:
+        """Whether a snapshot called `name` exists."""
+        ...
+
+    def start_from_snapshot(self, name: str) -> None:
+        """Make the next `start()` use snapshot `name` instead of the task image."""
+        ...
+
+    async def save_snapshot(self, name: str, description: str) -> None:
+        """Save the running sandbox as snapshot `name`."""
+        ...
+
+
+@runtime_checkable
+class PolicySandbox(Sandbox, Protocol):
+    """A sandbox that can change its network policy once started (`network_policies`)."""
+
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """Apply `policy` now (with `model-only`: attach to `network` only)."""
         ...

@@ -1,7 +1,7 @@
 """The docker sandbox backend, on the Docker SDK for Python (never the docker CLI).
 
 One long-lived container per rollout, with docker's init (tini) as PID 1 so that a stop
-is immediate and zombies are reaped. Every blocking SDK call goes through `_call`, which
+is immediate and zombies are reaped. Every blocking SDK call goes through `docker_call`, which
 runs it in a worker thread and maps Docker's exceptions to benchflow's.
 """
 
@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import logging
 import re
 import secrets
 import shlex
-import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,16 +32,19 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
+from benchflow.sandbox.archive import extract as _extract
+from benchflow.sandbox.archive import tar_bytes as _tar_bytes
+from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.process import DockerProcess
-from benchflow.sandbox.spec import SandboxSpec
+from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-LABEL_MANAGED = "benchflow.managed"
-LABEL_JOB = "benchflow.job"
-LABEL_ROLLOUT = "benchflow.rollout"
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT  # noqa: E402
+LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
+"""On a committed agent-install image: the task image it was made from."""
 
 _SCRIPTS = Path(__file__).parent / "scripts"
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
@@ -75,58 +76,23 @@ def docker_client() -> docker.DockerClient:
         return docker.from_env(max_pool_size=64)
 
 
-async def _call(fn: Callable[..., T], *args: Any, error: type[SandboxError] = SandboxExecError,
+async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError] = SandboxExecError,
                 **kwargs: Any) -> T:
     with map_docker_errors(error):
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
                                               limiter=_docker_limiter)
 
 
-def _tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:
-    """A tar of `{path: (data, mode)}`; a path ending in "/" is a directory."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, (data, mode) in files.items():
-            info = tarfile.TarInfo(name.strip("/"))
-            info.mode, info.mtime = mode, int(time.time())
-            if name.endswith("/"):
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _tar_path(src: Path, arcname: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(src, arcname=arcname.lstrip("/"))
-    return buf.getvalue()
-
-
-def _extract(chunks: Iterator[bytes], src: str, dst: Path) -> None:
-    """Extract a get_archive stream of `src` to `dst` (safely: the sandbox is untrusted)."""
-    data = b"".join(chunks)
-    root = Path(src.rstrip("/")).name or "root"
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member in tar.getmembers():
-            parts = member.name.split("/", 1)
-            if parts[0] != root:
-                continue
-            member.name = dst.name if len(parts) == 1 else f"{dst.name}/{parts[1]}"
-            try:
-                tar.extract(member, dst.parent, filter="data")
-            except (tarfile.TarError, OSError) as exc:
-                log.warning("skipped %s while downloading %s: %s", member.name, src, exc)
+CAPABILITIES = SandboxCapabilities(
+    live_processes=True, root_exec=True, gpus=True, snapshots=True,
+    network_policies=frozenset({"public", "none", "model-only"}))
 
 
 class DockerSandbox:
     """A rollout's container on the local (or `DOCKER_HOST`) Docker daemon."""
 
-    capabilities = SandboxCapabilities(live_processes=True, root_exec=True, gpus=True,
-                                       network_isolation=True)
+    capabilities = CAPABILITIES
+    backend = "docker"
 
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
@@ -135,6 +101,10 @@ class DockerSandbox:
         self.workdir = spec.workdir or "/"
         self._pems = certs.read_certs(spec.extra_ca_certs)
         self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return self.container_id
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -150,17 +120,17 @@ class DockerSandbox:
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             lock = _build_locks.setdefault(tag, anyio.Lock())
             async with lock:
-                exists = tag in _known_images or await _call(images.image_exists, client, tag,
+                exists = tag in _known_images or await docker_call(images.image_exists, client, tag,
                                                              error=SandboxStartError)
                 if spec.force_build or not exists:
                     log.info("building %s", tag)
-                    await _call(images.build_image, client, tag, spec.environment_dir, self._pems,
+                    await docker_call(images.build_image, client, tag, spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path,
                                 error=SandboxStartError)
         else:
             tag = spec.docker_image or ""
-            if not await _call(images.image_exists, client, tag, error=SandboxStartError):
-                await _call(images.pull_image, client, tag, error=SandboxStartError)
+            if not await docker_call(images.image_exists, client, tag, error=SandboxStartError):
+                await docker_call(images.pull_image, client, tag, error=SandboxStartError)
         _known_images.add(tag)
         self.image = tag
         return tag
@@ -189,7 +159,7 @@ class DockerSandbox:
         self.container_id = container.id
         self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
         try:
-            await _call(container.start, error=SandboxStartError)
+            await docker_call(container.start, error=SandboxStartError)
             await self._init_container()
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -200,7 +170,7 @@ class DockerSandbox:
                       storage_mb: int | None) -> Any:
         if storage_mb:
             try:
-                return await _call(client.containers.create, storage_opt={"size": f"{storage_mb}M"},
+                return await docker_call(client.containers.create, storage_opt={"size": f"{storage_mb}M"},
                                    error=SandboxStartError, **kwargs)
             except SandboxStartError as exc:
                 # storage quotas need overlay2 on xfs with pquota: best effort only
@@ -208,7 +178,7 @@ class DockerSandbox:
                     raise _classify_start(exc) from exc
                 log.debug("storage limit not supported here: %s", exc)
         try:
-            return await _call(client.containers.create, error=SandboxStartError, **kwargs)
+            return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
         except SandboxStartError as exc:
             raise _classify_start(exc) from exc
 
@@ -239,15 +209,44 @@ class DockerSandbox:
             return
         container_id, client = self.container_id, docker_client()
         try:
-            container = await _call(client.containers.get, container_id, error=SandboxTeardownError)
+            container = await docker_call(client.containers.get, container_id, error=SandboxTeardownError)
             if delete:
-                await _call(container.remove, force=True, v=True, error=SandboxTeardownError)
+                await docker_call(container.remove, force=True, v=True, error=SandboxTeardownError)
             else:
-                await _call(container.stop, timeout=5, error=SandboxTeardownError)
+                await docker_call(container.stop, timeout=5, error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if "No such container" not in str(exc) and "404" not in str(exc):
                 raise
         self.container_id = None if delete else container_id
+
+    # -- snapshots (the agent install cache) and network policy ------------------------
+
+    async def snapshot_base(self) -> str:
+        """The task image's id (built or pulled now if needed)."""
+        base = self.image or await self.prepare_image()
+        return (await docker_call(docker_client().images.get, base)).id
+
+    async def snapshot_exists(self, name: str) -> bool:
+        return await docker_call(images.image_exists, docker_client(), name)
+
+    def start_from_snapshot(self, name: str) -> None:
+        self.image = name
+
+    async def save_snapshot(self, name: str, description: str) -> None:
+        """Commit the container as image `name`, without the job/rollout labels."""
+        container = await docker_call(docker_client().containers.get, self._require())
+        repository, _, tag = name.rpartition(":")
+        await docker_call(container.commit, repository=repository, tag=tag, message=description,
+                          changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
+                          conf={"Labels": {LABEL_MANAGED: "true",
+                                           LABEL_SNAPSHOT_OF: self.image or ""}})
+
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """`none` disconnects every network (loopback stays); `model-only` attaches `network`
+        and disconnects the rest; `public` does nothing."""
+        if policy == "public" or self.container_id is None:
+            return
+        await docker_call(_isolate, self.container_id, policy, network, error=SandboxStartError)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -265,10 +264,10 @@ class DockerSandbox:
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
         api = docker_client().api
         started = time.monotonic()
-        exec_id = (await _call(api.exec_create, self._require(), argv, user=user or "",
+        exec_id = (await docker_call(api.exec_create, self._require(), argv, user=user or "",
                                workdir=cwd, environment=dict(env or {})))["Id"]
-        stdout, stderr = await _call(api.exec_start, exec_id, demux=True)
-        code = (await _call(api.exec_inspect, exec_id))["ExitCode"]
+        stdout, stderr = await docker_call(api.exec_start, exec_id, demux=True)
+        code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in _TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
         return ExecResult(code if code is not None else -1, stdout or b"", stderr or b"", timed_out)
@@ -282,13 +281,13 @@ class DockerSandbox:
         # setsid: the command leads its own process group, so kill() reaches its children.
         argv = ["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
         environment = {**(env or {}), "BENCHFLOW_PROC_ID": proc_id}
-        exec_id = (await _call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
+        exec_id = (await docker_call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
                                environment=environment, stdin=True))["Id"]
-        sock = await _call(api.exec_start, exec_id, socket=True)
+        sock = await docker_call(api.exec_start, exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
 
         async def exit_code() -> int | None:
-            info = await _call(api.exec_inspect, exec_id)
+            info = await docker_call(api.exec_inspect, exec_id)
             return None if info["Running"] else int(info["ExitCode"] or 0)
 
         async def kill() -> None:
@@ -302,7 +301,7 @@ class DockerSandbox:
     # -- files -------------------------------------------------------------------------
 
     async def _put_archive(self, path: str, data: bytes) -> None:
-        ok = await _call(docker_client().api.put_archive, self._require(), path, data)
+        ok = await docker_call(docker_client().api.put_archive, self._require(), path, data)
         if not ok:
             raise SandboxExecError(f"upload to {path} failed")
 
@@ -315,8 +314,19 @@ class DockerSandbox:
         await self._put_archive("/", _tar_bytes({dst: (data, mode)}))
 
     async def download(self, src: str, dst: Path) -> None:
-        chunks, _stat = await _call(docker_client().api.get_archive, self._require(), src)
+        chunks, _stat = await docker_call(docker_client().api.get_archive, self._require(), src)
         await anyio.to_thread.run_sync(_extract, chunks, src, dst)
+
+
+def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> None:
+    client = docker_client()
+    container = client.containers.get(container_id)
+    attached = list((container.attrs.get("NetworkSettings") or {}).get("Networks") or {})
+    if policy == "model-only" and target and target not in attached:
+        client.networks.get(target).connect(container_id)
+    for name in attached:
+        if name != target or policy != "model-only":
+            client.networks.get(name).disconnect(container_id, force=True)
 
 
 def _classify_start(exc: SandboxStartError) -> SandboxError:
@@ -329,7 +339,7 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
 async def preflight() -> None:
     """Check once per job that the daemon answers. Raises SandboxStartError saying what to do."""
     try:
-        await _call(lambda: docker_client().ping(), error=SandboxStartError)
+        await docker_call(lambda: docker_client().ping(), error=SandboxStartError)
     except SandboxStartError as exc:
         raise SandboxStartError(
             f"no Docker daemon answers ({exc}). Start Docker, or run "

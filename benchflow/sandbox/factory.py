@@ -1,30 +1,22 @@
-"""Sandbox backends by name, imported lazily so optional SDKs stay optional."""
+"""The one call that makes a sandbox: `create_sandbox(environment, spec)`."""
 
 from __future__ import annotations
 
-import importlib
+from typing import Any
 
-from benchflow.errors import ConfigError
 from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.registry import get_provider
 from benchflow.sandbox.spec import SandboxSpec
 
-BACKENDS: dict[str, tuple[str, str | None]] = {
-    "docker": ("benchflow.sandbox.docker:DockerSandbox", None),
-    "daytona": ("benchflow.sandbox.daytona:DaytonaSandbox", "daytona"),
-    "modal": ("benchflow.sandbox.modal:ModalSandbox", "modal"),
-}
+
+def create_sandbox(environment: str, spec: SandboxSpec,
+                   provider_config: dict[str, Any] | None = None) -> Sandbox:
+    """A not-yet-started sandbox of the provider registered as `environment`.
+
+    Raises:
+        ConfigError: no provider under that name, or its SDK is not installed.
+    """
+    return get_provider(environment, provider_config).create(spec)
 
 
-def create_sandbox(environment: str, spec: SandboxSpec) -> Sandbox:
-    """A not-yet-started sandbox of backend `environment` for `spec`."""
-    if environment not in BACKENDS:
-        raise ConfigError(f"unknown environment {environment!r}; choose one of {', '.join(BACKENDS)}")
-    target, extra = BACKENDS[environment]
-    module_name, _, cls_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        hint = f"pip install 'benchflow[{extra}]'" if extra else "reinstall benchflow"
-        raise ConfigError(f"environment {environment!r} is not available ({exc.name} missing): "
-                          f"{hint}") from exc
-    return getattr(module, cls_name)(spec)
+__all__ = ["create_sandbox"]

@@ -34,7 +34,8 @@ import docker.errors
 
 from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownError
 from benchflow.sandbox import host_firewall
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, DockerSandbox, _call, docker_client
+from benchflow.sandbox.base import PolicySandbox
+from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
 from benchflow.sandbox.spec import NetworkPolicy
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ async def acquire_model_only_network(key: str) -> ModelOnlyNetwork:
         ConfigError: the host firewall cannot be set up here (not root, no iptables).
         SandboxStartError: docker or iptables failed.
     """
-    return await _call(_acquire, key, error=SandboxStartError)
+    return await docker_call(_acquire, key, error=SandboxStartError)
 
 
 def _release(network: ModelOnlyNetwork) -> None:
@@ -160,18 +161,18 @@ def _remove_network(name: str, chain: str | None, bridge: str | None) -> bool:
 
 async def release_model_only_network(network: ModelOnlyNetwork) -> None:
     """Drop one reference; the last one removes the network and its firewall chain."""
-    await _call(_release, network, error=SandboxTeardownError)
+    await docker_call(_release, network, error=SandboxTeardownError)
 
 
 async def allow_endpoint(network: ModelOnlyNetwork, port: int) -> None:
     """Let sandboxes on `network` reach `gateway:port` (a model endpoint on the host)."""
-    await _call(host_firewall.allow, network.chain, network.gateway, port,
+    await docker_call(host_firewall.allow, network.chain, network.gateway, port,
                 error=SandboxStartError)
 
 
 async def revoke_endpoint(network: ModelOnlyNetwork, port: int) -> None:
     """Undo `allow_endpoint` (never raises)."""
-    await _call(host_firewall.revoke, network.chain, network.gateway, port,
+    await docker_call(host_firewall.revoke, network.chain, network.gateway, port,
                 error=SandboxTeardownError)
 
 
@@ -182,23 +183,12 @@ async def network_gateway(name: str | None) -> str:
     Raises:
         SandboxStartError: no such network, or it has no IPv4 gateway.
     """
-    network = await _call(docker_client().networks.get, name or "bridge",
+    network = await docker_call(docker_client().networks.get, name or "bridge",
                           error=SandboxStartError)
     return _gateway(network)
 
 
-def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> None:
-    client = docker_client()
-    container = client.containers.get(container_id)
-    attached = list((container.attrs.get("NetworkSettings") or {}).get("Networks") or {})
-    if policy == "model-only" and target and target not in attached:
-        client.networks.get(target).connect(container_id)
-    for name in attached:
-        if name != target or policy != "model-only":
-            client.networks.get(name).disconnect(container_id, force=True)
-
-
-async def isolate(sandbox: DockerSandbox, policy: NetworkPolicy,
+async def isolate(sandbox: PolicySandbox, policy: NetworkPolicy,
                   network: ModelOnlyNetwork | None = None) -> None:
     """Move a running sandbox to `policy`: `none` disconnects every network (loopback
     stays); `model-only` attaches `network` and disconnects the rest; `public` does nothing.
@@ -206,10 +196,10 @@ async def isolate(sandbox: DockerSandbox, policy: NetworkPolicy,
     Raises:
         SandboxStartError: docker refused.
     """
-    if policy == "public" or sandbox.container_id is None:
+    if policy == "public" or sandbox.sandbox_id is None:
         return
     target = network.name if network is not None else None
-    await _call(_isolate, sandbox.container_id, policy, target, error=SandboxStartError)
+    await sandbox.apply_network_policy(policy, target)
     log.info("sandbox isolated: %s%s", policy, f" ({target})" if target else "")
 
 
@@ -232,7 +222,7 @@ def _cleanup(job_name: str | None) -> list[str]:
 
 async def cleanup_networks(job_name: str | None = None) -> list[str]:
     """Remove benchflow's model-only networks (of one job) and their firewall chains."""
-    return await _call(_cleanup, job_name, error=SandboxTeardownError)
+    return await docker_call(_cleanup, job_name, error=SandboxTeardownError)
 
 
 __all__ = [

@@ -43,3 +43,5 @@ class SandboxSpec(FrozenModel):
     runtime: str | None = None
     volumes: dict[str, dict[str, str]] | list[str] | None = None
     build_log_path: Path | None = None
+    ledger_path: Path | None = Field(default=None, description="the job's sandboxes.jsonl, "
+                                     "where cloud backends record every sandbox they make")

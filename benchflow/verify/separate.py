@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -47,6 +48,8 @@ class SeparateVerifier:
     artifacts: Sequence[Artifact]
     artifacts_dir: Path
     """Host folder the artifacts are kept in (`<rollout>/artifacts/`, per step for steps)."""
+    provider_config: Mapping[str, Any] = field(default_factory=dict)
+    """The rollout's `provider_config` (the backend's settings apply to this sandbox too)."""
 
 
 async def collect_artifacts(sandbox: Sandbox, artifacts: Sequence[Artifact],
@@ -82,7 +85,7 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                 "verifier ran without it" for source in missing]
     for line in warnings:
         log.warning("%s", line)
-    fresh = create_sandbox(verifier.environment, verifier.spec)
+    fresh = create_sandbox(verifier.environment, verifier.spec, dict(verifier.provider_config))
     with tempfile.TemporaryDirectory(prefix="bf-separate-") as tmp:
         logs_copy = Path(tmp) / "logs"
         await agent_sandbox.download(_LOGS, logs_copy)

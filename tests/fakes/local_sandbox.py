@@ -74,6 +74,12 @@ class LocalSandbox:
     """A `Sandbox` whose commands run on the host, under `root`."""
 
     capabilities = SandboxCapabilities(live_processes=True, root_exec=False)
+    backend = "local"
+    image: str | None = None
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return str(self.root) if self.started else None
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

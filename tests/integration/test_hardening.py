@@ -29,7 +29,8 @@ from benchflow.task.models import HardeningConfig
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
 from benchflow.verify.hardening import harden, protect_paths, verify_hardened
 from benchflow.verify.runner import VerifierRun
-from benchflow.verify.separate import verify_in_fresh_sandbox
+from benchflow.task.models import Artifact
+from benchflow.verify.separate import SeparateVerifier, verify_separately
 from benchflow.verify.soft import soft_verify
 from benchflow.verify.verifier_env import verifier_env
 
@@ -418,19 +419,32 @@ async def test_hostile_values_stay_data(hostile, sandbox):
 # -- separate-verifier mode ------------------------------------------------------------------
 
 
-async def test_separate_verifier_ignores_everything_outside_the_workspace(sandbox, tmp_path):
+async def test_separate_verifier_ignores_everything_outside_the_workspace(sandbox, image,
+                                                                         job_label, tmp_path):
+    """The workspace is the one artifact: a patched pytest, a daemon and a planted conftest in
+    the agent's sandbox do not pass; the real fix does."""
     await sh(sandbox, CONFTEST_WS + "\n" + SYMLINK_ANSWER)
     await sh(sandbox, PATCH_PYTEST + " && " + DAEMON, user="root")
     run = VerifierRun(verifier_dir=verifier_dir(tmp_path), mount="/verifier", timeout_sec=120,
                       env={}, cwd="/app")
-    exploited = await verify_in_fresh_sandbox(sandbox, run, tmp_path / "o1", tmp_path / "l1",
-                                              workspace="/app", config=HardeningConfig())
-    assert exploited.outcome.reward == 0.0
-    assert "/app/conftest.py" in exploited.report.removed
+
+    def separate(name: str) -> SeparateVerifier:
+        spec = SandboxSpec(name="hardening-verifier", docker_image=image, workdir="/app",
+                           storage_mb=None, memory_mb=512, labels={"benchflow.job": job_label})
+        return SeparateVerifier(environment="docker", spec=spec,
+                                artifacts=[Artifact(source="/app")],
+                                artifacts_dir=tmp_path / name)
+
+    exploited, warnings = await verify_separately(
+        sandbox, separate("a1"), run, tmp_path / "o1", tmp_path / "l1", hardened=True,
+        config=HardeningConfig())
+    assert exploited.reward == 0.0 and warnings == []
+    assert (tmp_path / "a1" / "app" / "conftest.py").is_file()  # carried, then removed there
     await sh(sandbox, FIX)
-    fixed = await verify_in_fresh_sandbox(sandbox, run, tmp_path / "o2", tmp_path / "l2",
-                                          workspace="/app", config=HardeningConfig())
-    assert fixed.outcome.reward == 1.0
+    fixed, _ = await verify_separately(
+        sandbox, separate("a2"), run, tmp_path / "o2", tmp_path / "l2", hardened=True,
+        config=HardeningConfig())
+    assert fixed.reward == 1.0
 
 
 # -- git history -----------------------------------------------------------------------------

@@ -17,7 +17,10 @@ import anyio.lowlevel
 import pytest
 
 from benchflow.errors import SandboxStartError
+from benchflow.sandbox import registry
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
+from benchflow.sandbox.provider import SandboxProvider
+from benchflow.sandbox.spec import SandboxSpec
 
 TASK_MD = """---
 task:
@@ -79,6 +82,8 @@ class FakeSandbox:
     """An in-memory Sandbox (see the module docstring)."""
 
     capabilities = SandboxCapabilities(live_processes=False)
+    backend = "fake"
+    image: str | None = None
 
     def __init__(self, behaviour: Behaviour) -> None:
         self.behaviour = behaviour
@@ -86,6 +91,10 @@ class FakeSandbox:
         self.files: dict[str, bytes] = {}
         self.started = False
         behaviour.sandboxes.append(self)
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return f"fake-{id(self):x}" if self.started else None
 
     async def start(self) -> None:
         await anyio.lowlevel.checkpoint()
@@ -145,12 +154,33 @@ class FakeSandbox:
             self.behaviour.stops += 1
 
 
+class FakeProvider(SandboxProvider):
+    """The provider of FakeSandboxes, registered as `fake` by the `behaviour` fixture."""
+
+    name = "fake"
+    capabilities = FakeSandbox.capabilities
+    behaviour: Behaviour | None = None
+    cleaned: list[str | None] = []
+
+    def create(self, spec: SandboxSpec) -> FakeSandbox:
+        assert self.behaviour is not None
+        return FakeSandbox(self.behaviour)
+
+    async def cleanup(self, job_name: str | None = None) -> list[str]:
+        FakeProvider.cleaned.append(job_name)
+        return []
+
+
 @pytest.fixture
 def behaviour(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
-    """Route every rollout's sandbox to a FakeSandbox driven by the returned Behaviour."""
+    """Route every rollout's sandbox to a FakeSandbox driven by the returned Behaviour
+    (through the provider registered as `fake`, also for the other environment names)."""
     shared = Behaviour()
+    monkeypatch.setattr(FakeProvider, "behaviour", shared)
+    monkeypatch.setattr(FakeProvider, "cleaned", [])
+    monkeypatch.setitem(registry.BUILTIN, "fake", (f"{FakeProvider.__module__}:FakeProvider", None))
     monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec: FakeSandbox(shared))
+                        lambda environment, spec, provider_config=None: FakeSandbox(shared))
     return shared
 
 

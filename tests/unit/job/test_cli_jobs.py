@@ -51,14 +51,14 @@ def test_run_job_file_returns_the_exit_code(tmp_path):
 
 def test_run_resume_and_summary(tmp_path, dataset, behaviour):
     job_file = write_job(tmp_path, dataset, metrics=[{"type": "mean"}, {"type": "max"}])
-    result = runner.invoke(app, ["run", str(job_file), "--env", "modal", "-k", "2", "-n", "3"])
+    result = runner.invoke(app, ["run", str(job_file), "--env", "fake", "-k", "2", "-n", "3"])
     assert result.exit_code == 0, output(result)
     job_dir = tmp_path / "jobs" / "cli-job"
     saved = JobResult.model_validate_json((job_dir / "result.json").read_text())
     assert saved.total_trials == 6 and saved.metrics == {"mean": 1.0, "max": 1.0}
     assert "mean 1.000" in output(result)
 
-    again = runner.invoke(app, ["run", str(job_file), "--env", "modal"])
+    again = runner.invoke(app, ["run", str(job_file), "--env", "fake"])
     assert again.exit_code == 2 and "already exists" in output(again)
 
     (job_dir / "oracle" / "bench" / "alpha__2" / "result.json").unlink()
@@ -77,6 +77,6 @@ def test_a_trial_error_exits_1(tmp_path, dataset, behaviour):
     behaviour.exit_codes = {"execute.sh": 1}
     job_file = write_job(tmp_path, dataset, agents=[{"name": "cmd", "execute": "exit 1"}],
                          datasets=[{"path": str(dataset), "tasks": ["alpha"]}])
-    result = runner.invoke(app, ["run", str(job_file), "--env", "modal"])
+    result = runner.invoke(app, ["run", str(job_file), "--env", "fake"])
     assert result.exit_code == 1, output(result)
     assert "agent_execution_failed" in output(result)

@@ -1,0 +1,142 @@
+"""The provider seam: registry (built-ins + entry points), capabilities consulted, preflight."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from benchflow.config import RolloutConfig, Scene
+from benchflow.errors import ConfigError
+from benchflow.sandbox import registry
+from benchflow.sandbox.base import Sandbox, SandboxCapabilities
+from benchflow.sandbox.cloud import ModalProvider
+from benchflow.sandbox.daytona import DaytonaSandboxProvider
+from benchflow.sandbox.docker import CAPABILITIES as DOCKER_CAPABILITIES
+from benchflow.sandbox.docker_provider import DockerProvider
+from benchflow.sandbox.provider import CapabilityError, SandboxNeeds, SandboxProvider
+from benchflow.sandbox.spec import SandboxSpec
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+class PluginProvider(SandboxProvider):
+    """A third-party backend that has no live processes and only the public network."""
+
+    name = "plugin"
+    capabilities = SandboxCapabilities(live_processes=False, root_exec=False)
+
+    def create(self, spec: SandboxSpec) -> Sandbox:
+        raise AssertionError("not started in these tests")
+
+    async def cleanup(self, job_name: str | None = None) -> list[str]:
+        return []
+
+
+@pytest.fixture
+def plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = EntryPoint("plugin", f"{__name__}:PluginProvider", registry.ENTRY_POINT_GROUP)
+
+    def fake_entry_points(*, group: str) -> list[EntryPoint]:
+        return [ep] if group == registry.ENTRY_POINT_GROUP else []
+
+    registry._plugins.cache_clear()
+    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    yield
+    registry._plugins.cache_clear()
+
+
+def test_builtins_are_registered_and_resolve_to_providers():
+    assert registry.registered_backends()[:3] == ["docker", "daytona", "modal"]
+    assert registry.provider_class("docker") is DockerProvider
+    assert registry.provider_class("daytona") is DaytonaSandboxProvider
+    assert registry.provider_class("modal") is ModalProvider
+
+
+def test_entry_point_plugin_is_accepted_everywhere(plugin):
+    assert "plugin" in registry.registered_backends()
+    assert isinstance(registry.get_provider("plugin"), PluginProvider)
+    config = RolloutConfig(task_path=Path("t"), scenes=[Scene.single(agent="oracle")],
+                           environment="plugin")
+    assert config.environment == "plugin"
+
+
+def test_unknown_backend_lists_the_registered_ones(plugin):
+    with pytest.raises(registry.UnknownBackendError, match="registered: docker, daytona, modal, plugin"):
+        registry.get_provider("nosuch")
+    with pytest.raises(ValueError, match="unknown sandbox environment 'nosuch'"):
+        RolloutConfig(task_path=Path("t"), scenes=[Scene.single(agent="oracle")],
+                      environment="nosuch")
+
+
+def test_capability_errors_name_backend_capability_and_fix(plugin):
+    provider = registry.get_provider("plugin")
+    provider.require(SandboxNeeds())  # nothing special needed: fine
+    with pytest.raises(CapabilityError, match="plugin sandbox backend cannot provide live "
+                       "processes .ACP agents.: run ACP agents on a backend"):
+        provider.require(SandboxNeeds(live_processes=True))
+    with pytest.raises(CapabilityError, match="network policy 'model-only': use --network public"):
+        provider.require(SandboxNeeds(network_policy="model-only"))
+    with pytest.raises(CapabilityError, match="GPUs .2 requested."):
+        provider.require(SandboxNeeds(gpus=2))
+    with pytest.raises(CapabilityError, match="exec as another user"):
+        provider.require(SandboxNeeds(other_user=True))
+    assert issubclass(CapabilityError, ConfigError)
+
+
+def test_docker_provides_everything_it_did_before():
+    DockerProvider().require(SandboxNeeds(live_processes=True, other_user=True,
+                                          network_policy="model-only", gpus=1))
+    assert DOCKER_CAPABILITIES.network_policies == {"public", "none", "model-only"}
+    assert DOCKER_CAPABILITIES.snapshots
+
+
+def test_docker_provider_config_applies_to_the_spec():
+    box = DockerProvider({"runtime": "runsc", "network": "net1"}).create(SandboxSpec(name="t"))
+    assert (box.spec.runtime, box.spec.network, box.backend) == ("runsc", "net1", "docker")
+    assert box.sandbox_id is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("provider", "env", "message"), [
+    (DaytonaSandboxProvider, {}, "daytona credentials missing: set DAYTONA_API_KEY"),
+    (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x"}, "set DAYTONA_API_KEY"),
+    (ModalProvider, {"MODAL_TOKEN_ID": "x"}, "set MODAL_TOKEN_SECRET"),
+    (DaytonaSandboxProvider, {"DAYTONA_API_KEY": "x"}, None),
+    (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x", "DAYTONA_ORGANIZATION_ID": "o"}, None),
+    (ModalProvider, {"MODAL_TOKEN_ID": "x", "MODAL_TOKEN_SECRET": "y"}, "adapter is not implemented"),
+])
+async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path, provider, env,
+                                                          message):
+    for name in ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID",
+                 "MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.modal.toml
+    if message is None:  # credentials complete: the SDK is installed here, so preflight passes
+        assert await provider().preflight() is None
+        return
+    with pytest.raises(ConfigError, match=message):
+        await provider().preflight()
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--env", "daytona"], "error: daytona credentials missing: set DAYTONA_API_KEY"),
+    (["--env", "modal"], "error: modal credentials missing: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"),
+    (["--env", "nosuch"], "error: unknown sandbox environment 'nosuch'; registered: docker, "
+                          "daytona, modal"),
+])
+def test_cli_run_exits_2_with_one_line(tmp_path, args, expected):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-c", "from benchflow.cli.main import main; main()", "run",
+                           str(REPO / "tasks" / "hello-world"), "--jobs-dir",
+                           str(tmp_path / "jobs"), *args],
+                          capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert lines == [expected]
+    assert not (tmp_path / "jobs").exists()
