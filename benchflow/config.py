@@ -155,6 +155,7 @@ class RolloutConfig(FrozenModel):
     oracle_access: bool = False
     jobs_dir: Path = Path("jobs")
     job_name: str | None = None
+    run_id: str | None = Field(default=None, description="the job's run id; None: a new one")
     dataset_name: str | None = None
     attempt: int = Field(default=1, ge=1)
     force_build: bool = False

@@ -5,6 +5,9 @@
 | `BENCHFLOW_EXTRA_CA_CERTS` | PEM files (`os.pathsep`-separated) installed into every sandbox, for TLS-intercepting proxies; unset: the host's `/usr/local/share/ca-certificates/*.crt` (Debian/Ubuntu's locally added CAs) when there are any; set but empty: none |
 | `BENCHFLOW_AGENTS_PATH` | extra folders of agent manifests (`os.pathsep`-separated) |
 | `BENCHFLOW_CACHE_DIR` | where fetched registry tasks and wheels are cached (default `~/.cache/benchflow`) |
+| `BENCHFLOW_REGISTRY` | the registry.json (path or http(s) URL) `benchflow datasets` and `benchflow run NAME@VERSION` use by default |
+| `OTEL_EXPORTER_OTLP_ENDPOINT` | (standard) an OTLP/HTTP collector: spans are exported there (needs the `otel` extra) |
+| `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | (standard) the same, for traces only (wins over the above) |
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class Settings:
     extra_ca_certs: tuple[Path, ...] = ()
     agents_path: tuple[Path, ...] = ()
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "benchflow")
+    otlp_endpoint: str | None = None
+    """Where OpenTelemetry spans go (the standard OTLP variables); None: not configured."""
+    registry: str | None = None
+    """The default registry.json (path or URL) for `benchflow datasets` and `run NAME@VERSION`."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *,
@@ -57,6 +64,9 @@ class Settings:
             extra_ca_certs=_extra_ca_certs(env.get("BENCHFLOW_EXTRA_CA_CERTS"), host_ca_dir),
             agents_path=_paths(env.get("BENCHFLOW_AGENTS_PATH")),
             cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "benchflow",
+            otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                           or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None),
+            registry=env.get("BENCHFLOW_REGISTRY") or None,
         )
 
 

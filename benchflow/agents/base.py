@@ -20,6 +20,7 @@ from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox
 from benchflow.steps import Step
 from benchflow.task import Task
+from benchflow.telemetry.ids import TraceIds
 
 if TYPE_CHECKING:
     from benchflow.trajectory.writer import TrajectoryWriter
@@ -47,6 +48,10 @@ class AgentContext:
     agent_deadline: float | None = None
     """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
     across every turn, scene and user round) runs out; None outside the agent phase."""
+    trace: TraceIds | None = None
+    """The rollout's run id, trace id and root span id (also in `env` as TRACEPARENT)."""
+    dataset_name: str | None = None
+    rollout_name: str | None = None
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.timeout_multiplier

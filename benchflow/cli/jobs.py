@@ -33,6 +33,8 @@ from benchflow.job.job import Job
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, aggregate
 from benchflow.job.resume import prepare_resume, previous_start
+from benchflow.rollout.events import combine
+from benchflow.telemetry import recorder
 from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished, start_new_job
 from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
@@ -70,24 +72,32 @@ def _notify(message: str) -> None:
 
 
 async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
-                   resuming: bool) -> tuple[JobResult, Job]:
+                   resuming: bool, otel: bool = False) -> tuple[JobResult, Job]:
     config = prepared.config
     if resuming:  # sandboxes a crashed run left behind
         await remove_containers(config.name, provider)
     title = f"{config.name} ({len(prepared.to_run)} trials)"
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
-        job = make_job(prepared, listener=progress)
+        spans = recorder(otel, config.name)  # also on with OTEL_EXPORTER_OTLP_ENDPOINT
+        job = make_job(prepared, listener=combine(progress, spans))
         if resuming:
             job.started_at = previous_start(prepared.job_dir)
-        result = await run_with_signals(job, provider, _notify)
+        if spans is not None:
+            spans.run_id = job.run_id
+        try:
+            result = await run_with_signals(job, provider, _notify)
+        finally:
+            if spans is not None:
+                spans.finish()
     return result, job
 
 
-def run_prepared(prepared: PreparedJob, *, resuming: bool) -> int:
+def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -> int:
     """Run a prepared job (new or resumed) with progress, signals and a summary; the exit code.
 
-    The one path `jobs run`, `jobs resume` and `benchflow run` share.
+    The one path `jobs run`, `jobs resume` and `benchflow run` share; `otel` exports spans
+    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does).
     """
     set_console_level(prepared.config.log_level)
     environment = prepared.config.environment
@@ -98,7 +108,8 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool) -> int:
             reset_unfinished(prepared)
         else:
             start_new_job(prepared)
-        result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming))
+        result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming,
+                                                 otel=otel))
     console.print(summary_table(job.all_results(), title=f"job {result.job_name}"))
     _print_summary(result, prepared.job_dir)
     if result.cancelled:

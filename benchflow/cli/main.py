@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 if TYPE_CHECKING:
     import typer
 
-COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents")
+COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
+            "datasets")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -51,6 +52,9 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "sandbox":
         from benchflow.cli import sandbox
         app.add_typer(sandbox.app, name="sandbox")
+    elif name == "datasets":
+        from benchflow.cli import datasets
+        app.add_typer(datasets.app, name="datasets")
     elif name == "jobs":
         from benchflow.cli import jobs
         app.add_typer(jobs.app, name="jobs")

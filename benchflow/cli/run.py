@@ -78,6 +78,21 @@ def run_command(
         "--harden/--no-harden", help="force verifier hardening on for any agent (the oracle "
         "too: check a task survives it) or off (recorded as a warning in result.json); "
         "default: on unless the agent is oracle or nop")] = None,
+    agent_endpoint: Annotated[str | None, typer.Option(
+        "--agent-endpoint", help="with -a http: the URL receiving one POST per attempt")] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", help="with -a http: 'Name: value' sent to the endpoint (values may use "
+        "${VAR}; never written anywhere); repeatable")] = None,
+    timeout_seconds: Annotated[float, typer.Option(
+        "--timeout-seconds", min=0.001, help="with -a http: per-request timeout")] = 60.0,
+    max_tasks: Annotated[int | None, typer.Option(
+        "--max-tasks", min=1, help="run at most N tasks of the dataset")] = None,
+    registry: Annotated[str | None, typer.Option(
+        "--registry", help="for PATH = NAME[@VERSION]: the registry.json path or URL "
+        "(default: BENCHFLOW_REGISTRY)")] = None,
+    otel: Annotated[bool, typer.Option(
+        "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
+        "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     from benchflow.cli.jobs import run_prepared
@@ -92,8 +107,10 @@ def run_command(
             model_server=model_server, model_base_url=model_base_url,
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
-            capture_model_calls=capture_model_calls, harden=harden)
-        code = run_prepared(prepared, resuming=False)
+            capture_model_calls=capture_model_calls, harden=harden,
+            http=_http_agent(agent, agent_endpoint, header, timeout_seconds),
+            max_tasks=max_tasks, registry=registry)
+        code = run_prepared(prepared, resuming=False, otel=otel)
     raise typer.Exit(code)
 
 
@@ -144,6 +161,51 @@ def _as_options(message: str) -> str:
     return "\n".join(out) if len(out) > 1 else message
 
 
+def _http_agent(agent: str, endpoint: str | None, headers: list[str] | None,
+                timeout_sec: float) -> dict[str, Any] | None:
+    """`-a http`'s agent entry (as a job file's `{kind: http, ...}`), or None for other agents.
+
+    Raises:
+        ConfigError: `--agent-endpoint` missing for `-a http` (or given without it), or a
+            header not in `Name: value` form.
+    """
+    if agent != "http":
+        if endpoint is not None or headers:
+            raise ConfigError("--agent-endpoint and --header go with -a http")
+        return None
+    if endpoint is None:
+        raise ConfigError("-a http needs --agent-endpoint URL (the endpoint receiving the tasks)")
+    parsed: dict[str, str] = {}
+    for item in headers or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header {name.strip() or '?'}: expected 'Name: value'")
+        parsed[name.strip()] = value.strip()
+    return {"name": "http", "kind": "http", "endpoint": endpoint, "headers": parsed,
+            "timeout_sec": timeout_sec}
+
+
+def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
+             registry: str | None) -> dict[str, Any]:
+    """The job's one dataset: a task folder, a dataset folder, or NAME[@VERSION] of a
+    registry (pulled into the cache first; a second run fetches nothing)."""
+    from benchflow.job.pull import looks_like_spec, parse_spec, pull, registry_ref
+    from benchflow.task import is_task_dir, resolve_run_target
+
+    if looks_like_spec(str(path)):
+        ref = registry_ref(registry)
+        pulled = pull(str(path), ref)
+        names = task_filter or [t.name for t in pulled.tasks]
+        name, version = parse_spec(str(path))
+        return {"registry": ref.model_dump(mode="python", exclude_none=True), "name": name,
+                "version": version or pulled.version, "tasks": names[:max_tasks]}
+    _, tasks = resolve_run_target(path, task_filter)
+    if is_task_dir(path):
+        return {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}
+    names = task_filter if max_tasks is None else [t.path.name for t in tasks][:max_tasks]
+    return {"path": Path(path).expanduser().resolve(), "tasks": names}
+
+
 def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,
                  jobs_dir: Path, job_name: str | None, env: str, force_build: bool,
                  preserve_env: str, ca_cert: list[str] | None, task_filter: list[str] | None,
@@ -151,7 +213,8 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  max_retries: int, skill: list[Path] | None = None,
                  mcp_config: Path | None = None,
                  capture_model_calls: bool = False,
-                 harden: bool | None = None) -> dict[str, Any]:
+                 harden: bool | None = None, http: dict[str, Any] | None = None,
+                 max_tasks: int | None = None, registry: str | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -160,15 +223,10 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
     """
     from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
     from benchflow.rollout.rollout import default_job_name
-    from benchflow.task import is_task_dir, resolve_run_target
 
-    _, tasks = resolve_run_target(path, task_filter)
-    if is_task_dir(path):
-        dataset: dict[str, Any] = {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}
-    else:
-        dataset = {"path": Path(path).expanduser().resolve(), "tasks": task_filter}
-    spec: dict[str, Any] = {"name": agent}
-    if agent not in BUILTIN_AGENT_NAMES and model is not None:
+    dataset = _dataset(path, task_filter, max_tasks, registry)
+    spec: dict[str, Any] = http or {"name": agent}
+    if http is None and agent not in BUILTIN_AGENT_NAMES and model is not None:
         spec["model"] = model
     if scenes_file is not None:
         spec["scenes"] = scenes_file

@@ -163,6 +163,29 @@ class CommandAgentConfig(FrozenModel):
         return value
 
 
+class HttpAgentConfig(FrozenModel):
+    """An agent behind an HTTP endpoint: one POST per attempt (docs/how-to/http-agents.md).
+
+    `headers` values may reference host variables (`${TOKEN}`); they are sent to the
+    endpoint and never written anywhere (config.json shows `***`).
+    """
+
+    name: str = Field(pattern=_NAME)
+    kind: Literal["http"] = "http"
+    description: str | None = None
+    endpoint: str = Field(pattern=r"^https?://", description="http(s) URL receiving the POSTs")
+    headers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")], str] = Field(
+        default_factory=dict)
+    timeout_sec: float = Field(default=60.0, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_AGENTS:
+            raise ValueError(f"{value!r} is a reserved agent name: rename this http agent")
+        return value
+
+
 class RegisteredAgentConfig(FrozenModel):
     """A registered (ACP) agent by name, with a model and optionally a scenes file."""
 
@@ -175,17 +198,22 @@ class RegisteredAgentConfig(FrozenModel):
 
 def _agent_kind(value: Any) -> str:
     if isinstance(value, dict):
+        if value.get("kind") == "http" or "endpoint" in value:
+            return "http"
         if "install" in value or "execute" in value:
             return "command"
         return "builtin" if value.get("name") in RESERVED_AGENTS else "registered"
     if isinstance(value, CommandAgentConfig):
         return "command"
+    if isinstance(value, HttpAgentConfig):
+        return "http"
     return "builtin" if isinstance(value, BuiltinAgentConfig) else "registered"
 
 
 AgentConfig = Annotated[
     Annotated[BuiltinAgentConfig, Tag("builtin")]
     | Annotated[CommandAgentConfig, Tag("command")]
+    | Annotated[HttpAgentConfig, Tag("http")]
     | Annotated[RegisteredAgentConfig, Tag("registered")],
     Discriminator(_agent_kind),
 ]
@@ -418,6 +446,7 @@ __all__ = [
     "AgentConfig",
     "BuiltinAgentConfig",
     "CommandAgentConfig",
+    "HttpAgentConfig",
     "DatasetConfig",
     "DockerProviderConfig",
     "EnvironmentConfig",

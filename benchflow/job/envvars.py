@@ -42,7 +42,7 @@ def is_env_template(value: str) -> bool:
 
 def expand_agent_env(config: JobConfig, lookup: EnvLookup = host_env,
                      source: Path | str = "job") -> dict[str, dict[str, str]]:
-    """Each agent's `env` with `${VAR}` replaced from the host environment.
+    """Each agent's `env` (an http agent's `headers`) with `${VAR}` replaced from the host.
 
     Raises:
         ConfigError: listing every variable that is not set, with its field.
@@ -51,9 +51,11 @@ def expand_agent_env(config: JobConfig, lookup: EnvLookup = host_env,
     problems: list[str] = []
     for index, agent in enumerate(config.agents):
         out = {}
-        for key, value in getattr(agent, "env", {}).items():
+        field = "headers" if hasattr(agent, "headers") else "env"  # an http agent's headers
+        for key, value in getattr(agent, field, {}).items():
             out[key], missing = expand_env(value, lookup)
-            problems += [f"agents[{index}].env.{key}: ${{{name}}} is not set" for name in missing]
+            problems += [f"agents[{index}].{field}.{key}: ${{{name}}} is not set"
+                         for name in missing]
         expanded[agent.name] = out
     if problems:
         raise ConfigError(f"{source}: environment variables missing:\n  " + "\n  ".join(problems)

@@ -30,6 +30,7 @@ from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutList
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.task import Task
+from benchflow.telemetry.ids import new_run_id
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Job:
     retry: RetryPolicy = NO_RETRY
     metrics: Sequence[MetricConfig] = ()
     finished: Sequence[RolloutResult] = ()
+    run_id: str = field(default_factory=new_run_id)
     started_at: datetime | None = None
     results: list[RolloutResult] = field(default_factory=list)
     cancelled: bool = False
@@ -187,7 +189,8 @@ class Job:
         self.results.append(result)
 
     async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
-        config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir})
+        config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir,
+                                                 "run_id": self.run_id})
         retried: list[ErrorInfo] = []
         last: RolloutResult | None = None
         attempt = 0

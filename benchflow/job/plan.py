@@ -14,11 +14,13 @@ from pathlib import Path
 
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.command import CommandAgent
+from benchflow.agents.http import HttpAgent
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
     AgentConfig,
     CommandAgentConfig,
+    HttpAgentConfig,
     JobConfig,
     RegisteredAgentConfig,
 )
@@ -49,10 +51,13 @@ def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
 
 def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
                   ) -> dict[str, AgentDriver]:
-    """Per-job drivers a rollout needs beyond the registry: one per command agent."""
+    """Per-job drivers a rollout needs beyond the registry: one per command or http agent."""
     if isinstance(agent, CommandAgentConfig):
         return {agent.name: CommandAgent(agent.name, agent.execute, agent.install,
                                           env=env or {}, description=agent.description)}
+    if isinstance(agent, HttpAgentConfig):  # `env` holds its expanded headers
+        return {agent.name: HttpAgent(agent.name, agent.endpoint, headers=env or {},
+                                      timeout_sec=agent.timeout_sec)}
     return {}
 
 

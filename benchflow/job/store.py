@@ -37,7 +37,8 @@ LOCK = ".lock"
 
 
 def redacted_job_config(config: JobConfig) -> dict[str, Any]:
-    """The job config as a JSON-safe dict with secret-looking env values replaced by `***`.
+    """The job config as a JSON-safe dict with secret-looking env values (and every http
+    agent header value) replaced by `***`.
 
     Values made only of `${VAR}` references name secrets without holding them, so they
     are kept (resume expands them again from the host environment).

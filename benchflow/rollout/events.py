@@ -29,3 +29,16 @@ class RolloutEvent:
 
 
 RolloutListener = Callable[[RolloutEvent], None]
+
+
+def combine(*listeners: RolloutListener | None) -> RolloutListener | None:
+    """One listener calling each given one in order (None when none is given)."""
+    given = [listener for listener in listeners if listener is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+
+    def fan_out(event: RolloutEvent) -> None:
+        for listener in given:
+            listener(event)
+
+    return fan_out

@@ -97,6 +97,9 @@ class RolloutResult(StrictModel):
     agent_name: str
     model: str | None = None
     attempt: int
+    run_id: str | None = Field(default=None, description="the job's run id")
+    trace_id: str | None = Field(default=None, description="the rollout's W3C trace id")
+    span_id: str | None = Field(default=None, description="the rollout's root span id")
     task_git_commit_id: str | None = None
     reward: float | None = None
     rewards: dict[str, float] | None = None
@@ -136,6 +139,24 @@ class RolloutResult(StrictModel):
     def completed(self) -> bool:
         """The verifier produced a reward."""
         return self.reward is not None
+
+
+def record_endpoint_score(result: RolloutResult, score: float | None, passed: bool | None,
+                          verified: bool) -> None:
+    """Add an agent endpoint's own score to `result` (`rewards.endpoint_score`, `passed`).
+
+    It becomes `reward` only when no verifier scored the rollout (`verified` False).
+    """
+    if score is None and passed is None:
+        return
+    rewards = dict(result.rewards or {})
+    if score is not None:
+        rewards["endpoint_score"] = score
+    if passed is not None:
+        rewards["passed"] = 1.0 if passed else 0.0
+    result.rewards = rewards
+    if not verified:
+        result.reward = score if score is not None else rewards["passed"]
 
 
 class PhaseClock:

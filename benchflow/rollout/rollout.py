@@ -32,6 +32,7 @@ from benchflow.rollout.result import (
     RolloutResult,
     Tokens,
     append_error_txt,
+    record_endpoint_score,
     write_error_txt,
     write_json_atomic,
 )
@@ -51,6 +52,7 @@ from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
 from benchflow.task.env_templates import resolve_task_env
+from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
@@ -88,6 +90,9 @@ class Rollout:
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=task_name,
             dataset_name=self.dataset_name, agent_name=config.agent_name,
             model=config.model_name, attempt=config.attempt)
+        self.trace = TraceIds.new(config.run_id)
+        self.result.run_id, self.result.trace_id, self.result.span_id = (
+            self.trace.run_id, self.trace.trace_id, self.trace.span_id)
         self.clock = PhaseClock(self.result)
         self.steps: list[Step] = []
         self.skills: RolloutSkills | None = None
@@ -180,9 +185,11 @@ class Rollout:
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
             env={**(self.network.env if self.network else {}),
-                 "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path},
+                 "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
+                 "TRACEPARENT": self.trace.traceparent},
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers,
                                       self.config.mcp_servers),
+            trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
         )
 
     async def install_agent(self) -> None:
@@ -242,6 +249,7 @@ class Rollout:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
         within the agent phase's one budget (`budget.py`)."""
         assert self.ctx is not None and self.skills is not None and self.task is not None
+        assert self.ctx.trajectory is not None
         budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
         with agent_phase_deadline(self.ctx, budget):
             if self.config.user is not None:
@@ -252,8 +260,17 @@ class Rollout:
                 async with self.skills.session(self.ctx, driver, first) as skills, \
                         driver.connect(self.ctx, first.role, first.scene) as connection:
                     for step in group:
+                        self._enter_step(step)
                         self._count(await connection.prompt(
                             dataclasses.replace(step, skills=skills)))
+                self.ctx.trajectory.span_id = self.trace.span_id
+
+    def _enter_step(self, step: Step) -> None:
+        """Attribute what follows to the step's span (trajectory events, the agent's TRACEPARENT)."""
+        assert self.ctx is not None and self.ctx.trajectory is not None
+        span = step_span_id(self.trace.trace_id, step.scene_index, step.turn_index)
+        self.ctx.trajectory.span_id = span
+        self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
 
     def _count(self, outcome: StepOutcome) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported."""
@@ -371,6 +388,10 @@ class Rollout:
                     phase = "verifier"
                     with self.clock.phase("verifier"):
                         await self.verify()
+            if self.ctx is not None:
+                record_endpoint_score(self.result, self.ctx.extras.get("endpoint_score"),
+                                      self.ctx.extras.get("endpoint_passed"),
+                                      verified=not self.config.verifier_disabled)
         except anyio.get_cancelled_exc_class() as exc:
             self._record_error(RolloutCancelled(f"cancelled during {phase}"), phase, exc)
             self._emit(RolloutEventKind.CANCEL)
@@ -409,7 +430,8 @@ class Rollout:
         header = TrajectoryHeader(
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=self.result.task_name,
             agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
-            models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)))
+            models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
+            run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         return TrajectoryWriter(self.paths.trajectory, header)
 
     def _write_result(self) -> None:

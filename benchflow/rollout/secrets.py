@@ -22,16 +22,21 @@ def is_secret_name(name: str) -> bool:
 
 def redact(value: Any, keep: Callable[[str], bool] | None = None, *,
            _env: bool = False) -> Any:
-    """Replace the values of secret-looking keys in every `env` mapping, recursively.
+    """Replace the values of secret-looking keys in every `env` mapping, and every value of
+    a `headers` mapping (an http agent's: any of them may be a credential), recursively.
 
     The one redaction of saved configs (rollout and job config.json). A value for which
-    `keep(value)` is true stays (a `${VAR}` reference names a secret without holding it).
-    Keys outside `env` mappings are left alone (`api_key_env` names a variable).
+    `keep(value)` is true stays (a `${VAR}` reference names a secret without holding it; a
+    header may also be `Scheme ${VAR}`). Keys outside `env` and `headers` mappings are left
+    alone (`api_key_env` names a variable).
     """
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if _env and isinstance(v, str) and is_secret_name(str(k)) and not (keep and keep(v)):
+            if k == "headers" and isinstance(v, dict):
+                out[k] = {h: hv if isinstance(hv, str) and _kept_header(hv, keep) else REDACTED
+                          for h, hv in v.items()}
+            elif _env and isinstance(v, str) and is_secret_name(str(k)) and not (keep and keep(v)):
                 out[k] = REDACTED
             else:
                 out[k] = redact(v, keep, _env=k == "env")
@@ -39,6 +44,13 @@ def redact(value: Any, keep: Callable[[str], bool] | None = None, *,
     if isinstance(value, list):
         return [redact(v, keep) for v in value]
     return value
+
+
+def _kept_header(value: str, keep: Callable[[str], bool] | None) -> bool:
+    if keep is None:
+        return False
+    scheme, _, rest = value.partition(" ")
+    return keep(value) or bool(rest and scheme.isalpha() and keep(rest))
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:

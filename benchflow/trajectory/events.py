@@ -16,11 +16,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, model_validator
 
 from benchflow._models import StrictModel
 
-SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_VERSION: Literal[2] = 2
+"""2 added trace ids (header `run_id`/`trace_id`/`span_id`, event `trace_id`/`span_id`)."""
 
 EventType = Literal[
     "user_message",
@@ -46,7 +47,7 @@ def utc_now() -> datetime:
 class TrajectoryHeader(StrictModel):
     """First line of a trajectory file: which rollout produced it."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     type: Literal["header"] = "header"
     job_name: str | None = None
     rollout_name: str | None = None
@@ -54,6 +55,21 @@ class TrajectoryHeader(StrictModel):
     agents: list[str] = Field(default_factory=list)
     models: list[str] = Field(default_factory=list)
     started_at: datetime = Field(default_factory=utc_now)
+    run_id: str | None = Field(default=None, description="the job's run id")
+    trace_id: str | None = Field(default=None, description="the rollout's W3C trace id (32 hex)")
+    span_id: str | None = Field(default=None, description="the rollout's root span id (16 hex)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("schema_version") == 1:
+            return migrate_v1(data)
+        return data
+
+
+def migrate_v1(header: dict[str, Any]) -> dict[str, Any]:
+    """A v1 header as v2: v1 had no trace ids (they stay None); its events load unchanged."""
+    return {**header, "schema_version": 2}
 
 
 class Usage(StrictModel):
@@ -94,6 +110,8 @@ class _Event(StrictModel):
     turn: int | None = None
     round: int | None = None
     session_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = Field(default=None, description="the step's or tool call's span")
     skills: list[str] | None = None
     """Names of the skills the step had (absent when it had none)."""
     task_step: str | None = None
@@ -358,6 +376,7 @@ __all__ = [
     "UsageEvent",
     "UserMessageEvent",
     "event_from_update",
+    "migrate_v1",
     "usage_from_acp",
     "utc_now",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
+from benchflow.telemetry.ids import tool_call_span_id
 from benchflow.trajectory.events import (
     EVENT_ADAPTER,
     Event,
@@ -41,13 +42,17 @@ class TrajectoryWriter:
         self._seq = _last_seq(self.path) + 1 if existing else 0
         self._file: IO[bytes] | None = self.path.open("ab")
         self.n_events = 0
+        header = header or TrajectoryHeader()
+        self.trace_id: str | None = header.trace_id
+        self.span_id: str | None = header.span_id
+        """The span events are attributed to (the current step's; the root span between steps)."""
         self.place: dict[str, Any] = {}
         """Scene, role, turn and round of the last prompt written (who is working now)."""
         self.context: dict[str, Any] = {}
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
         if not existing:
-            self._write_line((header or TrajectoryHeader()).model_dump_json().encode())
+            self._write_line(header.model_dump_json().encode())
 
     def next_seq(self) -> int:
         """Reserve the next sequence number (call it when the thing happens, before any await)."""
@@ -56,7 +61,18 @@ class TrajectoryWriter:
         return seq
 
     def write(self, event: Event) -> None:
-        """Append one event and flush it to the OS."""
+        """Append one event and flush it to the OS.
+
+        Events without trace ids get the rollout's trace id and the current span
+        (a tool call's events: the tool call's own span).
+        """
+        if self.trace_id is not None and event.trace_id is None:
+            span = self.span_id
+            tool_call_id = getattr(event, "tool_call_id", None)
+            if tool_call_id:
+                span = tool_call_span_id(self.trace_id, tool_call_id)
+            event = event.model_copy(update={"trace_id": self.trace_id,
+                                             "span_id": event.span_id or span})
         if self.context:
             stamp = {k: v for k, v in self.context.items()
                      if v is not None and getattr(event, k) is None}

@@ -55,7 +55,7 @@ def test_header_then_events_flushed_as_written(tmp_path: Path) -> None:
         lines = path.read_text().splitlines()  # visible before close: flushed per event
         assert len(lines) == 2
     first = json.loads(lines[0])
-    assert first["schema_version"] == 1 and first["type"] == "header" and first["job_name"] == "j"
+    assert first["schema_version"] == 2 and first["type"] == "header" and first["job_name"] == "j"
     event = json.loads(lines[1])
     assert {k: event[k] for k in ("seq", "type", "scene", "role", "turn", "text")} == {
         "seq": 0,
@@ -130,7 +130,7 @@ def test_schema_forbids_unknown_fields_and_versions() -> None:
             {"type": "agent_message", "seq": 0, "ts": TS, "update": {}, "bogus": 1}
         )
     with pytest.raises(ValidationError):
-        TrajectoryHeader.model_validate({"schema_version": 2, "type": "header"})
+        TrajectoryHeader.model_validate({"schema_version": 3, "type": "header"})
     with pytest.raises(ValidationError):
         EVENT_ADAPTER.validate_python({"type": "nope", "seq": 0, "ts": TS})
 
@@ -266,3 +266,52 @@ def test_any_malformed_update_still_becomes_an_event(update: dict[str, Any]) -> 
     event = event_from_update(update, seq=0, ts=TS)
     assert event.update == update
     EVENT_ADAPTER.validate_json(event.model_dump_json())  # and it serializes to a valid line
+
+
+V1_FILE = (
+    '{"schema_version":1,"type":"header","job_name":"demo","rollout_name":"hello__1",'
+    '"task_name":"hello","agents":["scripted"],"models":["scripted"],'
+    '"started_at":"2025-06-01T12:00:00Z"}\n'
+    '{"seq":0,"ts":"2025-06-01T12:00:01Z","type":"user_message","text":"hi","turn":0}\n'
+)
+
+
+def test_v1_file_keeps_loading(tmp_path: Path) -> None:
+    from benchflow.trajectory.reader import load, read_header
+
+    path = tmp_path / "old.jsonl"
+    path.write_text(V1_FILE)
+    header = read_header(path)
+    assert (header.schema_version, header.job_name, header.trace_id) == (2, "demo", None)
+    [event] = load(path)
+    assert (event.type, event.text, event.trace_id, event.span_id) == ("user_message", "hi",
+                                                                       None, None)
+
+
+def test_v1_fixture_keeps_loading() -> None:
+    from benchflow.trajectory.reader import iter_events, read_header
+
+    path = Path(__file__).parents[2] / "fixtures" / "schemas" / "v1" / "acp_trajectory.jsonl"
+    assert read_header(path).job_name == "demo"
+    events = list(iter_events(path))
+    assert len(events) >= 4 and all(e.trace_id is None for e in events)
+
+
+def test_writer_stamps_trace_and_span_ids(tmp_path: Path) -> None:
+    from benchflow.telemetry.ids import TRACE_ID, TraceIds, tool_call_span_id
+
+    ids = TraceIds.new("run_x")
+    path = tmp_path / "t.jsonl"
+    header = TrajectoryHeader(run_id=ids.run_id, trace_id=ids.trace_id, span_id=ids.span_id)
+    with TrajectoryWriter(path, header) as writer:
+        writer.record("user_message", text="a")
+        writer.span_id = "00000000000000aa"
+        writer.record("tool_call", tool_call_id="c1", update={})
+        writer.record("tool_call_update", tool_call_id="c1", update={})
+        writer.record("agent_message", text="b", update={})
+    head, *events = [json.loads(line) for line in path.read_text().splitlines()]
+    assert TRACE_ID.match(head["trace_id"]) and head["run_id"] == "run_x"
+    assert all(e["trace_id"] == ids.trace_id for e in events)
+    tool_span = tool_call_span_id(ids.trace_id, "c1")
+    assert [e["span_id"] for e in events] == [ids.span_id, tool_span, tool_span,
+                                               "00000000000000aa"]

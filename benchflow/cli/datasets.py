@@ -1,0 +1,44 @@
+"""`benchflow datasets list|pull`: registry datasets by name (see `benchflow.job.pull`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from benchflow.cli._common import console, user_errors
+from benchflow.job.pull import pull, registry_ref
+
+app = typer.Typer(help="List and pull registry datasets.", no_args_is_help=True)
+
+RegistryOption = Annotated[str | None, typer.Option(
+    "--registry", help="registry.json path or URL (default: BENCHFLOW_REGISTRY)")]
+
+
+@app.command("list")
+def list_command(registry: RegistryOption = None) -> None:
+    """List the registry's datasets and versions."""
+    from benchflow.job.registry import load_registry
+
+    with user_errors():
+        loaded = load_registry(registry_ref(registry))
+    table = Table(title=f"datasets in {loaded.source}")
+    for column in ("dataset", "version", "tasks", "description"):
+        table.add_column(column)
+    for d in loaded.datasets:
+        table.add_row(d.name, d.version, str(len(d.tasks)), d.description or "")
+    console.print(table)
+
+
+@app.command("pull")
+def pull_command(
+    dataset: Annotated[str, typer.Argument(help="NAME or NAME@VERSION")],
+    registry: RegistryOption = None,
+) -> None:
+    """Fetch DATASET's tasks into the local cache (a second pull fetches nothing)."""
+    with user_errors():
+        pulled = pull(dataset, registry_ref(registry))
+    state = "pulled" if pulled.fetched else "already cached"
+    console.print(f"{pulled.name}@{pulled.version}: {len(pulled.tasks)} task(s) {state} "
+                  f"({pulled.lock_file})", highlight=False)
