@@ -41,6 +41,8 @@ test-browser: setup
 	$(BIN)/pytest -m slow tests/integration/test_view_browser.py
 
 bench: setup
+	$(BIN)/python labs/benchmarks/cli_overhead.py
+	$(BIN)/python labs/benchmarks/provider_overhead.py
 	$(BIN)/python labs/benchmarks/rollout_overhead.py
 	$(BIN)/python labs/benchmarks/rollout_overhead.py --harden
 	$(BIN)/python labs/benchmarks/acp_throughput.py
