@@ -1,9 +1,9 @@
-"""Cloud providers' credential checks, and the Modal provider (registered, no adapter yet).
+"""Cloud providers' credential checks.
 
-`_CloudProvider.missing_credentials` names the variables to set. Modal's sandbox adapter is
-not implemented yet: with credentials present, its preflight and `create` fail with a
-`ConfigError` saying so, before anything starts, and it claims no capability. Daytona's
-adapter (`benchflow.sandbox.daytona`) builds on `DaytonaCredentials`.
+`_CloudProvider.missing_credentials` names the variables to set; a provider without its own
+adapter fails preflight and `create` with a `ConfigError` before anything starts. Daytona's
+adapter (`benchflow.sandbox.daytona`) builds on `DaytonaCredentials`. (Modal is not
+registered: its adapter does not exist yet.)
 """
 
 from __future__ import annotations
@@ -61,12 +61,4 @@ class DaytonaCredentials(_CloudProvider):
     credential_sets = (("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"))
 
 
-class ModalProvider(_CloudProvider):
-    """Modal (needs `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET`, or a `~/.modal.toml` profile)."""
-
-    name = "modal"
-    credential_sets = (("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),)
-    config_file = Path("~/.modal.toml")
-
-
-__all__ = ["DaytonaCredentials", "ModalProvider"]
+__all__ = ["DaytonaCredentials"]

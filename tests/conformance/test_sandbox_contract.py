@@ -3,7 +3,7 @@ SDK whose sandboxes are local containers (`tests/fakes/daytona_sdk.py`).
 
 Known gaps (skipped by capability, so they show up as skips per backend):
 - daytona: no live processes yet (the two open_process tests).
-- modal: no adapter yet (registered; preflight checks credentials only).
+- modal: not registered (no adapter yet).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from benchflow.config import RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.sandbox import registry
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
-from benchflow.sandbox.cloud import ModalProvider
 from benchflow.sandbox.daytona import DaytonaSandboxProvider
 from benchflow.sandbox.docker import CAPABILITIES as DOCKER_CAPABILITIES
 from benchflow.sandbox.docker_provider import DockerProvider
@@ -50,10 +49,10 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_builtins_are_registered_and_resolve_to_providers():
-    assert registry.registered_backends()[:3] == ["docker", "daytona", "modal"]
+    assert registry.registered_backends()[:2] == ["docker", "daytona"]
+    assert "modal" not in registry.registered_backends()  # no adapter: not registered
     assert registry.provider_class("docker") is DockerProvider
     assert registry.provider_class("daytona") is DaytonaSandboxProvider
-    assert registry.provider_class("modal") is ModalProvider
 
 
 def test_entry_point_plugin_is_accepted_everywhere(plugin):
@@ -65,7 +64,7 @@ def test_entry_point_plugin_is_accepted_everywhere(plugin):
 
 
 def test_unknown_backend_lists_the_registered_ones(plugin):
-    with pytest.raises(registry.UnknownBackendError, match="registered: docker, daytona, modal, plugin"):
+    with pytest.raises(registry.UnknownBackendError, match="registered: docker, daytona, plugin"):
         registry.get_provider("nosuch")
     with pytest.raises(ValueError, match="unknown sandbox environment 'nosuch'"):
         RolloutConfig(task_path=Path("t"), scenes=[Scene.single(agent="oracle")],
@@ -104,19 +103,16 @@ def test_docker_provider_config_applies_to_the_spec():
 @pytest.mark.parametrize(("provider", "env", "message"), [
     (DaytonaSandboxProvider, {}, "daytona credentials missing: set DAYTONA_API_KEY"),
     (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x"}, "set DAYTONA_API_KEY"),
-    (ModalProvider, {"MODAL_TOKEN_ID": "x"}, "set MODAL_TOKEN_SECRET"),
     (DaytonaSandboxProvider, {"DAYTONA_API_KEY": "x"}, None),
     (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x", "DAYTONA_ORGANIZATION_ID": "o"}, None),
-    (ModalProvider, {"MODAL_TOKEN_ID": "x", "MODAL_TOKEN_SECRET": "y"}, "adapter is not implemented"),
 ])
 async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path, provider, env,
                                                           message):
-    for name in ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID",
-                 "MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"):
+    for name in ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.modal.toml
+    monkeypatch.setenv("HOME", str(tmp_path))
     if message is None:  # credentials complete: the SDK is installed here, so preflight passes
         assert await provider().preflight() is None
         return
@@ -126,9 +122,8 @@ async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path,
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--env", "daytona"], "error: daytona credentials missing: set DAYTONA_API_KEY"),
-    (["--env", "modal"], "error: modal credentials missing: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"),
     (["--env", "nosuch"], "error: unknown sandbox environment 'nosuch'; registered: docker, "
-                          "daytona, modal"),
+                          "daytona"),
 ])
 def test_cli_run_exits_2_with_one_line(tmp_path, args, expected):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
