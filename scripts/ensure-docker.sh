@@ -28,14 +28,34 @@ start_daemon() {
         apt-get update -qq
         apt-get install -y -qq docker.io >/dev/null
     fi
+    clear_stale_pid_files
     log "starting dockerd"
     nohup dockerd >/var/log/benchflow-dockerd.log 2>&1 &
-    for _ in $(seq 1 60); do
+    local pid=$!
+    for _ in $(seq 1 240); do
         if daemon_up; then return 0; fi
+        if ! kill -0 "$pid" 2>/dev/null; then break; fi
         sleep 0.5
     done
-    log "dockerd did not answer within 30 s; see /var/log/benchflow-dockerd.log"
+    log "dockerd did not answer within 120 s; the end of /var/log/benchflow-dockerd.log:"
+    tail -n 20 /var/log/benchflow-dockerd.log >&2 || true
     exit 1
+}
+
+clear_stale_pid_files() {
+    # A machine image snapshotted while dockerd ran keeps its pid files, and dockerd
+    # refuses to start ("pid file found"); remove them when that process is gone.
+    local f pid
+    for f in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null || true)
+        if [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] \
+            && grep -qE '^(dockerd|containerd)$' "/proc/$pid/comm"; then
+            continue
+        fi
+        log "removing stale $f (process ${pid:-?} is gone)"
+        rm -f "$f"
+    done
 }
 
 apt_mirror() {
