@@ -37,7 +37,7 @@ from benchflow.task import TaskStep
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
-from benchflow.verify.separate import SeparateVerifier, verify_separately
+from benchflow.verify.separate import SeparateVerifier, collect_artifacts, verify_separately
 from benchflow.verify.soft import soft_verify
 
 if TYPE_CHECKING:
@@ -180,6 +180,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
     where = rollout.paths.root / "steps" / step.name if step else rollout.paths.root
     out_dir = where / "verifier" if step else rollout.paths.verifier_dir
     logs_dir = where / "logs" if step else rollout.paths.logs_dir
+    artifacts = [*task.config.artifacts, *(step.config.artifacts if step else [])]
     with step_tests(task.verifier_dir, step) as tests:
         run = VerifierRun(verifier_dir=tests, mount=task.verifier_mount,
                           timeout_sec=timeout * rollout.config.timeout_multiplier, env=env,
@@ -188,14 +189,18 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
             separate = SeparateVerifier(
                 environment=rollout.config.environment,
                 provider_config=rollout.config.provider_config,
-                spec=verifier_spec(rollout, step),
-                artifacts=[*task.config.artifacts, *(step.config.artifacts if step else [])],
-                artifacts_dir=where / "artifacts")
+                spec=verifier_spec(rollout, step), artifacts=artifacts,
+                artifacts_dir=where / "artifacts",
+                image_holds_tests=verifier_image_is_own(rollout, step))
             outcome, warnings = await verify_separately(
                 sandbox, separate, run, out_dir, logs_dir, hardened=rollout.hardened,
                 config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
             rollout.result.warnings.extend(warnings)
             return outcome
+        if artifacts:  # kept for the record, as the agent left them (before hardening)
+            missing, _ = await collect_artifacts(sandbox, artifacts, where / "artifacts")
+            for source in missing:
+                log.info("artifact %s did not exist in the sandbox", source)
         if not final:
             return await _soft(rollout, run, out_dir)
         if rollout.baseline is not None:
@@ -226,13 +231,27 @@ async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOu
     return outcome
 
 
+def _declared_environment(rollout: Rollout, step: TaskStep | None) -> SandboxSettings | None:
+    task = rollout.task
+    assert task is not None
+    return (step.config.verifier.environment if step else None) or task.config.verifier.environment
+
+
+def verifier_image_is_own(rollout: Rollout, step: TaskStep | None) -> bool:
+    """Whether the separate verifier's image is its own (a tests/Dockerfile or a declared
+    docker_image) rather than a fresh copy of the task's environment."""
+    task = rollout.task
+    assert task is not None
+    declared = _declared_environment(rollout, step)
+    return task.verifier_image_dir(step) is not None or bool(declared and declared.docker_image)
+
+
 def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
     """The separate verifier's sandbox: its own image (the step's or task's tests/Dockerfile,
     or a `[verifier.environment] docker_image`), else the task's; its resources when set."""
     task, agent_spec = rollout.task, rollout.spec
     assert task is not None and agent_spec is not None
-    declared: SandboxSettings | None = (
-        (step.config.verifier.environment if step else None) or task.config.verifier.environment)
+    declared = _declared_environment(rollout, step)
     image_dir = task.verifier_image_dir(step)
     update: dict[str, object] = {
         "name": f"{agent_spec.name}-verifier",
@@ -254,5 +273,5 @@ def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
     return agent_spec.model_copy(update=update)
 
 
-__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "verifier_spec",
-           "verify_with_mode"]
+__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "verifier_image_is_own",
+           "verifier_spec", "verify_with_mode"]

@@ -7,6 +7,7 @@ artifact carried over) with the oracle, nop and the scripted ACP agent, plain an
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -48,6 +49,9 @@ async def test_oracle_runs_each_step_and_scores_both(tmp_path, job_label, harden
     assert [e.task_step for e in oracle_runs] == ["create", "extend"]
     assert all(e.exit_code == 0 for e in oracle_runs)  # type: ignore[attr-defined]
     assert (paths.root / "steps" / "extend" / "logs" / "verifier" / "stdout.txt").is_file()
+    kept = [(paths.root / "steps" / name / "artifacts" / "app" / "greet.py").read_text()
+            for name in ("create", "extend")]
+    assert "farewell" not in kept[0] and "def farewell" in kept[1]  # each step's own snapshot
 
 
 async def test_a_step_under_min_reward_stops_the_rollout(tmp_path, job_label):
@@ -118,3 +122,35 @@ async def test_nothing_but_the_artifacts_reaches_the_separate_verifier(tmp_path,
     out = (paths.verifier_logs_dir / "stdout.txt").read_text()
     assert "agent notes present: False" in out
 
+
+
+async def test_a_carried_over_symlink_cannot_reach_the_verifiers_files(tmp_path, job_label):
+    """The report is a link that reads as inside /app/out but leads out of it (through a
+    link to "."): it is dropped before the verifier's sandbox sees it, with a warning."""
+    play = script(tmp_path, [{"actions": [{"type": "shell", "command": (
+        "mkdir -p /app/out && ln -s . /app/out/here && "
+        "ln -s here/../input.txt /app/out/report.json")}]}])
+    result, paths = await run_rollout(SEPARATE, single(play), tmp_path / "jobs", job_label)
+    assert result.error is None and result.reward == 0.0
+    assert result.warnings == [("/app/out/report.json is a symlink leading out of what is "
+                                "carried over; the separate verifier ran without it")]
+    kept = paths.root / "artifacts" / "app" / "out"
+    assert (kept / "here").is_symlink() and not (kept / "report.json").is_symlink()
+    out = (paths.verifier_logs_dir / "stdout.txt").read_text()
+    assert "no valid report" in out
+
+
+async def test_a_verifier_image_without_its_tests_is_flagged_for_harbor(tmp_path, job_label):
+    """benchflow uploads tests/ anyway (1.0), but Harbor would run the image's own
+    /tests/test.sh, which this image lacks: the result says so."""
+    task = tmp_path / "task"
+    shutil.copytree(SEPARATE, task)
+    dockerfile = task / "tests" / "Dockerfile"
+    dockerfile.write_text("".join(line for line in dockerfile.read_text().splitlines(True)
+                                  if "/tests/test.sh" not in line))
+    result, _ = await run_rollout(task, [Scene.single(agent="oracle")], tmp_path / "jobs",
+                                  job_label)
+    assert result.error is None and result.reward == 1.0
+    assert len(result.warnings) == 1
+    assert result.warnings[0].startswith("the verifier's image has no /tests/test.sh: benchflow "
+                                         "uploaded the task's tests, but Harbor runs")

@@ -171,3 +171,44 @@ def test_step_tests_lay_the_steps_files_over_the_tasks(tmp_path):
     assert not merged.exists()
     with step_tests(task.verifier_dir, None) as plain:
         assert plain == task.verifier_dir
+
+
+def _toml(task: Path, extra: str) -> None:
+    (task / "task.toml").write_text((task / "task.toml").read_text() + extra)
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ('[verifier]\nenvironment_mode = "shared"\n[verifier.environment]\ndocker_image = "v"\n',
+     "verifier"),
+    ('[steps.verifier]\nenvironment_mode = "shared"\n[steps.verifier.environment]\ncpus = 2\n',
+     r"steps\[0\].verifier"),
+])
+def test_a_shared_verifier_with_its_own_environment_is_refused(tmp_path, extra, key):
+    """Harbor refuses the contradiction too; benchflow must not pick one reading silently."""
+    task = make_task(tmp_path, {"a": "x"})
+    _toml(task, extra)
+    with pytest.raises(TaskInvalidError, match=rf"'{key}.environment_mode' is \"shared\" but "
+                                               rf"'{key}.environment' describes a separate"):
+        load_task(task)
+
+
+def test_a_step_agent_user_other_than_the_tasks_is_refused(tmp_path):
+    task = make_task(tmp_path, {"a": "x", "b": "y"})
+    _toml(task, '[steps.agent]\nuser = "alice"\n')  # belongs to the last step, b
+    with pytest.raises(TaskInvalidError, match=r"'steps\[1\].agent.user' = 'alice' differs from "
+                                               r"'agent.user' \(None\)"):
+        load_task(task)
+    same = make_task(tmp_path / "same", {"a": "x"})
+    text = (same / "task.toml").read_text().replace('version = "1.0"\n',
+                                                     'version = "1.0"\n[agent]\nuser = "alice"\n')
+    (same / "task.toml").write_text(text + '[steps.agent]\nuser = "alice"\n')
+    assert load_task(same).steps[0].config.agent.user == "alice"
+
+
+def test_a_separate_verifier_without_local_tests_says_why(tmp_path):
+    task = make_task(tmp_path, {"a": "x"})
+    (task / "tests" / "test.sh").unlink()
+    _toml(task, '[verifier]\nenvironment_mode = "separate"\n')
+    with pytest.raises(TaskInvalidError, match="tests that exist only inside the verifier's "
+                                               "image are not supported"):
+        load_task(task)
