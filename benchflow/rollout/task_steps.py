@@ -36,7 +36,7 @@ from benchflow.steps import desugar
 from benchflow.task import TaskStep
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
+from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, verify
 from benchflow.verify.separate import SeparateVerifier, collect_artifacts, verify_separately
 from benchflow.verify.soft import soft_verify
 
@@ -202,7 +202,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
             for source in missing:
                 log.info("artifact %s did not exist in the sandbox", source)
         if not final:
-            return await _soft(rollout, run, out_dir)
+            return await _soft(rollout, run, logs_dir)
         if rollout.baseline is not None:
             done = await verify_hardened(
                 sandbox, run, out_dir, logs_dir, baseline=rollout.baseline,
@@ -212,18 +212,21 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
         return await verify(sandbox, run, logs_dir)
 
 
-async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOutcome:
-    """A step before the last, in the agent's sandbox: nothing killed, restored or locked."""
+async def _soft(rollout: Rollout, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:
+    """A step before the last, in the agent's sandbox: nothing killed, restored or locked.
+    Its /logs/verifier (rewards, test.sh's output) is kept in `logs_dir/verifier/`."""
     task, sandbox = rollout.task, rollout.sandbox
     assert task is not None and sandbox is not None
     verifier = task.config.verifier
     if rollout.baseline is None:
-        outcome = await verify(sandbox, run, out_dir / "logs")
+        outcome = await verify(sandbox, run, logs_dir)
     else:
         soft = await soft_verify(sandbox, run, config=verifier.hardening,
                                  baseline=rollout.baseline, strict=True,
-                                 pytest_plugins=verifier.pytest_plugins, out_dir=out_dir)
+                                 pytest_plugins=verifier.pytest_plugins,
+                                 out_dir=logs_dir / "verifier")
         assert soft.rewards is not None  # strict: a failure raised
+        await sandbox.download(VERIFIER_LOGS, logs_dir / "verifier")
         outcome = VerifierOutcome(soft.rewards, ExecResult(0, soft.output.encode(), b""))
     # The next step's agent must not find this step's tests or outputs.
     await sandbox.exec(["sh", "-c", 'rm -rf -- "$1" /logs/verifier', "sh", run.mount],
@@ -248,7 +251,9 @@ def verifier_image_is_own(rollout: Rollout, step: TaskStep | None) -> bool:
 
 def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
     """The separate verifier's sandbox: its own image (the step's or task's tests/Dockerfile,
-    or a `[verifier.environment] docker_image`), else the task's; its resources when set."""
+    or a `[verifier.environment] docker_image`), else the task's; its resources and network
+    when set, else the task environment's (as Harbor copies `[environment]`). Never the
+    agent's model-only network: the verifier talks to no model endpoint."""
     task, agent_spec = rollout.task, rollout.spec
     assert task is not None and agent_spec is not None
     declared = _declared_environment(rollout, step)
@@ -257,7 +262,8 @@ def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
         "name": f"{agent_spec.name}-verifier",
         "build_log_path": rollout.paths.root / "steps" / step.name / "verifier-build.log"
         if step else rollout.paths.verifier_dir / "build.log",
-        "network": None, "network_policy": "public"}
+        "network": None,
+        "network_policy": "public" if (declared or task.config.sandbox).allow_internet else "none"}
     if image_dir is not None:
         update |= {"environment_dir": image_dir, "docker_image": None}
     elif declared is not None and declared.docker_image:
@@ -268,8 +274,6 @@ def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
                    "env": {**agent_spec.env, **declared.env}}
         if declared.workdir:
             update["workdir"] = declared.workdir
-        if not declared.allow_internet:
-            update["network_policy"] = "none"
     return agent_spec.model_copy(update=update)
 
 

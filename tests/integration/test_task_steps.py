@@ -48,7 +48,9 @@ async def test_oracle_runs_each_step_and_scores_both(tmp_path, job_label, harden
     oracle_runs = [e for e in iter_events(paths.trajectory) if e.type == "oracle"]
     assert [e.task_step for e in oracle_runs] == ["create", "extend"]
     assert all(e.exit_code == 0 for e in oracle_runs)  # type: ignore[attr-defined]
-    assert (paths.root / "steps" / "extend" / "logs" / "verifier" / "stdout.txt").is_file()
+    for name, reward_file in (("create", "reward.txt"), ("extend", "reward.json")):
+        kept = paths.root / "steps" / name / "logs" / "verifier"
+        assert (kept / "stdout.txt").is_file() and (kept / reward_file).is_file()
     kept = [(paths.root / "steps" / name / "artifacts" / "app" / "greet.py").read_text()
             for name in ("create", "extend")]
     assert "farewell" not in kept[0] and "def farewell" in kept[1]  # each step's own snapshot

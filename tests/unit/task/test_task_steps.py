@@ -10,7 +10,12 @@ from pydantic import ValidationError
 
 from benchflow.errors import TaskInvalidError
 from benchflow.rollout.result import TaskStepResult
-from benchflow.rollout.task_steps import combine_step_rewards, step_tests
+from benchflow.rollout.task_steps import (
+    combine_step_rewards,
+    step_tests,
+    verifier_image_is_own,
+    verifier_spec,
+)
 from benchflow.task import load_task
 from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import Artifact, TaskStepConfig
@@ -212,3 +217,49 @@ def test_a_separate_verifier_without_local_tests_says_why(tmp_path):
     with pytest.raises(TaskInvalidError, match="tests that exist only inside the verifier's "
                                                "image are not supported"):
         load_task(task)
+
+
+def _rollout_for(task_dir: Path, tmp_path: Path):
+    from benchflow import Rollout, RolloutConfig, Scene
+    from benchflow.sandbox.spec import SandboxSpec
+
+    task = load_task(task_dir)
+    rollout = Rollout(RolloutConfig(task_path=task_dir, scenes=[Scene.single(agent="oracle")],
+                                    jobs_dir=tmp_path / "jobs"), task=task)
+    rollout.spec = SandboxSpec(name="t", environment_dir=task.environment_dir, workdir="/app",
+                               cpus=2, memory_mb=4096, env={"A": "1"}, network="bf-model-net",
+                               network_policy="model-only")
+    return rollout, task
+
+
+@pytest.mark.parametrize(("extra", "policy"), [
+    ('[environment]\nnetwork_mode = "no-network"\n', "none"),
+    ('[environment]\nallow_internet = true\n', "public"),
+])
+def test_the_separate_verifier_copies_the_task_environment(tmp_path, extra, policy):
+    """No [verifier.environment]: the task's image, resources and network (Harbor copies
+    [environment]); never the agent's model-only network."""
+    task_dir = make_task(tmp_path, {"a": "x"})
+    _toml(task_dir, f'[verifier]\nenvironment_mode = "separate"\n{extra}')
+    rollout, task = _rollout_for(task_dir, tmp_path)
+    spec = verifier_spec(rollout, None)
+    assert (spec.environment_dir, spec.docker_image) == (task.environment_dir, None)
+    assert (spec.cpus, spec.memory_mb, spec.workdir, spec.env) == (2, 4096, "/app", {"A": "1"})
+    assert (spec.network, spec.network_policy) == (None, policy)
+    assert not verifier_image_is_own(rollout, None)
+
+
+def test_the_separate_verifier_uses_its_own_image_and_settings(tmp_path):
+    task_dir = make_task(tmp_path, {"a": "x", "b": "y"}, {"steps/b/tests/Dockerfile": "FROM x\n"})
+    _toml(task_dir, '[verifier.environment]\ndocker_image = "verifier:1"\ncpus = 1\n'
+                    'memory_mb = 512\nnetwork_mode = "no-network"\nenv = {B = "2"}\n')
+    rollout, task = _rollout_for(task_dir, tmp_path)
+    a, b = task.steps
+    spec_a = verifier_spec(rollout, a)
+    assert (spec_a.environment_dir, spec_a.docker_image) == (None, "verifier:1")
+    assert (spec_a.cpus, spec_a.memory_mb, spec_a.network_policy) == (1, 512, "none")
+    assert spec_a.env == {"A": "1", "B": "2"}
+    spec_b = verifier_spec(rollout, b)  # the step's tests/Dockerfile wins over docker_image
+    assert (spec_b.environment_dir, spec_b.docker_image) == (task.path / "steps" / "b" / "tests",
+                                                             None)
+    assert verifier_image_is_own(rollout, a) and verifier_image_is_own(rollout, b)
