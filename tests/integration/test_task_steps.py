@@ -156,3 +156,18 @@ async def test_a_verifier_image_without_its_tests_is_flagged_for_harbor(tmp_path
     assert len(result.warnings) == 1
     assert result.warnings[0].startswith("the verifier's image has no /tests/test.sh: benchflow "
                                          "uploaded the task's tests, but Harbor runs")
+
+
+async def test_a_failing_step_verifier_ends_the_rollout_in_the_verifier_phase(tmp_path, job_label):
+    """A crashed test.sh is not a score (benchflow's rule): the rollout ends with
+    verifier_failed, attributed to the verifier phase and to its step; no later step runs."""
+    task = tmp_path / "task"
+    shutil.copytree(MULTI, task)
+    (task / "steps" / "create" / "tests" / "test.sh").write_text(
+        "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nexit 3\n")
+    result, paths = await run_rollout(task, [Scene.single(agent="oracle")], tmp_path / "jobs",
+                                      job_label)
+    assert result.error is not None and result.reward is None and result.rewards is None
+    assert (result.error.type, result.error.phase) == ("verifier_failed", "verifier")
+    assert [(s.name, s.rewards) for s in result.steps] == [("create", None)]
+    assert not (paths.root / "steps" / "extend").exists()
