@@ -171,3 +171,19 @@ async def test_a_failing_step_verifier_ends_the_rollout_in_the_verifier_phase(tm
     assert (result.error.type, result.error.phase) == ("verifier_failed", "verifier")
     assert [(s.name, s.rewards) for s in result.steps] == [("create", None)]
     assert not (paths.root / "steps" / "extend").exists()
+
+
+async def test_artifacts_are_kept_in_shared_mode_too(tmp_path, job_label):
+    """Harbor collects artifacts whatever the verifier mode: the same task verified in the
+    agent's sandbox keeps /app/out under the rollout's artifacts/."""
+    task = tmp_path / "task"
+    shutil.copytree(SEPARATE, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace('environment_mode = "separate"', ""))
+    result, paths = await run_rollout(task, [Scene.single(agent="oracle")], tmp_path / "jobs",
+                                      job_label)
+    assert result.error is None and result.reward == 1.0 and result.warnings == []
+    assert (paths.root / "artifacts" / "app" / "out" / "report.json").read_text() == (
+        '{"lines": 3}\n')
+    out = (paths.verifier_logs_dir / "stdout.txt").read_text()
+    assert "input.txt present: True" in out  # the agent's own sandbox
