@@ -18,6 +18,7 @@ fixed verifier environment without the destructive steps, so the next step can g
 from __future__ import annotations
 
 import logging
+import posixpath
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.steps import desugar
-from benchflow.task import TaskStep
+from benchflow.task import Task, TaskStep
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, verify
@@ -207,7 +208,8 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
             done = await verify_hardened(
                 sandbox, run, out_dir, logs_dir, baseline=rollout.baseline,
                 agent_user=ctx.agent_user, config=verifier.hardening,
-                pytest_plugins=verifier.pytest_plugins)
+                pytest_plugins=verifier.pytest_plugins,
+                task_files=task_placed_files(task, step, ctx.workdir))
             return done.outcome
         return await verify(sandbox, run, logs_dir)
 
@@ -232,6 +234,20 @@ async def _soft(rollout: Rollout, run: VerifierRun, logs_dir: Path) -> VerifierO
     await sandbox.exec(["sh", "-c", 'rm -rf -- "$1" /logs/verifier', "sh", run.mount],
                        user="root", env={"PATH": SYSTEM_PATH}, timeout=60)
     return outcome
+
+
+def task_placed_files(task: Task, upto: TaskStep | None, workdir: str) -> dict[str, Path]:
+    """The files the steps' `workdir/` folders placed in the sandbox, up to `upto` (a later
+    step's version of a path wins): sandbox path -> the task's file."""
+    placed: dict[str, Path] = {}
+    for step in task.steps[:upto.index + 1] if upto else ():
+        folder = step.workdir_dir
+        if folder is None:
+            continue
+        for file in sorted(folder.rglob("*")):
+            if file.is_file() and not file.is_symlink():
+                placed[posixpath.join(workdir, file.relative_to(folder).as_posix())] = file
+    return placed
 
 
 def _declared_environment(rollout: Rollout, step: TaskStep | None) -> SandboxSettings | None:
@@ -277,5 +293,5 @@ def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
     return agent_spec.model_copy(update=update)
 
 
-__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "verifier_image_is_own",
-           "verifier_spec", "verify_with_mode"]
+__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "task_placed_files",
+           "verifier_image_is_own", "verifier_spec", "verify_with_mode"]

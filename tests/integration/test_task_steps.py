@@ -187,3 +187,27 @@ async def test_artifacts_are_kept_in_shared_mode_too(tmp_path, job_label):
         '{"lines": 3}\n')
     out = (paths.verifier_logs_dir / "stdout.txt").read_text()
     assert "input.txt present: True" in out  # the agent's own sandbox
+
+
+async def test_hardening_keeps_what_a_step_workdir_placed(tmp_path, job_label):
+    """A step's workdir/conftest.py is the task's, not an injection: the final hardened
+    verify puts the task's version back (also over the agent's edit of it)."""
+    task = tmp_path / "task"
+    shutil.copytree(MULTI, task)
+    (task / "steps" / "extend" / "workdir" / "conftest.py").write_text("# from the task\n")
+    test_sh = task / "steps" / "extend" / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text().replace(
+        'checks["reward"] =',
+        'checks["conftest"] = float(pathlib.Path("/app/conftest.py").exists() and pathlib.Path('
+        '"/app/conftest.py").read_text() == "# from the task\\n")\nchecks["reward"] ='))
+    play = script(tmp_path, [
+        {"match": "^Write", "actions": [write("/app/greet.py", GREET)]},
+        {"match": "^Add", "actions": [write("/app/greet.py", FAREWELL),
+                                      write("/app/conftest.py", "# the agent's\n")]},
+    ])
+    result, paths = await run_rollout(task, single(play), tmp_path / "jobs", job_label)
+    assert result.error is None, result.error
+    assert result.rewards is not None and result.rewards["extend/conftest"] == 1.0
+    assert result.reward == 1.0
+    report = (paths.root / "steps" / "extend" / "verifier" / "hardening.json").read_text()
+    assert "put back as the task placed it (a step's workdir): /app/conftest.py" in report

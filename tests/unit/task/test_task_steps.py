@@ -13,6 +13,7 @@ from benchflow.rollout.result import TaskStepResult
 from benchflow.rollout.task_steps import (
     combine_step_rewards,
     step_tests,
+    task_placed_files,
     verifier_image_is_own,
     verifier_spec,
 )
@@ -263,3 +264,15 @@ def test_the_separate_verifier_uses_its_own_image_and_settings(tmp_path):
     assert (spec_b.environment_dir, spec_b.docker_image) == (task.path / "steps" / "b" / "tests",
                                                              None)
     assert verifier_image_is_own(rollout, a) and verifier_image_is_own(rollout, b)
+
+
+def test_task_placed_files_are_the_step_workdirs_up_to_a_step(tmp_path):
+    task = load_task(make_task(tmp_path, {"a": "x", "b": "y", "c": "z"}, {
+        "steps/a/workdir/conftest.py": "a\n", "steps/a/workdir/pkg/setup.cfg": "a\n",
+        "steps/b/workdir/conftest.py": "b\n", "steps/c/workdir/late.txt": "c\n"}))
+    a, b, _ = task.steps
+    placed = task_placed_files(task, b, "/app")
+    assert sorted(placed) == ["/app/conftest.py", "/app/pkg/setup.cfg"]
+    assert placed["/app/conftest.py"].read_text() == "b\n"  # the later step's version
+    assert list(task_placed_files(task, a, "/w")) == ["/w/conftest.py", "/w/pkg/setup.cfg"]
+    assert task_placed_files(task, None, "/app") == {}
