@@ -78,6 +78,8 @@ class TaskStepResult(StrictModel):
     rewards: dict[str, float] | None = None
     agent_sec: float | None = None
     verifier_sec: float | None = None
+    n_prompts: int = 0
+    n_tool_calls: int = 0
     gate_failed: str | None = Field(default=None, description="why the remaining steps did "
                                     "not run (this step scored below its min_reward)")
 

@@ -60,11 +60,16 @@ async def run_task_steps(rollout: Rollout) -> None:
         ctx.solution_dir = step.solution_dir or task.solution_dir
         try:
             started = anyio.current_time()
-            with rollout.clock.phase("agent_execution"):
-                await _prepare_step(rollout, step)
-                rollout.steps = desugar(rollout.scenes, step.instruction, task.prompts,
-                                        rollout.skills.declared if rollout.skills else None)
-                await _bounded(rollout, step)
+            prompts, tool_calls = rollout.result.n_prompts, rollout.result.n_tool_calls
+            try:
+                with rollout.clock.phase("agent_execution"):
+                    await _prepare_step(rollout, step)
+                    rollout.steps = desugar(rollout.scenes, step.instruction, task.prompts,
+                                            rollout.skills.declared if rollout.skills else None)
+                    await _bounded(rollout, step)
+            finally:
+                record.n_prompts = rollout.result.n_prompts - prompts
+                record.n_tool_calls = rollout.result.n_tool_calls - tool_calls
             record.agent_sec = round(anyio.current_time() - started, 3)
             if rollout.config.verifier_disabled:
                 continue

@@ -81,6 +81,7 @@ async def test_scripted_agent_steps_share_the_sandbox_and_are_attributed(tmp_pat
     result, paths = await run_rollout(MULTI, single(play), tmp_path / "jobs", job_label)
     assert result.error is None, result.error
     assert [(s.name, s.reward) for s in result.steps] == [("create", 1.0), ("extend", 0.0)]
+    assert [(s.n_prompts, s.n_tool_calls) for s in result.steps] == [(1, 1), (1, 2)]
     assert result.reward == 0.5  # mean over the two steps
     assert result.rewards is not None and result.rewards["extend/farewell"] == 1.0
     events = list(iter_events(paths.trajectory))
