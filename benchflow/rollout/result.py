@@ -78,6 +78,8 @@ class TaskStepResult(StrictModel):
     rewards: dict[str, float] | None = None
     agent_sec: float | None = None
     verifier_sec: float | None = None
+    n_prompts: int = 0
+    n_tool_calls: int = 0
     gate_failed: str | None = Field(default=None, description="why the remaining steps did "
                                     "not run (this step scored below its min_reward)")
 
@@ -164,6 +166,9 @@ class PhaseClock:
 
     def __init__(self, result: RolloutResult) -> None:
         self.result = result
+        self.current: Phase | None = None
+        """The phase entered last (kept after it ends): where an error is attributed when
+        phases alternate (a multi-step task's agent and verifier phases)."""
 
     def begin(self) -> None:
         self.result.timestamps.started_at = utcnow()
@@ -173,6 +178,7 @@ class PhaseClock:
         """Time one run of a phase. A phase that runs again (the steps of a multi-step
         task) keeps its first start and last end, and its duration is the sum of its runs."""
         started = utcnow()
+        self.current = name
         ts, durations = self.result.timestamps, self.result.durations
         if getattr(ts, f"{name}_started_at") is None:
             setattr(ts, f"{name}_started_at", started)

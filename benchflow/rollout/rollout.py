@@ -380,7 +380,10 @@ class Rollout:
                 await self.install_agent()
             phase = "agent_execution"
             if self.task is not None and self.task.multi_step:
-                await self._run_task_steps()
+                try:
+                    await self._run_task_steps()
+                finally:  # its agent and verifier phases alternate
+                    phase = self.clock.current or phase
             else:
                 with self.clock.phase("agent_execution"):
                     await self.execute()

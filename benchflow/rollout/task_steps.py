@@ -18,6 +18,7 @@ fixed verifier environment without the destructive steps, so the next step can g
 from __future__ import annotations
 
 import logging
+import posixpath
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -33,11 +34,11 @@ from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.steps import desugar
-from benchflow.task import TaskStep
+from benchflow.task import Task, TaskStep
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
-from benchflow.verify.separate import SeparateVerifier, verify_separately
+from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, verify
+from benchflow.verify.separate import SeparateVerifier, collect_artifacts, verify_separately
 from benchflow.verify.soft import soft_verify
 
 if TYPE_CHECKING:
@@ -59,11 +60,16 @@ async def run_task_steps(rollout: Rollout) -> None:
         ctx.solution_dir = step.solution_dir or task.solution_dir
         try:
             started = anyio.current_time()
-            with rollout.clock.phase("agent_execution"):
-                await _prepare_step(rollout, step)
-                rollout.steps = desugar(rollout.scenes, step.instruction, task.prompts,
-                                        rollout.skills.declared if rollout.skills else None)
-                await _bounded(rollout, step)
+            prompts, tool_calls = rollout.result.n_prompts, rollout.result.n_tool_calls
+            try:
+                with rollout.clock.phase("agent_execution"):
+                    await _prepare_step(rollout, step)
+                    rollout.steps = desugar(rollout.scenes, step.instruction, task.prompts,
+                                            rollout.skills.declared if rollout.skills else None)
+                    await _bounded(rollout, step)
+            finally:
+                record.n_prompts = rollout.result.n_prompts - prompts
+                record.n_tool_calls = rollout.result.n_tool_calls - tool_calls
             record.agent_sec = round(anyio.current_time() - started, 3)
             if rollout.config.verifier_disabled:
                 continue
@@ -180,6 +186,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
     where = rollout.paths.root / "steps" / step.name if step else rollout.paths.root
     out_dir = where / "verifier" if step else rollout.paths.verifier_dir
     logs_dir = where / "logs" if step else rollout.paths.logs_dir
+    artifacts = [*task.config.artifacts, *(step.config.artifacts if step else [])]
     with step_tests(task.verifier_dir, step) as tests:
         run = VerifierRun(verifier_dir=tests, mount=task.verifier_mount,
                           timeout_sec=timeout * rollout.config.timeout_multiplier, env=env,
@@ -188,37 +195,45 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
             separate = SeparateVerifier(
                 environment=rollout.config.environment,
                 provider_config=rollout.config.provider_config,
-                spec=verifier_spec(rollout, step),
-                artifacts=[*task.config.artifacts, *(step.config.artifacts if step else [])],
-                artifacts_dir=where / "artifacts")
+                spec=verifier_spec(rollout, step), artifacts=artifacts,
+                artifacts_dir=where / "artifacts",
+                image_holds_tests=verifier_image_is_own(rollout, step))
             outcome, warnings = await verify_separately(
                 sandbox, separate, run, out_dir, logs_dir, hardened=rollout.hardened,
                 config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
             rollout.result.warnings.extend(warnings)
             return outcome
+        if artifacts:  # kept for the record, as the agent left them (before hardening)
+            missing, _ = await collect_artifacts(sandbox, artifacts, where / "artifacts")
+            for source in missing:
+                log.info("artifact %s did not exist in the sandbox", source)
         if not final:
-            return await _soft(rollout, run, out_dir)
+            return await _soft(rollout, run, logs_dir)
         if rollout.baseline is not None:
             done = await verify_hardened(
                 sandbox, run, out_dir, logs_dir, baseline=rollout.baseline,
                 agent_user=ctx.agent_user, config=verifier.hardening,
-                pytest_plugins=verifier.pytest_plugins)
+                pytest_plugins=verifier.pytest_plugins,
+                task_files=task_placed_files(task, step, ctx.workdir))
             return done.outcome
         return await verify(sandbox, run, logs_dir)
 
 
-async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOutcome:
-    """A step before the last, in the agent's sandbox: nothing killed, restored or locked."""
+async def _soft(rollout: Rollout, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:
+    """A step before the last, in the agent's sandbox: nothing killed, restored or locked.
+    Its /logs/verifier (rewards, test.sh's output) is kept in `logs_dir/verifier/`."""
     task, sandbox = rollout.task, rollout.sandbox
     assert task is not None and sandbox is not None
     verifier = task.config.verifier
     if rollout.baseline is None:
-        outcome = await verify(sandbox, run, out_dir / "logs")
+        outcome = await verify(sandbox, run, logs_dir)
     else:
         soft = await soft_verify(sandbox, run, config=verifier.hardening,
                                  baseline=rollout.baseline, strict=True,
-                                 pytest_plugins=verifier.pytest_plugins, out_dir=out_dir)
+                                 pytest_plugins=verifier.pytest_plugins,
+                                 out_dir=logs_dir / "verifier")
         assert soft.rewards is not None  # strict: a failure raised
+        await sandbox.download(VERIFIER_LOGS, logs_dir / "verifier")
         outcome = VerifierOutcome(soft.rewards, ExecResult(0, soft.output.encode(), b""))
     # The next step's agent must not find this step's tests or outputs.
     await sandbox.exec(["sh", "-c", 'rm -rf -- "$1" /logs/verifier', "sh", run.mount],
@@ -226,19 +241,50 @@ async def _soft(rollout: Rollout, run: VerifierRun, out_dir: Path) -> VerifierOu
     return outcome
 
 
+def task_placed_files(task: Task, upto: TaskStep | None, workdir: str) -> dict[str, Path]:
+    """The files the steps' `workdir/` folders placed in the sandbox, up to `upto` (a later
+    step's version of a path wins): sandbox path -> the task's file."""
+    placed: dict[str, Path] = {}
+    for step in task.steps[:upto.index + 1] if upto else ():
+        folder = step.workdir_dir
+        if folder is None:
+            continue
+        for file in sorted(folder.rglob("*")):
+            if file.is_file() and not file.is_symlink():
+                placed[posixpath.join(workdir, file.relative_to(folder).as_posix())] = file
+    return placed
+
+
+def _declared_environment(rollout: Rollout, step: TaskStep | None) -> SandboxSettings | None:
+    task = rollout.task
+    assert task is not None
+    return (step.config.verifier.environment if step else None) or task.config.verifier.environment
+
+
+def verifier_image_is_own(rollout: Rollout, step: TaskStep | None) -> bool:
+    """Whether the separate verifier's image is its own (a tests/Dockerfile or a declared
+    docker_image) rather than a fresh copy of the task's environment."""
+    task = rollout.task
+    assert task is not None
+    declared = _declared_environment(rollout, step)
+    return task.verifier_image_dir(step) is not None or bool(declared and declared.docker_image)
+
+
 def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
     """The separate verifier's sandbox: its own image (the step's or task's tests/Dockerfile,
-    or a `[verifier.environment] docker_image`), else the task's; its resources when set."""
+    or a `[verifier.environment] docker_image`), else the task's; its resources and network
+    when set, else the task environment's (as Harbor copies `[environment]`). Never the
+    agent's model-only network: the verifier talks to no model endpoint."""
     task, agent_spec = rollout.task, rollout.spec
     assert task is not None and agent_spec is not None
-    declared: SandboxSettings | None = (
-        (step.config.verifier.environment if step else None) or task.config.verifier.environment)
+    declared = _declared_environment(rollout, step)
     image_dir = task.verifier_image_dir(step)
     update: dict[str, object] = {
         "name": f"{agent_spec.name}-verifier",
         "build_log_path": rollout.paths.root / "steps" / step.name / "verifier-build.log"
         if step else rollout.paths.verifier_dir / "build.log",
-        "network": None, "network_policy": "public"}
+        "network": None,
+        "network_policy": "public" if (declared or task.config.sandbox).allow_internet else "none"}
     if image_dir is not None:
         update |= {"environment_dir": image_dir, "docker_image": None}
     elif declared is not None and declared.docker_image:
@@ -249,10 +295,8 @@ def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
                    "env": {**agent_spec.env, **declared.env}}
         if declared.workdir:
             update["workdir"] = declared.workdir
-        if not declared.allow_internet:
-            update["network_policy"] = "none"
     return agent_spec.model_copy(update=update)
 
 
-__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "verifier_spec",
-           "verify_with_mode"]
+__all__ = ["combine_step_rewards", "run_task_steps", "step_tests", "task_placed_files",
+           "verifier_image_is_own", "verifier_spec", "verify_with_mode"]

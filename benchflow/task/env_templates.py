@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from typing import Any
 
 from benchflow.errors import ConfigError
 from benchflow.settings import host_env
@@ -58,7 +59,9 @@ def _resolve(value: str, lookup: EnvLookup) -> tuple[str, list[str], list[str]]:
 
 
 def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
-    """The task with every env template resolved from the host.
+    """The task with every env template resolved from the host: the tables above, and a
+    separate verifier's `[verifier.environment.env]` and each step's `[steps.verifier.env]`
+    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too.
 
     Raises:
         ConfigError: a variable is not set and has no default (each one is named, with the
@@ -66,27 +69,61 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
     """
     problems: list[str] = []
     secrets: set[str] = set()
-    updates = {}
-    for section, names in _TABLES.items():
-        table = names[0] if task.layout == "legacy" else names[1]
-        settings = getattr(task.config, section)
+    legacy = task.layout == "legacy"
+
+    def resolve(env: dict[str, str], table: str) -> dict[str, str]:
         resolved = {}
-        for key, value in settings.env.items():
+        for key, value in env.items():
             resolved[key], missing, taken = _resolve(value, lookup)
-            problems += [f"{table} {key} = {value!r}: the host variable {name} is not set"
-                         for name in missing]
+            problems.extend(f"{table} {key} = {value!r}: the host variable {name} is not set"
+                            for name in missing)
             secrets.update(v for v in taken if v)
-        if resolved != settings.env:
-            updates[section] = settings.model_copy(update={"env": resolved})
+        return resolved
+
+    def with_env(settings: Any, table: str) -> Any:
+        env = resolve(settings.env, table)
+        return settings if env == settings.env else settings.model_copy(update={"env": env})
+
+    def verifier_of(settings: Any, legacy_table: str, native_table: str, note: str = "") -> Any:
+        """A verifier table and its `environment` table ("verifier", or "steps.verifier")."""
+        out = with_env(settings, f"[{legacy_table}.env]{note}" if legacy
+                       else f"{native_table}.env")
+        if settings.environment is not None:
+            environment = with_env(settings.environment,
+                                   f"[{legacy_table}.environment.env]{note}" if legacy
+                                   else f"{native_table}.environment.env")
+            if environment is not settings.environment:
+                out = out.model_copy(update={"environment": environment})
+        return out
+
+    updates: dict[str, Any] = {}
+    for section, names in _TABLES.items():
+        settings = getattr(task.config, section)
+        if section == "verifier":
+            resolved = verifier_of(settings, "verifier", "verifier")
+        else:
+            resolved = with_env(settings, names[0] if legacy else names[1])
+        if resolved is not settings:
+            updates[section] = resolved
+    steps = []
+    for step in task.steps:
+        verifier = verifier_of(step.config.verifier, "steps.verifier",
+                               f"steps[{step.index}].verifier", f" (step {step.name!r})")
+        config = (step.config if verifier is step.config.verifier
+                  else step.config.model_copy(update={"verifier": verifier}))
+        steps.append(step if config is step.config else dataclasses.replace(step, config=config))
     if problems:
         raise ConfigError(f"{task.config_file}: environment templates cannot be resolved:\n  "
                           + "\n  ".join(problems)
                           + "\nexport the variable(s) before running, or give a default "
                           "(${NAME:-value})")
+    if steps != list(task.steps):
+        updates["steps"] = [step.config for step in steps]
     if not updates:
         return ResolvedTask(task)
     config = task.config.model_copy(update=updates)
-    return ResolvedTask(dataclasses.replace(task, config=config), frozenset(secrets))
+    return ResolvedTask(dataclasses.replace(task, config=config, steps=tuple(steps)),
+                        frozenset(secrets))
 
 
 __all__ = ["ResolvedTask", "resolve_task_env"]

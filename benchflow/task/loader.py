@@ -201,6 +201,7 @@ def load_task(path: Path | str) -> Task:
         config = parse_task_toml(text, config_label)
         instruction = _legacy_instruction(folder, given, problems, optional=bool(config.steps))
     steps = _steps(config, folder, given, layout, problems)
+    problems.extend(_mode_conflicts(config, config_label))
     if not instruction and steps:
         instruction = steps[0].instruction
     verifier_name, mount = _VERIFIER[layout]
@@ -211,6 +212,9 @@ def load_task(path: Path | str) -> Task:
         hint = ""
         if layout == "native" and _files.is_file(folder / "tests" / "test.sh"):
             hint = " (tests/test.sh is the legacy layout's name: rename tests/ to verifier/)"
+        elif config.verifier.separate or any(config.step_separate(s) for s in config.steps):
+            hint = (" (a separate verifier's tests are uploaded from the task folder: tests that "
+                    "exist only inside the verifier's image are not supported)")
         problems.append(
             f"{given / verifier_name / 'test.sh'}: missing: add {verifier_name}/test.sh "
             f"(the script that writes /logs/verifier/reward.txt){hint}"
@@ -277,6 +281,31 @@ def _steps(config: TaskConfig, folder: Path, given: Path, layout: Layout,
             solution_dir=solution if _files.is_file(solution / "solve.sh") else None,
             workdir_dir=base / "workdir" if _files.is_dir(base / "workdir") else None))
     return steps
+
+
+def _mode_conflicts(config: TaskConfig, label: str) -> list[str]:
+    """Settings benchflow cannot honour as written, each naming its key and the fix.
+
+    `environment_mode = "shared"` with an `environment` table contradicts itself (Harbor
+    refuses it too); a step's `agent.user` other than the task's would change who owns the
+    files the verifier checks, and benchflow runs every step's agent as the task's one user.
+    """
+    found = []
+    tables = [("verifier", config.verifier.environment_mode, config.verifier.environment)]
+    tables += [(f"steps[{i}].verifier", s.verifier.environment_mode, s.verifier.environment)
+               for i, s in enumerate(config.steps)]
+    for where, mode, environment in tables:
+        if mode == "shared" and environment is not None:
+            found.append(f"{label}: '{where}.environment_mode' is \"shared\" but "
+                         f"'{where}.environment' describes a separate verifier sandbox: set "
+                         "environment_mode = \"separate\" or remove the environment table")
+    task_user = config.agent.user
+    for i, step in enumerate(config.steps):
+        if step.agent.user is not None and step.agent.user != task_user:
+            found.append(f"{label}: 'steps[{i}].agent.user' = {step.agent.user!r} differs from "
+                         f"'agent.user' ({task_user!r}): benchflow runs every step's agent as "
+                         "the task's one agent user; set agent.user for the task instead")
+    return found
 
 
 def _legacy_instruction(folder: Path, given: Path, problems: list[str],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import Field
@@ -169,12 +169,17 @@ class HardenedOutcome:
 async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, logs_dir: Path, *,
                           baseline: Baseline, agent_user: str | None, config: HardeningConfig,
                           pytest_plugins: Sequence[str] = (), protected: Sequence[str] = (),
+                          task_files: Mapping[str, Path] | None = None,
                           ) -> HardenedOutcome:
     """The final verify: harden, upload the verifier fresh, seal, run test.sh, read rewards.
 
     Writes `out_dir/hardening.json` (also when tampering is found), test.sh's stdout/stderr
     to `logs_dir/verifier/`, and downloads `/logs` to `logs_dir` when test.sh succeeded
     (otherwise the rollout's cleanup collects it).
+
+    `task_files` maps sandbox paths to host files the task itself placed after the baseline
+    (a multi-step task's `steps/<name>/workdir/`): when hardening removes or restores one of
+    them, the task's own version is put back, never what the agent left there.
 
     Raises:
         VerifierTampered: see `harden()`.
@@ -190,6 +195,13 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
         if tampered is not None:
             report_path.write_text(tampered.model_dump_json(indent=2))
         raise
+    replaced = [p for p in dict.fromkeys((*report.removed, *report.restored))
+                if p in (task_files or {})]
+    for path in replaced:
+        await sandbox.upload((task_files or {})[path], path)
+    if replaced:
+        report = report.model_copy(update={"notes": (*report.notes, *(
+            f"put back as the task placed it (a step's workdir): {p}" for p in replaced))})
     report_path.write_text(report.model_dump_json(indent=2))
     await sandbox.upload(run.verifier_dir, run.mount)
     await seal(sandbox, run.mount, lock=config.lock_verifier_dirs)

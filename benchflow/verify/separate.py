@@ -6,7 +6,9 @@ verifier's own image (its `tests/Dockerfile`, a `[verifier.environment] docker_i
 else the task's environment), the artifacts are put back at their paths and `/logs` is
 restored, and test.sh runs there. Nothing the agent did reaches the verifier except what
 the task chose to carry over: not its processes, not a patched interpreter, not a planted
-reward file. This is benchflow's strongest verification mode (Terminal-Bench 3 requires it).
+reward file, not a symlink in a carried-over folder leading to the verifier's own files
+(such links are dropped). This is benchflow's strongest verification mode (Terminal-Bench 3
+requires it).
 
 With hardening on, the fresh sandbox's own state is the baseline: a carried-over file that
 plants a conftest.py, a .pth or a pytest plugin is restored or removed as in the shared mode.
@@ -15,6 +17,7 @@ plants a conftest.py, a .pth or a pytest plugin is restored or removed as in the
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,47 +53,105 @@ class SeparateVerifier:
     """Host folder the artifacts are kept in (`<rollout>/artifacts/`, per step for steps)."""
     provider_config: Mapping[str, Any] = field(default_factory=dict)
     """The rollout's `provider_config` (the backend's settings apply to this sandbox too)."""
+    image_holds_tests: bool = False
+    """The image is the verifier's own (a tests/Dockerfile or a declared docker_image): Harbor
+    runs the test.sh the image holds instead of uploading the task's, so one should be there."""
+
+
+def drop_escaping_links(root: Path) -> list[Path]:
+    """Delete every symlink in the host copy `root` (a file or a folder) whose target is not
+    inside `root`; returns them.
+
+    A carried-over file must not become a window onto the verifier's sandbox: a report
+    that is a link to `/tests/expected.json` would be read by the tests as the answer.
+    """
+    links = [root] if root.is_symlink() else []
+    if root.is_dir() and not root.is_symlink():
+        links += [p for p in root.rglob("*") if p.is_symlink()]
+    # Resolved through the copy itself: inside `root` the host copy has the sandbox's shape,
+    # so a link through another link (`b -> .`, `c -> b/../x`) is judged where it really leads.
+    base = os.path.realpath(root)
+    dropped = []
+    for link in links:
+        resolved = os.path.realpath(link)
+        if link == root or os.path.isabs(os.readlink(link)) or not (
+                resolved == base or resolved.startswith(base + os.sep)):
+            link.unlink()
+            dropped.append(link)
+    return dropped
 
 
 async def collect_artifacts(sandbox: Sandbox, artifacts: Sequence[Artifact],
-                            dest: Path) -> list[str]:
-    """Copy each artifact out of `sandbox` into `dest/<kept_as>`; returns the sources that did
-    not exist (a missing artifact is not an error: the verifier decides what it means)."""
-    missing = []
+                            dest: Path) -> tuple[list[str], list[str]]:
+    """Copy each artifact out of `sandbox` into `dest/<kept_as>`.
+
+    Returns the sources that did not exist (a missing artifact is not an error: the verifier
+    decides what it means) and the symlinks dropped because they led out of their artifact
+    (as sandbox paths).
+    """
+    missing, dropped = [], []
     for artifact in artifacts:
         exists = await sandbox.exec(["test", "-e", artifact.source], user="root", timeout=60,
                                     env={"PATH": SYSTEM_PATH})
         if not exists.ok:
             missing.append(artifact.source)
             continue
-        await sandbox.download(artifact.source, dest / artifact.kept_as)
-    return missing
+        kept = dest / artifact.kept_as
+        await sandbox.download(artifact.source, kept)
+        dropped += [artifact.source + str(link)[len(str(kept)):]
+                    for link in drop_escaping_links(kept)]
+    return missing, dropped
+
+
+async def _harbor_test_script(fresh: Sandbox, mount: str) -> list[str]:
+    """A warning when the verifier's own image has no test.sh: benchflow uploads the task's
+    tests anyway, but Harbor would run the image's and find none (reward file missing)."""
+    script = f"{mount}/test.sh"
+    found = await fresh.exec(["test", "-f", script], user="root", timeout=60,
+                             env={"PATH": SYSTEM_PATH})
+    if found.ok:
+        return []
+    line = (f"the verifier's image has no {script}: benchflow uploaded the task's tests, but "
+            "Harbor runs the image's own tests when it builds the verifier from tests/Dockerfile "
+            f"or a [verifier.environment] docker_image, and fails there; COPY them to {mount}/ "
+            "in that image")
+    log.warning("%s", line)
+    return [line]
 
 
 async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                             run: VerifierRun, out_dir: Path, logs_dir: Path, *,
                             hardened: bool, config: HardeningConfig,
-                            pytest_plugins: Sequence[str] = ()) -> tuple[VerifierOutcome, list[str]]:
+                            pytest_plugins: Sequence[str] = (),
+                            ) -> tuple[VerifierOutcome, list[str]]:
     """Carry the artifacts and /logs over to a fresh verifier sandbox and verify there.
 
-    Returns the outcome and a warning per declared artifact that did not exist. The
-    verifier sandbox is always removed.
+    Returns the outcome and the warnings for `result.json`: a declared artifact that did not
+    exist, a symlink dropped because it led out of what is carried over. The verifier
+    sandbox is always removed.
 
     Raises:
         SandboxError: the verifier sandbox did not build or start.
         VerifierTampered, VerifierError and its subclasses: as the shared verify.
     """
-    missing = await collect_artifacts(agent_sandbox, verifier.artifacts, verifier.artifacts_dir)
-    warnings = [f"artifact {source} did not exist in the agent's sandbox; the separate "
-                "verifier ran without it" for source in missing]
-    for line in warnings:
-        log.warning("%s", line)
+    missing, dropped = await collect_artifacts(agent_sandbox, verifier.artifacts,
+                                               verifier.artifacts_dir)
     fresh = create_sandbox(verifier.environment, verifier.spec, dict(verifier.provider_config))
     with tempfile.TemporaryDirectory(prefix="bf-separate-") as tmp:
         logs_copy = Path(tmp) / "logs"
         await agent_sandbox.download(_LOGS, logs_copy)
+        dropped += [_LOGS + str(link)[len(str(logs_copy)):]
+                    for link in drop_escaping_links(logs_copy)]
+        warnings = [f"artifact {source} did not exist in the agent's sandbox; the separate "
+                    "verifier ran without it" for source in missing]
+        warnings += [f"{path} is a symlink leading out of what is carried over; the separate "
+                     "verifier ran without it" for path in dropped]
+        for line in warnings:
+            log.warning("%s", line)
         try:
             await fresh.start()
+            if verifier.image_holds_tests:
+                warnings += await _harbor_test_script(fresh, run.mount)
             baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config)
                         if hardened else None)
             for artifact in verifier.artifacts:
@@ -113,4 +174,5 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                 await fresh.stop(delete=True)
 
 
-__all__ = ["SeparateVerifier", "collect_artifacts", "verify_separately"]
+__all__ = ["SeparateVerifier", "collect_artifacts", "drop_escaping_links",
+           "verify_separately"]

@@ -60,3 +60,42 @@ def test_a_task_without_templates_is_returned_as_is(legacy):
     task = load_task(legacy())
     resolved = resolve_task_env(task, {}.get)
     assert resolved.task is task and resolved.secrets == frozenset()
+
+
+STEPS = '''version = "1.0"
+
+[verifier]
+environment_mode = "separate"
+
+[verifier.environment.env]
+JUDGE = "${BF_JUDGE:-small}"
+
+[[steps]]
+name = "one"
+
+[steps.verifier.env]
+KEY = "${BF_STEP_KEY}"
+
+[[steps]]
+name = "two"
+'''
+
+
+def test_step_and_separate_verifier_tables_resolve_too(legacy):
+    """Harbor resolves [steps.verifier.env] and the verifier environment's env as well."""
+    folder = legacy(toml=STEPS)
+    for name in ("one", "two"):
+        (folder / "steps" / name).mkdir(parents=True)
+        (folder / "steps" / name / "instruction.md").write_text("do it\n")
+    task = load_task(folder)
+    with pytest.raises(ConfigError) as info:
+        resolve_task_env(task, {}.get)
+    assert ("[steps.verifier.env] (step 'one') KEY = '${BF_STEP_KEY}': the host variable "
+            "BF_STEP_KEY is not set") in str(info.value)
+    resolved = resolve_task_env(task, {"BF_STEP_KEY": "k-123456", "BF_JUDGE": "big"}.get)
+    one, two = resolved.task.steps
+    assert one.config.verifier.env == {"KEY": "k-123456"} and two is task.steps[1]
+    assert resolved.task.config.steps[0].verifier.env == {"KEY": "k-123456"}
+    assert resolved.task.config.verifier.environment is not None
+    assert resolved.task.config.verifier.environment.env == {"JUDGE": "big"}
+    assert resolved.secrets == {"k-123456", "big"}

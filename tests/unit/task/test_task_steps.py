@@ -10,7 +10,13 @@ from pydantic import ValidationError
 
 from benchflow.errors import TaskInvalidError
 from benchflow.rollout.result import TaskStepResult
-from benchflow.rollout.task_steps import combine_step_rewards, step_tests
+from benchflow.rollout.task_steps import (
+    combine_step_rewards,
+    step_tests,
+    task_placed_files,
+    verifier_image_is_own,
+    verifier_spec,
+)
 from benchflow.task import load_task
 from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import Artifact, TaskStepConfig
@@ -171,3 +177,102 @@ def test_step_tests_lay_the_steps_files_over_the_tasks(tmp_path):
     assert not merged.exists()
     with step_tests(task.verifier_dir, None) as plain:
         assert plain == task.verifier_dir
+
+
+def _toml(task: Path, extra: str) -> None:
+    (task / "task.toml").write_text((task / "task.toml").read_text() + extra)
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ('[verifier]\nenvironment_mode = "shared"\n[verifier.environment]\ndocker_image = "v"\n',
+     "verifier"),
+    ('[steps.verifier]\nenvironment_mode = "shared"\n[steps.verifier.environment]\ncpus = 2\n',
+     r"steps\[0\].verifier"),
+])
+def test_a_shared_verifier_with_its_own_environment_is_refused(tmp_path, extra, key):
+    """Harbor refuses the contradiction too; benchflow must not pick one reading silently."""
+    task = make_task(tmp_path, {"a": "x"})
+    _toml(task, extra)
+    with pytest.raises(TaskInvalidError, match=rf"'{key}.environment_mode' is \"shared\" but "
+                                               rf"'{key}.environment' describes a separate"):
+        load_task(task)
+
+
+def test_a_step_agent_user_other_than_the_tasks_is_refused(tmp_path):
+    task = make_task(tmp_path, {"a": "x", "b": "y"})
+    _toml(task, '[steps.agent]\nuser = "alice"\n')  # belongs to the last step, b
+    with pytest.raises(TaskInvalidError, match=r"'steps\[1\].agent.user' = 'alice' differs from "
+                                               r"'agent.user' \(None\)"):
+        load_task(task)
+    same = make_task(tmp_path / "same", {"a": "x"})
+    text = (same / "task.toml").read_text().replace('version = "1.0"\n',
+                                                     'version = "1.0"\n[agent]\nuser = "alice"\n')
+    (same / "task.toml").write_text(text + '[steps.agent]\nuser = "alice"\n')
+    assert load_task(same).steps[0].config.agent.user == "alice"
+
+
+def test_a_separate_verifier_without_local_tests_says_why(tmp_path):
+    task = make_task(tmp_path, {"a": "x"})
+    (task / "tests" / "test.sh").unlink()
+    _toml(task, '[verifier]\nenvironment_mode = "separate"\n')
+    with pytest.raises(TaskInvalidError, match="tests that exist only inside the verifier's "
+                                               "image are not supported"):
+        load_task(task)
+
+
+def _rollout_for(task_dir: Path, tmp_path: Path):
+    from benchflow import Rollout, RolloutConfig, Scene
+    from benchflow.sandbox.spec import SandboxSpec
+
+    task = load_task(task_dir)
+    rollout = Rollout(RolloutConfig(task_path=task_dir, scenes=[Scene.single(agent="oracle")],
+                                    jobs_dir=tmp_path / "jobs"), task=task)
+    rollout.spec = SandboxSpec(name="t", environment_dir=task.environment_dir, workdir="/app",
+                               cpus=2, memory_mb=4096, env={"A": "1"}, network="bf-model-net",
+                               network_policy="model-only")
+    return rollout, task
+
+
+@pytest.mark.parametrize(("extra", "policy"), [
+    ('[environment]\nnetwork_mode = "no-network"\n', "none"),
+    ('[environment]\nallow_internet = true\n', "public"),
+])
+def test_the_separate_verifier_copies_the_task_environment(tmp_path, extra, policy):
+    """No [verifier.environment]: the task's image, resources and network (Harbor copies
+    [environment]); never the agent's model-only network."""
+    task_dir = make_task(tmp_path, {"a": "x"})
+    _toml(task_dir, f'[verifier]\nenvironment_mode = "separate"\n{extra}')
+    rollout, task = _rollout_for(task_dir, tmp_path)
+    spec = verifier_spec(rollout, None)
+    assert (spec.environment_dir, spec.docker_image) == (task.environment_dir, None)
+    assert (spec.cpus, spec.memory_mb, spec.workdir, spec.env) == (2, 4096, "/app", {"A": "1"})
+    assert (spec.network, spec.network_policy) == (None, policy)
+    assert not verifier_image_is_own(rollout, None)
+
+
+def test_the_separate_verifier_uses_its_own_image_and_settings(tmp_path):
+    task_dir = make_task(tmp_path, {"a": "x", "b": "y"}, {"steps/b/tests/Dockerfile": "FROM x\n"})
+    _toml(task_dir, '[verifier.environment]\ndocker_image = "verifier:1"\ncpus = 1\n'
+                    'memory_mb = 512\nnetwork_mode = "no-network"\nenv = {B = "2"}\n')
+    rollout, task = _rollout_for(task_dir, tmp_path)
+    a, b = task.steps
+    spec_a = verifier_spec(rollout, a)
+    assert (spec_a.environment_dir, spec_a.docker_image) == (None, "verifier:1")
+    assert (spec_a.cpus, spec_a.memory_mb, spec_a.network_policy) == (1, 512, "none")
+    assert spec_a.env == {"A": "1", "B": "2"}
+    spec_b = verifier_spec(rollout, b)  # the step's tests/Dockerfile wins over docker_image
+    assert (spec_b.environment_dir, spec_b.docker_image) == (task.path / "steps" / "b" / "tests",
+                                                             None)
+    assert verifier_image_is_own(rollout, a) and verifier_image_is_own(rollout, b)
+
+
+def test_task_placed_files_are_the_step_workdirs_up_to_a_step(tmp_path):
+    task = load_task(make_task(tmp_path, {"a": "x", "b": "y", "c": "z"}, {
+        "steps/a/workdir/conftest.py": "a\n", "steps/a/workdir/pkg/setup.cfg": "a\n",
+        "steps/b/workdir/conftest.py": "b\n", "steps/c/workdir/late.txt": "c\n"}))
+    a, b, _ = task.steps
+    placed = task_placed_files(task, b, "/app")
+    assert sorted(placed) == ["/app/conftest.py", "/app/pkg/setup.cfg"]
+    assert placed["/app/conftest.py"].read_text() == "b\n"  # the later step's version
+    assert list(task_placed_files(task, a, "/w")) == ["/w/conftest.py", "/w/pkg/setup.cfg"]
+    assert task_placed_files(task, None, "/app") == {}
