@@ -2,8 +2,8 @@
 
 `_CloudProvider.missing_credentials` names the variables to set; a provider without its own
 adapter fails preflight and `create` with a `ConfigError` before anything starts. Daytona's
-adapter (`benchflow.sandbox.daytona`) builds on `DaytonaCredentials`. (Modal is not
-registered: its adapter does not exist yet.)
+adapter (`benchflow.sandbox.daytona`) builds on `DaytonaCredentials`, Modal's
+(`benchflow.sandbox.modal`) on `ModalCredentials`.
 """
 
 from __future__ import annotations
@@ -61,4 +61,18 @@ class DaytonaCredentials(_CloudProvider):
     credential_sets = (("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"))
 
 
-__all__ = ["DaytonaCredentials"]
+class ModalCredentials(_CloudProvider):
+    """Modal credentials: `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET`, or the profile file the
+    SDK reads (`MODAL_CONFIG_PATH`, default `~/.modal.toml`, written by `modal token set`)."""
+
+    name = "modal"
+    credential_sets = (("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),)
+
+    def missing_credentials(self) -> list[str]:
+        config_file = Path(host_env("MODAL_CONFIG_PATH") or "~/.modal.toml").expanduser()
+        if config_file.is_file():
+            return []
+        return super().missing_credentials()
+
+
+__all__ = ["DaytonaCredentials", "ModalCredentials"]

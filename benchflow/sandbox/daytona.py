@@ -40,6 +40,7 @@ from benchflow.sandbox import archive, certs, images, ledger
 from benchflow.sandbox.base import ExecResult, LiveProcess, SandboxCapabilities
 from benchflow.sandbox.cloud import DaytonaCredentials as _DaytonaCredentials
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.limits import ProviderLimits, limits_for
 from benchflow.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -70,31 +71,8 @@ class DaytonaConfig(FrozenModel):
     backoff_sec: float = 1.0
 
 
-class _Limits:
-    """A provider-level limiter: concurrent sandboxes and creates per second."""
-
-    def __init__(self, max_sandboxes: int, creates_per_sec: float) -> None:
-        self.alive = anyio.CapacityLimiter(max_sandboxes)
-        self.interval = 1.0 / creates_per_sec if creates_per_sec > 0 else 0.0
-        self._lock = anyio.Lock()
-        self._last = float("-inf")
-
-    async def pace(self) -> None:
-        async with self._lock:
-            wait = self._last + self.interval - anyio.current_time()
-            if wait > 0:
-                await anyio.sleep(wait)
-            self._last = anyio.current_time()
-
-
-_limits: dict[tuple[int, float], _Limits] = {}
-
-
-def _limits_for(config: DaytonaConfig) -> _Limits:
-    key = (config.max_sandboxes, config.creates_per_sec)
-    if key not in _limits:
-        _limits[key] = _Limits(*key)
-    return _limits[key]
+def _limits_for(config: DaytonaConfig) -> ProviderLimits:
+    return limits_for("daytona", config.max_sandboxes, config.creates_per_sec)
 
 
 @contextlib.contextmanager

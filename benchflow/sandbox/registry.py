@@ -24,6 +24,7 @@ ENTRY_POINT_GROUP = "benchflow.sandboxes"
 BUILTIN: dict[str, tuple[str, str | None]] = {
     "docker": ("benchflow.sandbox.docker_provider:DockerProvider", None),
     "daytona": ("benchflow.sandbox.daytona:DaytonaSandboxProvider", "daytona"),
+    "modal": ("benchflow.sandbox.modal:ModalSandboxProvider", "modal"),
 }
 """name -> (import path of the provider class, the pip extra its SDK comes with)."""
 

@@ -1,0 +1,377 @@
+"""A rollout's Modal sandbox, on the `modal` SDK's `.aio` API.
+
+The task's Dockerfile (with extra CA certificates installed after every FROM, as on
+docker) becomes a `modal.Image`, kept per content hash for the process and cached by
+content on Modal's side; a task's `docker_image` comes `from_registry`. The sandbox runs
+`sleep infinity` under the app from `provider_config`, with the spec's cpu, memory and
+GPUs, `block_network` for the `none` policy, a lifetime (`timeout`) as a backstop against
+leaks, and tags: `benchflow.managed`, job, rollout and a create token that resolves an
+ambiguous create. Commands run through `exec` (another user through `runuser`, deadlines
+enforced inside the sandbox); live processes are `exec`s with streamed stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import secrets
+import shlex
+import tarfile
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchflow.errors import (
+    SandboxError,
+    SandboxExecError,
+    SandboxStartError,
+    SandboxTeardownError,
+)
+from benchflow.sandbox import archive, certs, images, ledger
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.labels import LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.limits import ProviderLimits, limits_for
+from benchflow.sandbox.modal.config import ModalConfig
+from benchflow.sandbox.modal.errors import map_modal_errors
+from benchflow.sandbox.modal.process import ModalProcess
+from benchflow.sandbox.modal.snapshots import SnapshotIndex
+from benchflow.sandbox.spec import SandboxSpec
+
+log = logging.getLogger(__name__)
+
+CAPABILITIES = SandboxCapabilities(live_processes=True, root_exec=True, gpus=True,
+                                   snapshots=True, network_policies=frozenset({"public", "none"}))
+LABEL_CREATE = "benchflow.create"
+"""A tag unique to one create request: finds what an ambiguous create made."""
+_TIMEOUT_EXIT_CODES = (124, 137)
+_KILL_SCRIPT = (Path(__file__).parents[1] / "scripts" / "kill_process.sh").read_text()
+_images: dict[tuple[str, str], Any] = {}
+"""(sdk module, content key) -> modal.Image, hydrated by the first sandbox that used it."""
+_apps: dict[tuple[str, str], Any] = {}
+
+
+def sdk(config: ModalConfig) -> Any:
+    """The SDK module: `modal`, or what `sdk_module` names (tests use a fake)."""
+    return importlib.import_module(config.sdk_module)
+
+
+async def lookup_app(config: ModalConfig, *, create: bool = True) -> Any:
+    """The app sandboxes belong to (created when missing, unless `create` is false).
+
+    Raises:
+        ConfigError / SandboxStartError: as mapped from Modal's answer.
+    """
+    key = (config.sdk_module, config.app_name)
+    if key not in _apps:
+        with map_modal_errors(SandboxStartError):
+            _apps[key] = await sdk(config).App.lookup.aio(config.app_name,
+                                                           create_if_missing=create)
+    return _apps[key]
+
+
+def _limits(config: ModalConfig) -> ProviderLimits:
+    return limits_for("modal", config.max_sandboxes, config.creates_per_sec)
+
+
+class ModalSandbox:
+    """A rollout's Modal sandbox (created at `start()`, terminated at `stop()`)."""
+
+    capabilities = CAPABILITIES
+    backend = "modal"
+
+    def __init__(self, spec: SandboxSpec, config: ModalConfig) -> None:
+        self.spec = spec
+        self.config = config
+        self.image: str | None = None
+        self.workdir = spec.workdir or "/"
+        self._box: Any = None
+        self._pems = certs.read_certs(spec.extra_ca_certs)
+        self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+        self._snapshot: str | None = None
+        self._index = SnapshotIndex(config)
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return None if self._box is None else str(self._box.object_id)
+
+    # -- image -------------------------------------------------------------------------
+
+    def _image_key(self) -> str:
+        spec = self.spec
+        if spec.environment_dir is not None and (spec.force_build or not spec.docker_image):
+            return images.image_tag(spec.name, spec.environment_dir, self._pems)
+        return spec.docker_image or ""
+
+    async def _image(self) -> Any:
+        """The modal.Image to start from: a saved snapshot, the task's Dockerfile or image."""
+        mod, spec = sdk(self.config), self.spec
+        if self._snapshot is not None:
+            self.image = self._snapshot
+            with map_modal_errors(SandboxStartError):
+                return await mod.Image.from_id.aio(self._index.get(self._snapshot) or "")
+        key = self._image_key()
+        self.image = key
+        cache_key = (self.config.sdk_module, key)
+        if cache_key in _images and not spec.force_build:
+            return _images[cache_key]
+        if key != spec.docker_image:
+            assert spec.environment_dir is not None
+            # the build context as on docker (CA certificates after every FROM), kept on disk:
+            # Modal reads it when the first sandbox hydrates the image
+            context = Path(tempfile.mkdtemp(prefix="bf-modal-"))
+            with tarfile.open(fileobj=images.build_context(spec.environment_dir, self._pems)) as tar:
+                tar.extractall(context, filter="data")
+            image = mod.Image.from_dockerfile(context / "Dockerfile", context_dir=context,
+                                              force_build=spec.force_build)
+        else:
+            image = mod.Image.from_registry(key)
+        _images[cache_key] = image
+        return image
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._box is not None:
+            return
+        spec, config = self.spec, self.config
+        image = await self._image()
+        app = await lookup_app(config)
+        token = secrets.token_hex(8)
+        tags = {LABEL_MANAGED: "true", **spec.labels, LABEL_CREATE: token}
+        kwargs: dict[str, Any] = dict(
+            app=app, image=image, tags=tags, env=self._env, timeout=config.sandbox_timeout_sec,
+            idle_timeout=config.idle_timeout_sec, workdir=spec.workdir,
+            cpu=spec.cpus or None, memory=spec.memory_mb or None,
+            block_network=spec.network_policy == "none")
+        if spec.gpus:
+            kwargs["gpu"] = f"{config.gpu_type}:{spec.gpus}"
+        self._box = await self._create(kwargs, token, app)
+        try:
+            await self._init()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.stop(delete=True)
+            raise
+
+    async def _create(self, kwargs: dict[str, Any], token: str, app: Any) -> Any:
+        """Create under the provider limits. A rate limit (`ResourceExhaustedError`) backs off
+        and retries; any other failure may have made a sandbox after all (a timeout, a 5xx
+        once the request went out): it is looked up by its create token and terminated
+        before the (retryable) error propagates."""
+        from modal import exception
+
+        limits, mod = _limits(self.config), sdk(self.config)
+        self._record("creating", token)
+        await limits.alive.acquire_on_behalf_of(self)
+        try:
+            for attempt in range(self.config.rate_limit_retries + 1):
+                await limits.pace()
+                try:
+                    with map_modal_errors(SandboxStartError):
+                        try:
+                            with anyio.fail_after(self.config.create_timeout_sec):
+                                box = await mod.Sandbox.create.aio("sleep", "infinity", **kwargs)
+                        except exception.ResourceExhaustedError:
+                            if attempt == self.config.rate_limit_retries:
+                                raise
+                            delay = self.config.backoff_sec * 2 ** attempt
+                            log.info("modal rate limit: retrying the create in %.1fs", delay)
+                            await anyio.sleep(delay)
+                            continue
+                        except TimeoutError as exc:
+                            raise SandboxStartError(
+                                f"modal did not answer the create within "
+                                f"{self.config.create_timeout_sec:.0f}s", transient=True) from exc
+                except SandboxError:
+                    with anyio.CancelScope(shield=True):
+                        await self._delete_duplicates(token, app)
+                    raise
+                self._record("created", token, str(box.object_id))
+                return box
+            raise AssertionError("unreachable")  # pragma: no cover
+        except BaseException:
+            limits.alive.release_on_behalf_of(self)
+            raise
+
+    async def _delete_duplicates(self, token: str, app: Any) -> None:
+        """Terminate sandboxes a failed create may have made (found by their create token)."""
+        try:
+            with map_modal_errors(SandboxTeardownError):
+                async for box in sdk(self.config).Sandbox.list.aio(
+                        app_id=app.app_id, tags={LABEL_CREATE: token}):
+                    await box.terminate.aio()
+                    self._record("duplicate_deleted", token, str(box.object_id))
+                    log.warning("terminated sandbox %s left by an ambiguous create", box.object_id)
+        except SandboxError as exc:
+            log.warning("could not look up sandboxes of an ambiguous create: %s", exc)
+
+    def _record(self, event: Any, token: str, sandbox_id: str | None = None) -> None:
+        ledger.record(self.spec.ledger_path, ledger.LedgerEntry(
+            event=event, provider=self.backend, rollout=self.spec.labels.get(LABEL_ROLLOUT, ""),
+            sandbox_id=sandbox_id, create_token=token))
+
+    async def _init(self) -> None:
+        """One exec: benchflow's folders, the CA certificates, and the image's working dir."""
+        steps = ["mkdir -p /logs/agent /logs/verifier /tmp/.benchflow",
+                 "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow"]
+        if self.spec.workdir:
+            steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
+        if self._pems:
+            files = {f"{certs.CA_DIR}/{name}": (data, 0o755 if name.endswith(".sh") else 0o644)
+                     for name, data in certs.ca_files(self._pems).items()}
+            bundle = f"/tmp/bf-ca-{secrets.token_hex(4)}.tar"
+            with map_modal_errors(SandboxStartError):
+                await self._box.filesystem.write_bytes.aio(archive.tar_bytes(files), bundle)
+            steps += [f"tar -xf {bundle} -C / && rm -f {bundle}", f"sh {certs.INSTALL_SCRIPT}"]
+        try:
+            result = await self.exec(["sh", "-c", " && ".join(steps) + " && pwd"], user="root",
+                                     cwd=self.spec.workdir or "")
+        except SandboxExecError as exc:
+            raise SandboxStartError(f"sandbox init failed: {exc}", transient=exc.transient) from exc
+        if not result.ok:
+            raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
+        # the image's WORKDIR, as the init command started there
+        self.workdir = self.spec.workdir or result.stdout.decode().strip().splitlines()[-1] or "/"
+
+    async def stop(self, delete: bool = True) -> None:
+        """Terminate the sandbox (Modal keeps no stopped sandboxes: `delete` is implied)."""
+        box = self._box
+        if box is None:
+            return
+        with map_modal_errors(SandboxTeardownError):
+            await box.terminate.aio()
+        self._box = None
+        self._record("deleted", "", str(box.object_id))
+        _limits(self.config).alive.release_on_behalf_of(self)
+
+    # -- commands ----------------------------------------------------------------------
+
+    def _require(self) -> Any:
+        if self._box is None:
+            raise SandboxExecError("sandbox is not started")
+        return self._box
+
+    @staticmethod
+    def _as_user(argv: list[str], user: str | None) -> list[str]:
+        return argv if not user or user == "root" else ["runuser", "-u", user, "--", *argv]
+
+    async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, timeout: float | None = None) -> ExecResult:
+        box = self._require()
+        argv = list(cmd)
+        if timeout is not None:  # enforced inside the sandbox; the SDK's deadline is a backstop
+            argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
+        argv = self._as_user(argv, user)
+        sdk_timeout = None if timeout is None else int(timeout) + 30
+        started = anyio.current_time()
+        out, err = bytearray(), bytearray()
+
+        async def drain(stream: Any, buf: bytearray) -> None:
+            async for chunk in stream:
+                buf.extend(chunk.encode() if isinstance(chunk, str) else chunk)
+
+        with map_modal_errors():
+            proc = await box.exec.aio(*argv, text=False, timeout=sdk_timeout,
+                                      workdir=(self.workdir if cwd is None else cwd) or None,
+                                      env=dict(env) if env else None)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain, proc.stdout, out)
+                tg.start_soon(drain, proc.stderr, err)
+                code = int(await proc.wait.aio())
+        timed_out = timeout is not None and (code == -1 or (
+            code in _TIMEOUT_EXIT_CODES and anyio.current_time() - started >= timeout * 0.99))
+        return ExecResult(code, bytes(out), bytes(err), timed_out)
+
+    async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
+                           cwd: str | None = None, env: Mapping[str, str] | None = None
+                           ) -> ModalProcess:
+        box = self._require()
+        proc_id = secrets.token_hex(8)
+        pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
+        # setsid: the command leads its own process group, so kill() reaches its children
+        argv = self._as_user(["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"',
+                              pidfile, *cmd], user)
+        with map_modal_errors():
+            proc = await box.exec.aio(*argv, text=False, workdir=cwd or self.workdir or None,
+                                      env={**(env or {}), "BENCHFLOW_PROC_ID": proc_id})
+
+        async def kill() -> None:
+            await self.exec(["/bin/sh", "-c", _KILL_SCRIPT, "kill_process", pidfile, proc_id],
+                            user=user, timeout=30, env={"PATH": SYSTEM_PATH})
+
+        return ModalProcess(proc, kill, stream_retries=self.config.stream_retries,
+                            backoff_sec=self.config.backoff_sec)
+
+    # -- files -------------------------------------------------------------------------
+
+    async def upload_bytes(self, data: bytes, dst: str, mode: int = 0o644) -> None:
+        box = self._require()
+        with map_modal_errors():
+            await box.filesystem.write_bytes.aio(data, dst)
+        result = await self.exec(["chmod", f"{mode:o}", dst], user="root")
+        if not result.ok:
+            raise SandboxExecError(f"chmod of {dst} failed: {result.text(2000)}")
+
+    async def upload(self, src: Path, dst: str) -> None:
+        """A tar through the filesystem API, unpacked in place (modes and folders kept)."""
+        if not src.exists():
+            raise SandboxExecError(f"upload source {src} does not exist")
+        box = self._require()
+        data = await anyio.to_thread.run_sync(archive.tar_path, src, dst)
+        tmp = f"/tmp/.benchflow/up-{secrets.token_hex(6)}.tar"
+        with map_modal_errors():
+            await box.filesystem.write_bytes.aio(data, tmp)
+        result = await self.exec(["sh", "-c", f"tar -xf {tmp} -C / ; rc=$?; rm -f {tmp}; exit $rc"],
+                                 user="root")
+        if not result.ok:
+            raise SandboxExecError(f"upload to {dst} failed: {result.text(2000)}")
+
+    async def download(self, src: str, dst: Path) -> None:
+        """A tar of `src` streamed out of the sandbox, extracted safely on the host."""
+        path = Path(src.rstrip("/") or "/")
+        name = path.name or "."
+        result = await self.exec(["tar", "-cf", "-", "-C", str(path.parent), name], user="root")
+        if not result.ok:
+            raise SandboxExecError(f"download of {src} failed: {result.stderr.decode()[-2000:]}")
+        await anyio.to_thread.run_sync(archive.extract, iter([result.stdout]), src, dst)
+
+    # -- snapshots (the agent install cache) -------------------------------------------
+
+    async def snapshot_base(self) -> str:
+        """A stable id of the task image's content (nothing is built yet)."""
+        return self._image_key()
+
+    async def snapshot_exists(self, name: str) -> bool:
+        image_id = self._index.get(name)
+        if image_id is None:
+            return False
+        from modal import exception
+
+        try:
+            with map_modal_errors(SandboxStartError):
+                try:
+                    await sdk(self.config).Image.from_id.aio(image_id)
+                except exception.NotFoundError:
+                    self._index.forget(name)
+                    return False
+        except SandboxError as exc:
+            log.warning("agent snapshot %s unavailable: %s", name, exc)
+            return False
+        return True
+
+    def start_from_snapshot(self, name: str) -> None:
+        self._snapshot = name
+
+    async def save_snapshot(self, name: str, description: str) -> None:
+        """`snapshot_filesystem` of the running sandbox, remembered as `name`."""
+        box = self._require()
+        with map_modal_errors():
+            image = await box.snapshot_filesystem.aio(timeout=self.config.snapshot_timeout_sec)
+        self._index.put(name, str(image.object_id))
+        log.info("saved modal snapshot %s as %s (%s)", name, image.object_id, description)
+
+
+__all__ = ["CAPABILITIES", "LABEL_CREATE", "ModalSandbox", "lookup_app", "sdk"]

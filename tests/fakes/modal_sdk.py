@@ -1,0 +1,569 @@
+"""A fake of the `modal` SDK whose sandboxes are real local containers.
+
+It implements the part of Modal's surface benchflow's adapter uses (`App.lookup`,
+`Image.from_dockerfile/from_registry/from_id`, `Sandbox.create/from_id/list`, `exec` with
+`ContainerProcess` streams, `filesystem`, `snapshot_filesystem`, `terminate`) with the SDK's
+own signatures (tests/unit/sandbox/test_modal_fake.py compares them with `inspect.signature`)
+and raises the SDK's own exception classes. Like the real SDK's `.aio` interface, every
+network call is reached as `method.aio(...)`.
+
+What is mimicked on purpose: images build lazily at the first `Sandbox.create` and are cached
+by content (`image.build` is only called for new content); tags are set at create and
+filter `Sandbox.list`; stdin is buffered by `write` and sent by `drain`; stdout/stderr are
+async iterables of chunks that resume where they stopped after a transient error (the SDK
+keeps a stream offset); `ContainerProcess.wait` returns -1 when the exec deadline passed.
+
+Failure injection: put exceptions in `Sandbox.inject[<call>]` and the next calls raise them in
+order (`sandbox.create` before anything is made, `sandbox.create.after` after the container
+exists (an ambiguous create), `stdout.read` mid-stream, `sandbox.terminate`, ...);
+`Sandbox.latency_sec[<call>]` adds a per-call delay; `Sandbox.calls` logs every call.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import secrets as _secrets
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import anyio.to_thread
+import docker
+import docker.errors
+from modal import exception
+from modal._image import AUTO_DOCKERIGNORE
+from modal.stream_type import StreamType
+
+from benchflow.sandbox.process import DockerProcess
+
+FAKE_LABEL = "benchflow.fake-modal"
+_APP_LABEL = "fake-modal.app"
+_IMAGES = "fake-modal/images"
+_STDIN_LIMIT = 16 * 1024 * 1024  # the SDK's TASK_COMMAND_ROUTER_MAX_BUFFER_SIZE
+
+
+class _Injector:
+    inject: ClassVar[dict[str, list[BaseException]]] = {}
+    latency_sec: ClassVar[dict[str, float]] = {}
+    calls: ClassVar[list[str]] = []
+
+    @staticmethod
+    async def _enter(call: str, *, log: bool = True) -> None:
+        if log:
+            _Injector.calls.append(call)
+        delay = _Injector.latency_sec.get(call, 0.0)
+        if delay:
+            await anyio.sleep(delay)
+        queue = _Injector.inject.get(call)
+        if queue:
+            raise queue.pop(0)
+
+
+class _Aio:
+    """`obj.method.aio(...)`: the only calling convention of the fake (the adapter's).
+
+    The blocking form (`obj.method(...)`) is refused, as the real SDK warns about it
+    inside an event loop."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __get__(self, obj: Any, owner: type) -> _Bound:
+        raw = getattr(self.fn, "__func__", self.fn)
+        if isinstance(self.fn, staticmethod):
+            return _Bound(raw, raw)
+        if isinstance(self.fn, classmethod):
+            return _Bound(functools.partial(raw, owner), raw)
+        return _Bound(raw if obj is None else functools.partial(raw, obj), raw)
+
+
+class _Bound:
+    def __init__(self, target: Callable[..., Any], fn: Callable[..., Any]) -> None:
+        self.aio = target
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("the fake modal SDK implements only the .aio interface")
+
+
+def _docker() -> docker.DockerClient:
+    return _docker_client()
+
+
+@functools.cache
+def _docker_client() -> docker.DockerClient:
+    return docker.from_env()
+
+
+async def _io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a docker call; its failures surface as the SDK's exceptions (as the API's would)."""
+    try:
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+    except docker.errors.NotFound as exc:
+        raise exception.NotFoundError(str(exc)) from exc
+    except docker.errors.APIError as exc:
+        raise exception.InternalError(str(exc)) from exc
+
+
+class App(_Injector):
+    """`modal.App`: a named app sandboxes belong to."""
+
+    _apps: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, name: str, app_id: str) -> None:
+        self.name = name
+        self.app_id = app_id
+
+    @_Aio
+    @staticmethod
+    async def lookup(name: str, *, client: Any = None, environment_name: str | None = None,
+                     create_if_missing: bool = False) -> App:
+        await App._enter("app.lookup")
+        if name not in App._apps:
+            if not create_if_missing:
+                raise exception.NotFoundError(f"App '{name}' not found")
+            # stable across processes, as a deployed app's id is
+            App._apps[name] = "ap-" + hashlib.sha256(name.encode()).hexdigest()[:20]
+        return App(name, App._apps[name])
+
+
+class Image(_Injector):
+    """`modal.Image`: lazy until a sandbox needs it; built once per content."""
+
+    def __init__(self, build: Callable[[], Any] | None = None, object_id: str | None = None
+                 ) -> None:
+        self._build = build
+        self.object_id = object_id
+
+    async def _hydrate(self) -> str:
+        if self.object_id is None:
+            assert self._build is not None
+            self.object_id = await self._build()
+        return self.object_id
+
+    @staticmethod
+    def from_dockerfile(path: str | Path, *, force_build: bool = False,
+                        context_dir: Path | str | None = None,
+                        ignore: Sequence[str] | Callable[[Path], bool] = AUTO_DOCKERIGNORE,
+                        build_args: dict[str, str] = {},  # noqa: B006 - the SDK's signature
+                        registry_secret: Any = None, secrets: Collection[Any] | None = None,
+                        env: dict[str, str | None] | None = None, gpu: str | None = None,
+                        add_python: str | None = None) -> Image:
+        dockerfile = Path(path)
+        context = Path(context_dir) if context_dir is not None else Path.cwd()
+
+        async def build() -> str:
+            return await _build_image(dockerfile, context, force_build)
+        return Image(build)
+
+    @staticmethod
+    def from_registry(tag: str, secret: Any = None, *,
+                      setup_dockerfile_commands: list[str] = [],  # noqa: B006
+                      force_build: bool = False, add_python: str | None = None,
+                      **kwargs: Any) -> Image:
+        async def build() -> str:
+            await Image._enter("image.pull")
+            try:
+                await _io(_docker().images.get, tag)
+            except exception.NotFoundError as exc:
+                raise exception.ImageBuildError(f"image {tag} not found", "im-missing") from exc
+            return await _tag_as_image(tag)
+        return Image(build)
+
+    @_Aio
+    @classmethod
+    async def from_id(cls, image_id: str, client: Any = None) -> Image:
+        await Image._enter("image.from_id")
+        await _io(_docker().images.get, _local_tag(image_id))
+        return Image(object_id=image_id)
+
+
+def _local_tag(image_id: str) -> str:
+    return f"{_IMAGES}:{image_id.removeprefix('im-')}"
+
+
+async def _tag_as_image(ref: str) -> str:
+    digest = hashlib.sha256(ref.encode()).hexdigest()[:24]
+    image = await _io(_docker().images.get, ref)
+    await _io(image.tag, _IMAGES, digest)
+    return f"im-{digest}"
+
+
+async def _build_image(dockerfile: Path, context: Path, force: bool) -> str:
+    digest = hashlib.sha256(dockerfile.read_bytes())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(context).as_posix().encode() + b"\0" + path.read_bytes())
+    image_id = f"im-{digest.hexdigest()[:24]}"
+    client = _docker()
+    if not force:
+        try:
+            await _io(client.images.get, _local_tag(image_id))
+            return image_id  # Modal's build cache: same content, no rebuild
+        except exception.NotFoundError:
+            pass
+    await Image._enter("image.build")
+    with tempfile.TemporaryDirectory(prefix="fake-modal-") as tmp:
+        shutil.copytree(context, tmp, dirs_exist_ok=True)
+        shutil.copy(dockerfile, Path(tmp) / ".fake-modal.Dockerfile")
+        try:
+            await anyio.to_thread.run_sync(functools.partial(
+                client.images.build, path=tmp, dockerfile=".fake-modal.Dockerfile",
+                tag=_local_tag(image_id), rm=True))
+        except docker.errors.BuildError as exc:
+            raise exception.ImageBuildError(f"Image build failed: {exc}", image_id) from exc
+    return image_id
+
+
+class _StreamReader(_Injector):
+    """`ContainerProcess.stdout/stderr`: async iterable of chunks (bytes, or str with text)."""
+
+    def __init__(self, stream: Any, name: str, text: bool) -> None:
+        self._stream = stream
+        self._name = name
+        self._text = text
+
+    def __aiter__(self) -> AsyncGenerator[Any, None]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncGenerator[Any, None]:
+        while True:
+            # a dropped stream raises here; a new iteration resumes at the same offset
+            await self._enter(f"{self._name}.read", log=False)
+            try:
+                data = await self._stream.receive()
+            except anyio.EndOfStream:
+                return
+            yield data.decode("utf-8") if self._text else data
+
+    @_Aio
+    async def read(self) -> Any:
+        parts = [part async for part in self]
+        return "".join(parts) if self._text else b"".join(parts)
+
+
+class _StreamWriter(_Injector):
+    """`ContainerProcess.stdin`: `write` buffers, `write_eof` marks the end, `drain` sends."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._buffer = bytearray()
+        self._closed = False
+
+    def write(self, data: bytes | bytearray | memoryview | str) -> None:
+        if self._closed:
+            raise ValueError("Stdin is closed. Cannot write to it.")
+        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        if len(self._buffer) + len(data) > _STDIN_LIMIT:
+            raise BufferError("Buffer size exceed limit. Call drain to flush the buffer.")
+        self._buffer.extend(data)
+
+    def write_eof(self) -> None:
+        self._closed = True
+
+    @_Aio
+    async def drain(self) -> None:
+        await self._enter("stdin.drain", log=False)
+        if self._buffer:
+            try:
+                await self._stream.send(bytes(self._buffer))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise exception.ConflictError("stdin write dropped: the process exited") from exc
+            self._buffer.clear()
+        if self._closed:
+            await self._stream.send_eof()
+
+
+class ContainerProcess(_Injector):
+    """`modal.container_process.ContainerProcess` over a docker exec."""
+
+    def __init__(self, process: DockerProcess, text: bool, deadline: float | None) -> None:
+        self._process = process
+        self._deadline = deadline
+        self._returncode: int | None = None
+        self.stdout = _StreamReader(process.stdout, "stdout", text)
+        self.stderr = _StreamReader(process.stderr, "stderr", text)
+        self.stdin = _StreamWriter(process.stdin)
+
+    @property
+    def returncode(self) -> int:
+        if self._returncode is None:
+            raise exception.InvalidError("You must call wait() before accessing the returncode. "
+                                         "To poll for the status of a running process, use poll() "
+                                         "instead.")
+        return self._returncode
+
+    def _finish(self, code: int) -> int:
+        # the exec deadline passed (enforced by `timeout -s KILL`): the SDK reports -1
+        late = self._deadline is not None and time.monotonic() >= self._deadline - 0.05
+        self._returncode = -1 if code == 137 and late else code
+        return self._returncode
+
+    @_Aio
+    async def wait(self) -> int:
+        if self._returncode is not None:
+            return self._returncode
+        try:
+            await self._enter("process.wait", log=False)
+        except exception.ExecTimeoutError:
+            self._returncode = -1  # as the SDK does when its deadline passes
+            await self._process.kill()
+            return -1
+        return self._finish(await self._process.wait())
+
+    @_Aio
+    async def poll(self) -> int | None:
+        if self._returncode is not None:
+            return self._returncode
+        code = self._process.returncode
+        return None if code is None else self._finish(code)
+
+
+class SandboxFilesystem(_Injector):
+    """`Sandbox.filesystem`: files through docker's archive API."""
+
+    def __init__(self, container: Any) -> None:
+        self._container = container
+
+    @staticmethod
+    def _absolute(remote_path: str, op: str) -> None:
+        if not remote_path.startswith("/"):
+            raise exception.InvalidError(f"{op}: remote_path must be absolute, got {remote_path!r}")
+
+    @_Aio
+    async def write_bytes(self, data: bytes | bytearray | memoryview, remote_path: str) -> None:
+        await self._enter("filesystem.write_bytes")
+        self._absolute(remote_path, "write_bytes")
+        parent, name = str(Path(remote_path).parent), Path(remote_path).name
+        await _io(self._container.exec_run, ["mkdir", "-p", parent], user="root")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(bytes(data)))
+        try:
+            ok = await _io(self._container.put_archive, parent, buf.getvalue())
+        except exception.NotFoundError as exc:
+            raise exception.SandboxFilesystemNotADirectoryError(str(exc)) from exc
+        if not ok:
+            raise exception.SandboxFilesystemError(f"write_bytes {remote_path} failed")
+
+    @_Aio
+    async def read_bytes(self, remote_path: str) -> bytes:
+        await self._enter("filesystem.read_bytes")
+        self._absolute(remote_path, "read_bytes")
+        try:
+            chunks, stat = await _io(self._container.get_archive, remote_path)
+        except exception.NotFoundError as exc:
+            raise exception.SandboxFilesystemNotFoundError(f"{remote_path}: not found") from exc
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+            member = tar.next()
+            if member is None or member.isdir():
+                raise exception.SandboxFilesystemIsADirectoryError(f"{remote_path} is a directory")
+            handle = tar.extractfile(member)
+            return handle.read() if handle is not None else b""
+
+
+class Sandbox(_Injector):
+    """`modal.Sandbox`: a local container labelled with its tags and app."""
+
+    def __init__(self, container: Any, tags: dict[str, str]) -> None:
+        self._container = container
+        self.object_id = _sandbox_id(container.name)
+        self._tags = tags
+        self._filesystem = SandboxFilesystem(container)
+
+    @property
+    def filesystem(self) -> SandboxFilesystem:
+        return self._filesystem
+
+    @_Aio
+    @staticmethod
+    async def create(
+        *args: str,
+        app: Any = None,
+        name: str | None = None,
+        tags: dict[str, str] | None = None,
+        image: Image | None = None,
+        env: dict[str, str | None] | None = None,
+        secrets: Collection[Any] | None = None,
+        network_file_systems: dict[Any, Any] = {},  # noqa: B006 - the SDK's signature
+        timeout: int | None = 300,
+        idle_timeout: int | None = None,
+        workdir: str | None = None,
+        gpu: str | None = None,
+        cloud: str | None = None,
+        region: str | Sequence[str] | None = None,
+        cpu: float | tuple[float, float] | None = None,
+        memory: int | tuple[int, int] | None = None,
+        runtime: Any = None,
+        block_network: bool = False,
+        outbound_cidr_allowlist: Sequence[str] | None = None,
+        outbound_domain_allowlist: Sequence[str] | None = None,
+        _experimental_outbound_policy: Any = None,
+        inbound_cidr_allowlist: Sequence[str] | None = None,
+        volumes: dict[Any, Any] = {},  # noqa: B006
+        pty: bool = False,
+        encrypted_ports: Sequence[int] = [],  # noqa: B006
+        h2_ports: Sequence[int] = [],  # noqa: B006
+        unencrypted_ports: Sequence[int] = [],  # noqa: B006
+        custom_domain: str | None = None,
+        proxy: Any = None,
+        include_oidc_identity_token: bool = False,
+        readiness_probe: Any = None,
+        verbose: bool = False,
+        experimental_options: dict[str, Any] | None = None,
+        _experimental_enable_snapshot: bool = False,
+        _experimental_persistent: bool = False,
+        client: Any = None,
+        environment_name: str | None = None,
+        pty_info: Any = None,
+        cidr_allowlist: Sequence[str] | None = None,
+    ) -> Sandbox:
+        await Sandbox._enter("sandbox.create")
+        if not isinstance(app, App):
+            raise exception.InvalidError("App has not been initialized: pass app=")
+        if gpu is not None or outbound_cidr_allowlist is not None:
+            raise exception.InvalidError("the fake has no GPUs and enforces no CIDR allowlist")
+        local = _local_tag(await image._hydrate()) if image is not None else "debian:bookworm-slim"
+        labels = {**(tags or {}), FAKE_LABEL: "true", _APP_LABEL: app.app_id}
+        if timeout is not None:
+            labels["fake-modal.timeout"] = str(timeout)
+        cpus = cpu[1] if isinstance(cpu, tuple) else cpu
+        mem = memory[1] if isinstance(memory, tuple) else memory
+        container = await _io(
+            _docker().containers.run, local, list(args) or ["sleep", "infinity"], detach=True,
+            init=True, labels=labels, name=f"fake-modal-{_secrets.token_hex(8)}",
+            environment={k: v for k, v in (env or {}).items() if v is not None},
+            working_dir=workdir, nano_cpus=int(cpus * 1e9) if cpus else None,
+            mem_limit=f"{mem}m" if mem else None,
+            network_mode="none" if block_network else None)
+        box = Sandbox(container, dict(tags or {}))
+        queue = Sandbox.inject.get("sandbox.create.after")  # the request went out, the answer was lost
+        if queue:
+            raise queue.pop(0)
+        return box
+
+    @_Aio
+    @staticmethod
+    async def from_id(sandbox_id: str, client: Any = None) -> Sandbox:
+        await Sandbox._enter("sandbox.from_id")
+        container = await _io(_docker().containers.get, f"fake-modal-{sandbox_id.removeprefix('sb-')}")
+        if FAKE_LABEL not in container.labels:
+            raise exception.NotFoundError(f"Sandbox {sandbox_id} not found")
+        return Sandbox(container, _tags(container.labels))
+
+    @_Aio
+    @staticmethod
+    async def list(*, app_id: str | None = None, tags: dict[str, str] | None = None,
+                   client: Any = None) -> AsyncIterator[Sandbox]:
+        await Sandbox._enter("sandbox.list")
+        wanted = [FAKE_LABEL] + ([f"{_APP_LABEL}={app_id}"] if app_id else [])
+        wanted += [f"{k}={v}" for k, v in (tags or {}).items()]
+        for container in await _io(_docker().containers.list, filters={"label": wanted}):
+            yield Sandbox(container, _tags(container.labels))
+
+    @_Aio
+    async def exec(
+        self,
+        *args: str,
+        stdout: StreamType = StreamType.PIPE,
+        stderr: StreamType = StreamType.PIPE,
+        timeout: int | None = None,
+        workdir: str | None = None,
+        env: dict[str, str | None] | None = None,
+        secrets: Collection[Any] | None = None,
+        text: bool = True,
+        bufsize: int = -1,
+        pty: bool = False,
+        _pty_info: Any = None,
+        pty_info: Any = None,
+    ) -> ContainerProcess:
+        await self._enter("sandbox.exec")
+        if workdir is not None and not workdir.startswith("/"):
+            raise exception.InvalidError(f"workdir must be an absolute path, got: {workdir}")
+        argv = list(args)
+        deadline = None
+        if timeout is not None:  # Modal's exec deadline, enforced where the process runs
+            argv = ["timeout", "-s", "KILL", f"{timeout}s", *argv]
+            deadline = time.monotonic() + timeout
+        api = _docker().api
+        environment = {k: v for k, v in (env or {}).items() if v is not None}
+        exec_id = (await _io(api.exec_create, self._container.id, argv, stdin=True,
+                             workdir=workdir, environment=environment, user="root"))["Id"]
+        sock = await _io(api.exec_start, exec_id, socket=True)
+
+        async def exit_code() -> int | None:
+            info = await _io(api.exec_inspect, exec_id)
+            return None if info["Running"] else int(info["ExitCode"] or 0)
+
+        async def kill() -> None:
+            pid = (await _io(api.exec_inspect, exec_id))["Pid"]
+            if pid:
+                await _io(self._container.exec_run, ["kill", "-KILL", str(pid)], user="root")
+
+        process = DockerProcess(getattr(sock, "_sock", sock), sock, exit_code, kill)
+        return ContainerProcess(process, text, deadline)
+
+    @_Aio
+    async def terminate(self, *, wait: bool = False) -> int | None:
+        await self._enter("sandbox.terminate")
+        try:
+            await _io(self._container.remove, force=True, v=True)
+        except exception.NotFoundError:
+            pass  # a no-op when the sandbox already finished
+        return 137 if wait else None
+
+    @_Aio
+    async def snapshot_filesystem(self, timeout: int = 55, *, ttl: int | None = 30 * 24 * 3600
+                                  ) -> Image:
+        await self._enter("sandbox.snapshot_filesystem")
+        digest = _secrets.token_hex(12)
+        await _io(self._container.commit, repository=_IMAGES, tag=digest,
+                  conf={"Labels": {FAKE_LABEL: "", _APP_LABEL: ""}})
+        return Image(object_id=f"im-{digest}")
+
+    @_Aio
+    async def poll(self) -> int | None:
+        await self._enter("sandbox.poll")
+        try:
+            await _io(self._container.reload)
+        except exception.NotFoundError:
+            return 0
+        return None if self._container.status == "running" else 0
+
+    @_Aio
+    async def get_tags(self) -> dict[str, str]:
+        await self._enter("sandbox.get_tags")
+        return dict(self._tags)
+
+
+def _sandbox_id(container_name: str) -> str:
+    return "sb-" + container_name.removeprefix("fake-modal-")
+
+
+def _tags(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if not k.startswith("fake-modal.") and k != FAKE_LABEL}
+
+
+def containers(**labels: str) -> list[Any]:
+    """The fake's sandboxes (running or not) carrying `labels` (for tests' leak checks)."""
+    wanted = [FAKE_LABEL] + [f"{k}={v}" for k, v in labels.items()]
+    return _docker().containers.list(all=True, filters={"label": wanted})
+
+
+def reset() -> None:
+    """Clear injected failures, latencies and the call log."""
+    _Injector.inject.clear()
+    _Injector.latency_sec.clear()
+    _Injector.calls.clear()
+
+
+PROVIDER_CONFIG = {"sdk_module": __name__}
+"""The `provider_config` that points benchflow's modal backend at this fake."""
