@@ -1,9 +1,9 @@
-"""The Sandbox contract, run against every backend: docker, and daytona on a fake of its
-SDK whose sandboxes are local containers (`tests/fakes/daytona_sdk.py`).
+"""The Sandbox contract, run against every backend: docker, and daytona and modal on fakes
+of their SDKs whose sandboxes are local containers (`tests/fakes/daytona_sdk.py`,
+`tests/fakes/modal_sdk.py`).
 
 Known gaps (skipped by capability, so they show up as skips per backend):
 - daytona: no live processes yet (the two open_process tests).
-- modal: not registered (no adapter yet).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 BACKENDS = {
     "docker": {},
     "daytona": {"client_factory": "tests.fakes.daytona_sdk:FakeAsyncDaytona"},
+    "modal": {"sdk_module": "tests.fakes.modal_sdk"},
 }
 
 

@@ -29,7 +29,14 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Sequence,
+)
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -224,10 +231,13 @@ async def _build_image(dockerfile: Path, context: Path, force: bool) -> str:
 class _StreamReader(_Injector):
     """`ContainerProcess.stdout/stderr`: async iterable of chunks (bytes, or str with text)."""
 
-    def __init__(self, stream: Any, name: str, text: bool) -> None:
+    def __init__(self, stream: Any, name: str, text: bool,
+                 on_eof: Callable[[], Awaitable[None]]) -> None:
         self._stream = stream
         self._name = name
         self._text = text
+        self._on_eof = on_eof
+        self.eof = False
 
     def __aiter__(self) -> AsyncGenerator[Any, None]:
         return self._chunks()
@@ -238,7 +248,9 @@ class _StreamReader(_Injector):
             await self._enter(f"{self._name}.read", log=False)
             try:
                 data = await self._stream.receive()
-            except anyio.EndOfStream:
+            except (anyio.EndOfStream, anyio.ClosedResourceError):  # ended, or terminated
+                self.eof = True
+                await self._on_eof()
                 return
             yield data.decode("utf-8") if self._text else data
 
@@ -283,13 +295,37 @@ class _StreamWriter(_Injector):
 class ContainerProcess(_Injector):
     """`modal.container_process.ContainerProcess` over a docker exec."""
 
-    def __init__(self, process: DockerProcess, text: bool, deadline: float | None) -> None:
+    _open: ClassVar[dict[str, list[ContainerProcess]]] = {}
+    """Processes whose socket is open, per container (closed at the end or at terminate)."""
+
+    def __init__(self, process: DockerProcess, text: bool, deadline: float | None,
+                 container_id: str) -> None:
         self._process = process
         self._deadline = deadline
+        self._container_id = container_id
         self._returncode: int | None = None
-        self.stdout = _StreamReader(process.stdout, "stdout", text)
-        self.stderr = _StreamReader(process.stderr, "stderr", text)
+        self.stdout = _StreamReader(process.stdout, "stdout", text, self._close_if_done)
+        self.stderr = _StreamReader(process.stderr, "stderr", text, self._close_if_done)
         self.stdin = _StreamWriter(process.stdin)
+        ContainerProcess._open.setdefault(container_id, []).append(self)
+
+    async def _close_if_done(self) -> None:
+        if self.stdout.eof and self.stderr.eof and self._returncode is not None:
+            await self._close()
+
+    async def _close(self) -> None:
+        raw = self._process._sock
+        if raw.fileno() != -1:
+            anyio.notify_closing(raw)
+            await self._process.aclose()
+        opened = ContainerProcess._open.get(self._container_id, [])
+        if self in opened:
+            opened.remove(self)
+
+    @classmethod
+    async def _close_all(cls, container_id: str) -> None:
+        for process in list(cls._open.pop(container_id, [])):
+            await process._close()
 
     @property
     def returncode(self) -> int:
@@ -315,7 +351,9 @@ class ContainerProcess(_Injector):
             self._returncode = -1  # as the SDK does when its deadline passes
             await self._process.kill()
             return -1
-        return self._finish(await self._process.wait())
+        code = self._finish(await self._process.wait())
+        await self._close_if_done()
+        return code
 
     @_Aio
     async def poll(self) -> int | None:
@@ -509,11 +547,12 @@ class Sandbox(_Injector):
                 await _io(self._container.exec_run, ["kill", "-KILL", str(pid)], user="root")
 
         process = DockerProcess(getattr(sock, "_sock", sock), sock, exit_code, kill)
-        return ContainerProcess(process, text, deadline)
+        return ContainerProcess(process, text, deadline, self._container.id)
 
     @_Aio
     async def terminate(self, *, wait: bool = False) -> int | None:
         await self._enter("sandbox.terminate")
+        await ContainerProcess._close_all(self._container.id)
         try:
             await _io(self._container.remove, force=True, v=True)
         except exception.NotFoundError:
