@@ -29,7 +29,7 @@ def _registered_backend(name: str) -> str:
 
 
 EnvironmentType = Annotated[str, AfterValidator(_registered_backend)]
-"""A sandbox backend registered in `benchflow.sandbox.registry` (docker, daytona, plugins)."""
+"""A sandbox backend registered in `benchflow.sandbox.registry` (docker, daytona, modal, plugins)."""
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 

@@ -9,7 +9,7 @@ every fast path (the user exists, node is there, the npm marker matches).
 
 The rollout calls two functions around its phases (a no-op on backends without the
 `snapshots` capability, where agents are installed in every rollout, for built-in agents
-and when the cache is off):
+and when the cache is off); `result.json`'s `agent_install_cache` says which happened:
 
 ```python
 plan = await prepare_agent_image(sandbox, agent_names)   # before sandbox.start()
@@ -29,6 +29,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from benchflow.agents.catalog import load_catalog
 from benchflow.agents.manifest import AgentManifest
@@ -40,6 +41,12 @@ log = logging.getLogger(__name__)
 
 CACHE_REPOSITORY = "benchflow-agent"
 _CACHE_RECIPE_VERSION = "1"
+
+
+AgentInstallCache = Literal["hit", "saved", "installed"]
+"""What the agent install cache did in a rollout (`RolloutResult.agent_install_cache`):
+started from a snapshot with the agents installed, installed them and saved a snapshot,
+or installed them without a snapshot (the backend has none, the cache is off or failed)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,16 @@ async def commit_agent_image(sandbox: Sandbox, plan: AgentImagePlan | None) -> b
     return True
 
 
+def install_cache_outcome(plan: AgentImagePlan | None, saved: bool) -> AgentInstallCache:
+    """What to record once the registered agents are installed (see `AgentInstallCache`)."""
+    if plan is not None and plan.hit:
+        return "hit"
+    return "saved" if saved else "installed"
+
+
 __all__ = [
+    "AgentInstallCache",
+    "install_cache_outcome",
     "CACHE_REPOSITORY",
     "AgentImagePlan",
     "cache_tag",

@@ -155,8 +155,8 @@ def run_command(
     n_attempts: Annotated[int | None, typer.Option(
         "-k", "--n-attempts", min=1, help="override n_attempts")] = None,
     environment: Annotated[str | None, typer.Option(
-        "--env", help="override environment.type: a registered sandbox backend (docker, daytona "
-        "or a plugin's)")] = None,
+        "--env", help="override environment.type: a registered sandbox backend (docker, daytona, "
+        "modal, or a plugin's)")] = None,
     jobs_dir: Annotated[Path | None, typer.Option("--jobs-dir", help="override jobs_dir")] = None,
 ) -> None:
     """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""

@@ -38,7 +38,7 @@ def run_command(
     concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1)] = 4,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
     job_name: Annotated[str | None, typer.Option("--job-name")] = None,
-    env: Annotated[str, typer.Option("--env", help="docker | daytona | a plugin's")] = "docker",
+    env: Annotated[str, typer.Option("--env", help="docker | daytona | modal | a plugin's")] = "docker",
     force_build: Annotated[bool, typer.Option("--force-build")] = False,
     preserve_env: Annotated[Preserve, typer.Option("--preserve-env")] = Preserve.never,
     ca_cert: Annotated[list[str] | None, typer.Option(

@@ -117,6 +117,9 @@ class RolloutResult(StrictModel):
     tokens: Tokens | None = None
     trajectory_path: str | None = None
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
+    agent_install_cache: Literal["hit", "saved", "installed"] | None = Field(
+        default=None, description="registered agents started from a snapshot (hit), were "
+        "installed and saved as one (saved), or installed without (installed); null: none")
     hardened: bool | None = Field(
         default=None, description="whether the final verify was hardened; null: no verify ran")
     steps: list[TaskStepResult] = Field(

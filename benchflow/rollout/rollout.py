@@ -16,7 +16,12 @@ import anyio
 
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
 from benchflow.agents.acp_driver import AcpAgentDriver
-from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
+from benchflow.agents.image_cache import (
+    AgentImagePlan,
+    commit_agent_image,
+    install_cache_outcome,
+    prepare_agent_image,
+)
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
@@ -204,7 +209,8 @@ class Rollout:
         for driver in cached:
             await driver.install(self.ctx)
         if cached:
-            await commit_agent_image(self.sandbox, self._agent_image)
+            saved = await commit_agent_image(self.sandbox, self._agent_image)
+            self.result.agent_install_cache = install_cache_outcome(self._agent_image, saved)
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)

@@ -1,7 +1,7 @@
 """The Sandbox protocol: where an agent works and a verifier checks.
 
 Rollouts, verifiers and agents compose on top of this small surface; every backend
-(docker, daytona) implements it and passes `tests/conformance/`.
+(docker, daytona, modal) implements it and passes `tests/conformance/`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The provider seam: one `SandboxProvider` per backend (docker, daytona, yours).
+"""The provider seam: one `SandboxProvider` per backend (docker, daytona, modal, yours).
 
 A provider says what its sandboxes can do (`capabilities`), checks once per job that it can
 work at all (`preflight`: credentials, daemon), makes sandboxes (`create`) and removes what

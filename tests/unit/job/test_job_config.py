@@ -132,9 +132,9 @@ def test_load_yaml_json_and_errors(tmp_path):
 
 def test_overrides_are_validated():
     config = with_overrides(job(), n_concurrent_trials=8, n_attempts=None,
-                            environment_type="daytona", jobs_dir=Path("out"))
+                            environment_type="modal", jobs_dir=Path("out"))
     assert (config.n_concurrent_trials, config.n_attempts) == (8, 1)
-    assert (config.environment.type, config.jobs_dir) == ("daytona", Path("out"))
+    assert (config.environment.type, config.jobs_dir) == ("modal", Path("out"))
     with pytest.raises(ConfigError, match="command line"):
         with_overrides(job(), n_attempts=0)
 

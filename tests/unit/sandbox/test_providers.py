@@ -14,6 +14,7 @@ from benchflow.errors import ConfigError
 from benchflow.sandbox import registry
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
 from benchflow.sandbox.daytona import DaytonaSandboxProvider
+from benchflow.sandbox.modal import ModalSandboxProvider
 from benchflow.sandbox.docker import CAPABILITIES as DOCKER_CAPABILITIES
 from benchflow.sandbox.docker_provider import DockerProvider
 from benchflow.sandbox.provider import CapabilityError, SandboxNeeds, SandboxProvider
@@ -49,10 +50,10 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_builtins_are_registered_and_resolve_to_providers():
-    assert registry.registered_backends()[:2] == ["docker", "daytona"]
-    assert "modal" not in registry.registered_backends()  # no adapter: not registered
+    assert registry.registered_backends()[:3] == ["docker", "daytona", "modal"]
     assert registry.provider_class("docker") is DockerProvider
     assert registry.provider_class("daytona") is DaytonaSandboxProvider
+    assert registry.provider_class("modal") is ModalSandboxProvider
 
 
 def test_entry_point_plugin_is_accepted_everywhere(plugin):
@@ -64,7 +65,7 @@ def test_entry_point_plugin_is_accepted_everywhere(plugin):
 
 
 def test_unknown_backend_lists_the_registered_ones(plugin):
-    with pytest.raises(registry.UnknownBackendError, match="registered: docker, daytona, plugin"):
+    with pytest.raises(registry.UnknownBackendError, match="registered: docker, daytona, modal, plugin"):
         registry.get_provider("nosuch")
     with pytest.raises(ValueError, match="unknown sandbox environment 'nosuch'"):
         RolloutConfig(task_path=Path("t"), scenes=[Scene.single(agent="oracle")],
@@ -105,14 +106,18 @@ def test_docker_provider_config_applies_to_the_spec():
     (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x"}, "set DAYTONA_API_KEY"),
     (DaytonaSandboxProvider, {"DAYTONA_API_KEY": "x"}, None),
     (DaytonaSandboxProvider, {"DAYTONA_JWT_TOKEN": "x", "DAYTONA_ORGANIZATION_ID": "o"}, None),
+    (ModalSandboxProvider, {}, "modal credentials missing: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"),
+    (ModalSandboxProvider, {"MODAL_TOKEN_ID": "x"}, "set MODAL_TOKEN_SECRET$"),
+    (ModalSandboxProvider, {"MODAL_TOKEN_ID": "x", "MODAL_TOKEN_SECRET": "y"}, None),
 ])
 async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path, provider, env,
                                                           message):
-    for name in ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"):
+    for name in ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID",
+                 "MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_CONFIG_PATH"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.modal.toml
     if message is None:  # credentials complete: the SDK is installed here, so preflight passes
         assert await provider().preflight() is None
         return
@@ -122,8 +127,10 @@ async def test_cloud_preflight_names_the_missing_variable(monkeypatch, tmp_path,
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--env", "daytona"], "error: daytona credentials missing: set DAYTONA_API_KEY"),
+    (["--env", "modal"], "error: modal credentials missing: set MODAL_TOKEN_ID and "
+                         "MODAL_TOKEN_SECRET"),
     (["--env", "nosuch"], "error: unknown sandbox environment 'nosuch'; registered: docker, "
-                          "daytona"),
+                          "daytona, modal"),
 ])
 def test_cli_run_exits_2_with_one_line(tmp_path, args, expected):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
@@ -135,3 +142,35 @@ def test_cli_run_exits_2_with_one_line(tmp_path, args, expected):
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert lines == [expected]
     assert not (tmp_path / "jobs").exists()
+
+
+@pytest.mark.anyio
+async def test_modal_profile_file_counts_as_credentials(monkeypatch, tmp_path):
+    for name in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_CONFIG_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="set MODAL_TOKEN_ID"):
+        await ModalSandboxProvider().preflight()
+    profile = tmp_path / "elsewhere.toml"
+    profile.write_text('[default]\ntoken_id = "ak-1"\ntoken_secret = "as-1"\n')
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(profile))
+    assert await ModalSandboxProvider().preflight() is None
+    monkeypatch.delenv("MODAL_CONFIG_PATH")
+    (tmp_path / ".modal.toml").write_text(profile.read_text())
+    assert await ModalSandboxProvider().preflight() is None
+
+
+def test_modal_provider_config_is_validated():
+    with pytest.raises(ConfigError, match="(?s)provider_config for modal: .*app_nam"):
+        ModalSandboxProvider({"app_nam": "typo"})
+    with pytest.raises(ConfigError, match="sandbox_timeout_sec"):
+        ModalSandboxProvider({"sandbox_timeout_sec": 90000})  # over Modal's 24 h
+    provider = ModalSandboxProvider({"app_name": "evals", "max_sandboxes": 3})
+    box = provider.create(SandboxSpec(name="t"))
+    assert (box.config.app_name, box.config.max_sandboxes, box.backend) == ("evals", 3, "modal")
+    assert box.sandbox_id is None
+    ModalSandboxProvider().require(SandboxNeeds(live_processes=True, other_user=True,
+                                                network_policy="none", gpus=1))
+    with pytest.raises(CapabilityError, match="modal sandbox backend cannot provide network "
+                       "policy 'model-only'"):
+        ModalSandboxProvider().require(SandboxNeeds(network_policy="model-only"))
