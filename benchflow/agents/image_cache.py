@@ -133,11 +133,11 @@ def install_cache_outcome(plan: AgentImagePlan | None, saved: bool) -> AgentInst
 
 
 __all__ = [
-    "AgentInstallCache",
-    "install_cache_outcome",
     "CACHE_REPOSITORY",
     "AgentImagePlan",
+    "AgentInstallCache",
     "cache_tag",
     "commit_agent_image",
+    "install_cache_outcome",
     "prepare_agent_image",
 ]

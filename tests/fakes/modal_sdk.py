@@ -15,7 +15,9 @@ keeps a stream offset); `ContainerProcess.wait` returns -1 when the exec deadlin
 
 Failure injection: put exceptions in `Sandbox.inject[<call>]` and the next calls raise them in
 order (`sandbox.create` before anything is made, `sandbox.create.after` after the container
-exists (an ambiguous create), `stdout.read` mid-stream, `sandbox.terminate`, ...);
+exists (an ambiguous create), `process.wait` (`ExecTimeoutError`: the exec deadline passed),
+`sandbox.terminate`, ...); `Sandbox.stream_drops` drops a matching process's stdout after
+some chunks (a `StreamDrop`);
 `Sandbox.latency_sec[<call>]` adds a per-call delay; `Sandbox.calls` logs every call.
 """
 
@@ -29,6 +31,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -56,10 +59,22 @@ _IMAGES = "fake-modal/images"
 _STDIN_LIMIT = 16 * 1024 * 1024  # the SDK's TASK_COMMAND_ROUTER_MAX_BUFFER_SIZE
 
 
+@dataclass
+class StreamDrop:
+    """Make a process's stdout fail mid-stream once, as a dropped connection does."""
+
+    match: str
+    """A substring of the exec's command line (e.g. the agent's `agent.py`)."""
+    after_chunks: int
+    """Chunks delivered before the drop."""
+    error: BaseException
+
+
 class _Injector:
     inject: ClassVar[dict[str, list[BaseException]]] = {}
     latency_sec: ClassVar[dict[str, float]] = {}
     calls: ClassVar[list[str]] = []
+    stream_drops: ClassVar[list[StreamDrop]] = []
 
     @staticmethod
     async def _enter(call: str, *, log: bool = True) -> None:
@@ -232,26 +247,37 @@ class _StreamReader(_Injector):
     """`ContainerProcess.stdout/stderr`: async iterable of chunks (bytes, or str with text)."""
 
     def __init__(self, stream: Any, name: str, text: bool,
-                 on_eof: Callable[[], Awaitable[None]]) -> None:
+                 on_eof: Callable[[], Awaitable[None]], command: str) -> None:
         self._stream = stream
         self._name = name
         self._text = text
         self._on_eof = on_eof
+        self._command = command
+        self._delivered = 0
         self.eof = False
 
-    def __aiter__(self) -> AsyncGenerator[Any, None]:
+    def _drop(self) -> None:
+        for drop in self.stream_drops:
+            if (self._name == "stdout" and drop.match in self._command
+                    and self._delivered >= drop.after_chunks):
+                self.stream_drops.remove(drop)
+                raise drop.error
+
+    def __aiter__(self) -> AsyncIterator[Any]:
         return self._chunks()
 
     async def _chunks(self) -> AsyncGenerator[Any, None]:
         while True:
             # a dropped stream raises here; a new iteration resumes at the same offset
             await self._enter(f"{self._name}.read", log=False)
+            self._drop()
             try:
                 data = await self._stream.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError):  # ended, or terminated
                 self.eof = True
                 await self._on_eof()
                 return
+            self._delivered += 1
             yield data.decode("utf-8") if self._text else data
 
     @_Aio
@@ -299,13 +325,13 @@ class ContainerProcess(_Injector):
     """Processes whose socket is open, per container (closed at the end or at terminate)."""
 
     def __init__(self, process: DockerProcess, text: bool, deadline: float | None,
-                 container_id: str) -> None:
+                 container_id: str, command: str = "") -> None:
         self._process = process
         self._deadline = deadline
         self._container_id = container_id
         self._returncode: int | None = None
-        self.stdout = _StreamReader(process.stdout, "stdout", text, self._close_if_done)
-        self.stderr = _StreamReader(process.stderr, "stderr", text, self._close_if_done)
+        self.stdout = _StreamReader(process.stdout, "stdout", text, self._close_if_done, command)
+        self.stderr = _StreamReader(process.stderr, "stderr", text, self._close_if_done, command)
         self.stdin = _StreamWriter(process.stdin)
         ContainerProcess._open.setdefault(container_id, []).append(self)
 
@@ -397,7 +423,7 @@ class SandboxFilesystem(_Injector):
         await self._enter("filesystem.read_bytes")
         self._absolute(remote_path, "read_bytes")
         try:
-            chunks, stat = await _io(self._container.get_archive, remote_path)
+            chunks, _stat = await _io(self._container.get_archive, remote_path)
         except exception.NotFoundError as exc:
             raise exception.SandboxFilesystemNotFoundError(f"{remote_path}: not found") from exc
         with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
@@ -448,9 +474,9 @@ class Sandbox(_Injector):
         inbound_cidr_allowlist: Sequence[str] | None = None,
         volumes: dict[Any, Any] = {},  # noqa: B006
         pty: bool = False,
-        encrypted_ports: Sequence[int] = [],  # noqa: B006
-        h2_ports: Sequence[int] = [],  # noqa: B006
-        unencrypted_ports: Sequence[int] = [],  # noqa: B006
+        encrypted_ports: Sequence[int] = [],
+        h2_ports: Sequence[int] = [],
+        unencrypted_ports: Sequence[int] = [],
         custom_domain: str | None = None,
         proxy: Any = None,
         include_oidc_identity_token: bool = False,
@@ -547,7 +573,7 @@ class Sandbox(_Injector):
                 await _io(self._container.exec_run, ["kill", "-KILL", str(pid)], user="root")
 
         process = DockerProcess(getattr(sock, "_sock", sock), sock, exit_code, kill)
-        return ContainerProcess(process, text, deadline, self._container.id)
+        return ContainerProcess(process, text, deadline, self._container.id, " ".join(args))
 
     @_Aio
     async def terminate(self, *, wait: bool = False) -> int | None:
@@ -602,6 +628,7 @@ def reset() -> None:
     _Injector.inject.clear()
     _Injector.latency_sec.clear()
     _Injector.calls.clear()
+    _Injector.stream_drops.clear()
 
 
 PROVIDER_CONFIG = {"sdk_module": __name__}

@@ -14,9 +14,9 @@ from benchflow.errors import ConfigError
 from benchflow.sandbox import registry
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
 from benchflow.sandbox.daytona import DaytonaSandboxProvider
-from benchflow.sandbox.modal import ModalSandboxProvider
 from benchflow.sandbox.docker import CAPABILITIES as DOCKER_CAPABILITIES
 from benchflow.sandbox.docker_provider import DockerProvider
+from benchflow.sandbox.modal import ModalSandboxProvider
 from benchflow.sandbox.provider import CapabilityError, SandboxNeeds, SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
 
