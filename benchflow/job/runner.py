@@ -26,7 +26,7 @@ from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
-from benchflow.task.env_templates import resolve_task_env
+from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 
 
 @dataclass
@@ -50,7 +50,7 @@ class PreparedJob:
 
 def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
     """Every agent a trial names resolves to a driver and has its credentials, and every
-    task's env templates resolve.
+    task's (and MCP server's) env templates resolve.
 
     Raises:
         ConfigError: an unknown agent, a missing credential or an unset host variable an
@@ -58,6 +58,8 @@ def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
     """
     for trial in trials:
         check_scenes(scenes_for_check(trial.config), given=trial.drivers)
+    for servers in {id(t.config.mcp_servers): t.config.mcp_servers for t in trials}.values():
+        resolve_mcp_servers(servers, lookup)  # MCP server env templates, likewise
     for task in {id(t.task): t.task for t in trials if t.task is not None}.values():
         resolve_task_env(task, lookup)  # env templates naming unset host variables
 

@@ -20,7 +20,7 @@ from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, pre
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
-from benchflow.mcp import merge_servers
+from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
@@ -51,7 +51,7 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
-from benchflow.task.env_templates import resolve_task_env
+from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
@@ -107,6 +107,7 @@ class Rollout:
         self._agent_image: AgentImagePlan | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
+        self._mcp_servers: list[McpServer] = []
 
     @property
     def hardened(self) -> bool:
@@ -127,8 +128,9 @@ class Rollout:
             self.task = load_task(config.task_path)
         resolved = resolve_task_env(self.task)  # ${VAR} in env tables, from the host
         self.task = task = resolved.task
-        self._secrets = resolved.secrets
-        mask_in_rollout_log(resolved.secrets)
+        self._mcp_servers, mcp_secrets = resolve_mcp_servers(config.mcp_servers)
+        self._secrets = resolved.secrets | mcp_secrets
+        mask_in_rollout_log(self._secrets)
         self.result.task_git_commit_id = task.git_commit_id()
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
@@ -187,8 +189,7 @@ class Rollout:
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
-            mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers,
-                                      self.config.mcp_servers),
+            mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
         )
 

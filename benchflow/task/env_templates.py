@@ -7,6 +7,10 @@ variables instead of holding values. `resolve_task_env()` replaces them when a r
 in Harbor); a variable that is not set and has no default is a `ConfigError` naming the
 variable and the table, raised before anything starts. Values taken from the host are
 secrets: the rollout masks them in its log and its error messages.
+
+MCP servers get the same treatment in their `env` and `headers`: the task's
+(`[[environment.mcp_servers]]`, `sandbox.mcp_servers`) in `resolve_task_env()`, a job's or
+`--mcp-config`'s in `resolve_mcp_servers()`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchflow.errors import ConfigError
+from benchflow.mcp import McpServer
 from benchflow.settings import host_env
 from benchflow.task.loader import Task
 
@@ -58,10 +63,51 @@ def _resolve(value: str, lookup: EnvLookup) -> tuple[str, list[str], list[str]]:
     return _TEMPLATE.sub(sub, value), missing, taken
 
 
+def _resolve_servers(servers: list[McpServer], table: str, lookup: EnvLookup,
+                     problems: list[str], secrets: set[str]) -> list[McpServer]:
+    """`servers` with `env` and `headers` resolved (`table` names where they are declared)."""
+    out = []
+    for server in servers:
+        update: dict[str, dict[str, str]] = {}
+        for field in ("env", "headers"):
+            values = getattr(server, field)
+            resolved = {}
+            for key, value in values.items():
+                resolved[key], missing, taken = _resolve(value, lookup)
+                problems.extend(f"{table} server {server.name!r} {field}.{key} = {value!r}: "
+                                f"the host variable {name} is not set" for name in missing)
+                secrets.update(v for v in taken if v)
+            if resolved != values:
+                update[field] = resolved
+        out.append(server.model_copy(update=update) if update else server)
+    return out
+
+
+def resolve_mcp_servers(servers: list[McpServer], lookup: EnvLookup = host_env, *,
+                        source: str = "mcp_servers") -> tuple[list[McpServer], frozenset[str]]:
+    """A job's (or `--mcp-config`'s) MCP servers with env templates resolved: (servers, the
+    values taken from the host).
+
+    Raises:
+        ConfigError: a variable is not set and has no default (naming `source`, the server
+            and the key).
+    """
+    problems: list[str] = []
+    secrets: set[str] = set()
+    resolved = _resolve_servers(servers, source, lookup, problems, secrets)
+    if problems:
+        raise ConfigError("MCP server environment templates cannot be resolved:\n  "
+                          + "\n  ".join(problems)
+                          + "\nexport the variable(s) before running, or give a default "
+                          "(${NAME:-value})")
+    return resolved, frozenset(secrets)
+
+
 def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
-    """The task with every env template resolved from the host: the tables above, and a
-    separate verifier's `[verifier.environment.env]` and each step's `[steps.verifier.env]`
-    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too.
+    """The task with every env template resolved from the host: the tables above, the
+    task's MCP servers' `env` and `headers`, a separate verifier's
+    `[verifier.environment.env]` and each step's `[steps.verifier.env]` (and its
+    `[steps.verifier.environment.env]`), as Harbor resolves them too.
 
     Raises:
         ConfigError: a variable is not set and has no default (each one is named, with the
@@ -103,6 +149,13 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
             resolved = verifier_of(settings, "verifier", "verifier")
         else:
             resolved = with_env(settings, names[0] if legacy else names[1])
+        if section == "sandbox" and settings.mcp_servers:
+            servers = _resolve_servers(
+                settings.mcp_servers,
+                "[[environment.mcp_servers]]" if legacy else "sandbox.mcp_servers",
+                lookup, problems, secrets)
+            if servers != settings.mcp_servers:
+                resolved = resolved.model_copy(update={"mcp_servers": servers})
         if resolved is not settings:
             updates[section] = resolved
     steps = []
@@ -126,4 +179,4 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
                         frozenset(secrets))
 
 
-__all__ = ["ResolvedTask", "resolve_task_env"]
+__all__ = ["ResolvedTask", "resolve_mcp_servers", "resolve_task_env"]

@@ -138,6 +138,28 @@ async def test_rollout_mcp_server_reaches_the_agent(tmp_path, job_label):
     assert done.update["rawOutput"]["result"] == "code-14"
 
 
+async def test_mcp_server_env_templates_resolve_from_the_host(tmp_path, job_label, monkeypatch):
+    """`${VAR}` in a rollout's MCP server env comes from the host (the task's own server's
+    `${BF_LEDGER_FACTOR:-7}` too); the host value is masked in the rollout's log."""
+    monkeypatch.setenv("BF_LEDGER_FACTOR", "11")
+    monkeypatch.setenv("BF_MINE_FACTOR", "13")
+    play = script(tmp_path, [{"actions": [
+        {"type": "mcp", "server": "ledger", "tool": "secret_code", "arguments": {"seed": 2},
+         "save_to": "/app/code.txt"},
+        {"type": "mcp", "server": "mine", "tool": "secret_code", "arguments": {"seed": 2},
+         "save_to": "/app/mine.txt"}]}])
+    server = McpServer(name="mine", command="python3", args=["/opt/mcp/server.py"],
+                       env={"LEDGER_FACTOR": "${BF_MINE_FACTOR}"})
+    result, paths = await run_rollout(MCP_TASK, single(play), tmp_path / "jobs", job_label,
+                                      mcp_servers=[server])
+    assert result.error is None
+    outputs = sorted(e.update["rawOutput"]["result"] for e in events_of(paths.trajectory)
+                     if isinstance(e, ToolCallUpdateEvent)
+                     and isinstance(e.update.get("rawOutput"), dict))
+    assert outputs == ["code-22", "code-26"]
+    assert '"${BF_MINE_FACTOR}"' in paths.config.read_text()  # saved as written
+
+
 async def test_acpx_routes_the_scripted_agent_with_session_memory(tmp_path, job_label):
     """`acpx/scripted`: ACPX (npm) keeps one session across a role's turns, and the
     trajectory records the agent's updates as a direct ACP session would."""

@@ -30,6 +30,9 @@ def output(result) -> str:
     ({"n_attempt": 2}, "n_attempt: unknown key"),
     ({"agents": [{"name": "x", "execute": "e", "env": {"K": "${BENCHFLOW_TEST_UNSET_VAR}"}}]},
      "agents[0].env.K: ${BENCHFLOW_TEST_UNSET_VAR} is not set"),
+    ({"mcp_servers": [{"name": "m", "command": "x", "env": {"K": "${BENCHFLOW_TEST_UNSET_VAR}"}}]},
+     "mcp_servers server 'm' env.K = '${BENCHFLOW_TEST_UNSET_VAR}': the host variable "
+     "BENCHFLOW_TEST_UNSET_VAR is not set"),
     ({"datasets": [{"path": "DATASET", "tasks": ["alpha", "nope"]}]}, "'nope'"),
     ({"datasets": [{"path": "DATASET", "tasks": ["bad name"]}]}, "datasets[0].tasks"),
     ({"agents": [{"name": "no-such-agent"}]}, "no-such-agent"),

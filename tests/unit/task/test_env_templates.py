@@ -6,7 +6,8 @@ import pytest
 
 from benchflow.errors import ConfigError
 from benchflow.task import load_task
-from benchflow.task.env_templates import resolve_task_env
+from benchflow.mcp import McpServer
+from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 
 LEGACY = '''version = "1.0"
 
@@ -99,3 +100,60 @@ def test_step_and_separate_verifier_tables_resolve_too(legacy):
     assert resolved.task.config.verifier.environment is not None
     assert resolved.task.config.verifier.environment.env == {"JUDGE": "big"}
     assert resolved.secrets == {"k-123456", "big"}
+
+
+MCP_LEGACY = '''version = "1.0"
+
+[[environment.mcp_servers]]
+name = "search"
+command = "mcp-search"
+env = { SEARCH_KEY = "${BF_SEARCH_KEY}", MODE = "${BF_SEARCH_MODE:-web}" }
+
+[[environment.mcp_servers]]
+name = "docs"
+transport = "http"
+url = "http://127.0.0.1:9/mcp"
+headers = { Authorization = "Bearer ${BF_DOCS_TOKEN}" }
+'''
+
+
+def test_task_mcp_server_env_and_headers_resolve(legacy):
+    task = load_task(legacy(toml=MCP_LEGACY))
+    host = {"BF_SEARCH_KEY": "sk-search-1234", "BF_DOCS_TOKEN": "tok-docs-5678"}
+    resolved = resolve_task_env(task, host.get)
+    search, docs = resolved.task.config.sandbox.mcp_servers
+    assert search.env == {"SEARCH_KEY": "sk-search-1234", "MODE": "web"}
+    assert docs.headers == {"Authorization": "Bearer tok-docs-5678"}
+    assert resolved.secrets == {"sk-search-1234", "tok-docs-5678"}
+    assert task.config.sandbox.mcp_servers[0].env["SEARCH_KEY"] == "${BF_SEARCH_KEY}"
+
+
+def test_task_mcp_server_unset_variable_names_the_table_server_and_key(legacy, native):
+    task = load_task(legacy(toml=MCP_LEGACY))
+    with pytest.raises(ConfigError) as info:
+        resolve_task_env(task, {"BF_DOCS_TOKEN": "x"}.get)
+    message = str(info.value)
+    assert str(task.config_file) in message
+    assert ("[[environment.mcp_servers]] server 'search' env.SEARCH_KEY = '${BF_SEARCH_KEY}': "
+            "the host variable BF_SEARCH_KEY is not set") in message
+    assert "BF_DOCS_TOKEN" not in message
+    folder = native(frontmatter="task:\n  name: t\nsandbox:\n  mcp_servers:\n"
+                                "    - name: s\n      command: run\n"
+                                "      env:\n        K: ${BF_MISSING}\n")
+    with pytest.raises(ConfigError, match=r"sandbox\.mcp_servers server 's' env\.K"):
+        resolve_task_env(load_task(folder), {}.get)
+
+
+def test_job_mcp_servers_resolve_or_name_the_missing_variable():
+    servers = [McpServer(name="files", command="mcp-files",
+                         env={"ROOT": "${BF_ROOT:-/data}", "TOKEN": "${BF_FILES_TOKEN}"})]
+    resolved, secrets = resolve_mcp_servers(servers, {"BF_FILES_TOKEN": "tok-files-42"}.get)
+    assert resolved[0].env == {"ROOT": "/data", "TOKEN": "tok-files-42"}
+    assert secrets == {"tok-files-42"}
+    assert servers[0].env["TOKEN"] == "${BF_FILES_TOKEN}"
+    with pytest.raises(ConfigError, match=r"mcp_servers server 'files' env\.TOKEN = "
+                                          r"'\$\{BF_FILES_TOKEN\}': the host variable "
+                                          r"BF_FILES_TOKEN is not set"):
+        resolve_mcp_servers(servers, {}.get)
+    plain = [McpServer(name="p", command="x", env={"A": "b"})]
+    assert resolve_mcp_servers(plain, {}.get) == (plain, frozenset())
