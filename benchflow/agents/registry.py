@@ -1,6 +1,6 @@
 """Resolve an agent name to the driver that runs it.
 
-Built-in agents (`oracle`, `nop`) first, then the catalog (`catalog.py`): ACP manifests
+Built-in agents (`oracle`, `nop`, `model`) first, then the catalog (`catalog.py`): ACP manifests
 by name or alias, and driver factories registered as `benchflow.agents` entry points.
 """
 
@@ -12,14 +12,16 @@ from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.model_agent import ModelAgent
 from benchflow.agents.catalog import load_catalog
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 
-BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {"oracle": OracleAgent, "nop": NopAgent}
+BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {"oracle": OracleAgent, "nop": NopAgent,
+                                                 "model": ModelAgent}
 
 
-TRUSTED_AGENTS = frozenset(BUILTIN_AGENTS)
+TRUSTED_AGENTS = frozenset({"oracle", "nop"})
 """Agents that cannot game a verifier (the oracle is the reference; nop does nothing)."""
 
 

@@ -40,6 +40,7 @@ from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.model_agent import ModelAgent
 from benchflow.agents.catalog import load_catalog
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
@@ -179,7 +180,7 @@ def needs_network_install(drivers: Iterable[AgentDriver]) -> bool:
     """Whether installing these agents downloads anything in the sandbox: registered
     agents with a package (npm), and agents benchflow cannot see into (command agents)."""
     for driver in drivers:
-        if isinstance(driver, (OracleAgent, NopAgent)):
+        if isinstance(driver, (OracleAgent, NopAgent, ModelAgent)):
             continue
         if isinstance(driver, AcpAgentDriver):
             if driver.manifest.install.package:
@@ -246,6 +247,13 @@ class RolloutNetwork:
             self.url = endpoint_root(self.endpoint.base_url)
         self.env = {PROVIDER_BASE_URL_ENV: self.url, PROVIDER_API_KEY_ENV: key}
         log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
+
+    def host_endpoint(self) -> ModelEndpoint | None:
+        """The endpoint as benchflow itself calls it from the host (the model agent), or None."""
+        if self.url is None or self.endpoint is None:
+            return None
+        return ModelEndpoint(base_url=self.url, model=self.endpoint.model,
+                             api_key_env=self.endpoint.api_key_env)
 
     def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
         """`scenes` whose roles point at the endpoint."""

@@ -91,6 +91,7 @@ class RolloutResult(StrictModel):
     n_prompts: int = 0
     tokens: Tokens | None = None
     trajectory_path: str | None = None
+    answer: str | None = Field(default=None, description="a QA item's predicted answer")
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
 
     @property

@@ -156,6 +156,7 @@ class Rollout:
             timeout_multiplier=self.config.timeout_multiplier,
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path},
+            model_endpoint=self.network.host_endpoint() if self.network else None,
         )
 
     async def install_agent(self) -> None:

@@ -19,7 +19,7 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchflow.errors import TaskInvalidError, TaskNotFoundError
 from benchflow.task import _files
@@ -28,9 +28,12 @@ from benchflow.task.models import TaskConfig, TaskConfigWarning
 from benchflow.task.native import parse_task_md
 from benchflow.task.scenes import TaskScenes, parse_task_scenes
 
+if TYPE_CHECKING:
+    from benchflow.task.qa import QaTaskSpec
+
 logger = logging.getLogger(__name__)
 
-Layout = Literal["native", "legacy"]
+Layout = Literal["native", "legacy", "qa"]
 
 _VERIFIER = {"native": ("verifier", "/verifier"), "legacy": ("tests", "/tests")}
 _SOLUTION = {"native": "oracle", "legacy": "solution"}
@@ -59,6 +62,8 @@ class Task:
     raw_frontmatter: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     scenes: TaskScenes | None = field(default=None, compare=False, repr=False)
     """Roles and scenes the task declares in its frontmatter (native layout only)."""
+    qa: QaTaskSpec | None = field(default=None, compare=False, repr=False)
+    """A QA item and how its answer is scored (layout "qa": no environment, no files)."""
 
     @property
     def config_file(self) -> Path:

@@ -20,5 +20,5 @@ def test_no_undeclared_public_modules_leak_into_all():
     exported = {n for n in dir(benchflow) if not n.startswith("_")}
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
                "settings", "steps", "task", "verify", "trajectory", "acp", "users",
-               "model_server"}
+               "model_server", "models", "qa"}
     assert exported - set(benchflow.__all__) <= modules
