@@ -141,7 +141,7 @@ def _qa_trials(path: Path, agent: str, model: str | None, attempts: int, env: st
     items = select_items(load_qa_items(path), task_filter, where="--task")
     trials = qa_trials(path, items, agent=agent, model=model, scoring=scoring,
                        endpoint=endpoint, attempts=attempts, environment=env,
-                       model_agent=model_agent)
+                       model_agent=model_agent, metric_where="--metric")
     check_scenes(scenes_for_check(trials[0].config), given=trials[0].drivers)
     return trials
 

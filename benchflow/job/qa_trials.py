@@ -33,13 +33,14 @@ def qa_trials(dataset_path: Path, items: Sequence[QaItem], *, agent: str, model:
               environment: str = "docker", model_agent: ModelAgentConfig | None = None,
               image: str = DEFAULT_QA_IMAGE, dataset_name: str | None = None,
               drivers: dict[str, AgentDriver] | None = None,
-              evaluate: bool = True, **rollout_fields: object) -> list[Trial]:
+              evaluate: bool = True, metric_where: str = "metric",
+              **rollout_fields: object) -> list[Trial]:
     """The trials of `items` for one agent configuration.
 
     The model agent gets no tools on QA items unless `model_agent` lists some (then each
     item runs in a sandbox of `image`).
     """
-    check_scoring(scoring)
+    check_scoring(scoring, metric_where)
     name = dataset_name or qa_dataset_name(dataset_path)
     given = dict(drivers or {})
     if agent == "model" and agent not in given:

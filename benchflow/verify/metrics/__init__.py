@@ -45,7 +45,8 @@ def check_metric(name: str, where: str = "metric") -> str:
     """
     if name in METRICS:
         return name
-    near = suggest(name, METRICS)
+    near = suggest(name, METRICS) or next(
+        (m for m in METRICS if name and m.startswith(name.lower())), None)
     hint = f" (did you mean {near!r}?)" if near else ""
     raise ConfigError(f"{where}: unknown metric {name!r}{hint}; metrics: {', '.join(METRICS)}")
 
