@@ -46,6 +46,7 @@ from pydantic import (
 )
 
 from benchflow._models import FrozenModel
+from benchflow.config import ModelEndpoint
 from benchflow.config import EnvironmentType
 from benchflow.errors import ConfigError
 from benchflow.rollout.rollout import default_job_name
@@ -232,14 +233,31 @@ class RegistryDatasetConfig(FrozenModel):
         return _check_task_names(value)
 
 
+class QaDatasetConfig(FrozenModel):
+    """A QA dataset file (.jsonl / .json): each item is one task, scored by `metric`
+    (extra_metrics are added to rewards); `tasks` filters item ids."""
+
+    qa: Path
+    metric: str = "exact_match"
+    extra_metrics: list[str] = Field(default_factory=list)
+    answer_pattern: str | None = None
+    judge_model: str | None = None
+    image: str = Field(default="debian:bookworm-slim", description="sandbox image, used only "
+                       "when an agent needs a sandbox")
+    tasks: list[str] | None = None
+
+
 def _dataset_kind(value: Any) -> str:
     if isinstance(value, dict):
-        return "registry" if "registry" in value else "local"
+        return "registry" if "registry" in value else "qa" if "qa" in value else "local"
+    if isinstance(value, QaDatasetConfig):
+        return "qa"
     return "registry" if isinstance(value, RegistryDatasetConfig) else "local"
 
 
 DatasetConfig = Annotated[
-    Annotated[LocalDatasetConfig, Tag("local")] | Annotated[RegistryDatasetConfig, Tag("registry")],
+    Annotated[LocalDatasetConfig, Tag("local")] | Annotated[RegistryDatasetConfig, Tag("registry")]
+    | Annotated[QaDatasetConfig, Tag("qa")],
     Discriminator(_dataset_kind),
 ]
 
@@ -260,6 +278,9 @@ class JobConfig(FrozenModel):
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
     datasets: list[DatasetConfig] = Field(min_length=1)
+    model_endpoint: ModelEndpoint | None = Field(
+        default=None, description="the model endpoint for every agent: {base_url, "
+        "api_key_env} or {script}")
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -278,7 +299,7 @@ class JobConfig(FrozenModel):
 
 # -- loading ------------------------------------------------------------------------------
 
-_TAGS = {"builtin", "command", "registered", "local", "registry"}
+_TAGS = {"builtin", "command", "registered", "local", "registry", "qa"}
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -366,6 +387,8 @@ def with_absolute_paths(config: JobConfig, base: Path | None = None) -> JobConfi
     for dataset in data["datasets"]:
         if "registry" in dataset:
             dataset["registry"]["path"] = absolute(dataset["registry"]["path"])
+        elif "qa" in dataset:
+            dataset["qa"] = absolute(dataset["qa"])
         else:
             dataset["path"] = absolute(dataset["path"])
     return parse_job_config(data, "job")
@@ -381,6 +404,7 @@ __all__ = [
     "JobConfig",
     "LocalDatasetConfig",
     "MetricConfig",
+    "QaDatasetConfig",
     "RegisteredAgentConfig",
     "RegistryDatasetConfig",
     "RegistryRef",

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.command import CommandAgent
+from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig
 from benchflow.config import RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
@@ -28,6 +29,7 @@ from benchflow.job.config import (
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
 from benchflow.job.job import Trial
+from benchflow.task import Task
 
 
 def load_scenes(path: Path) -> list[Scene]:
@@ -75,6 +77,14 @@ def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
     return {}
 
 
+def qa_drivers(agent: str, drivers: dict[str, AgentDriver], task: Task | None
+               ) -> dict[str, AgentDriver]:
+    """On QA items the model agent has no tools (so it runs without a sandbox)."""
+    if task is None or task.qa is None or agent != "model" or agent in drivers:
+        return drivers
+    return {**drivers, agent: ModelAgent(ModelAgentConfig(tools=[]))}
+
+
 def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: TaskEntry,
                    attempt: int) -> RolloutConfig:
     """One trial's RolloutConfig with the job-wide settings applied."""
@@ -90,6 +100,9 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         verifier_disabled=verifier.disable, verifier_timeout_sec=verifier_timeout,
         override_cpus=env.override_cpus, override_memory_mb=env.override_memory_mb,
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
+        model_endpoint=config.model_endpoint,
+        # a QA item's answer is its output: nothing in a sandbox is scored, so no hardening
+        harden=False if entry.task is not None and entry.task.qa is not None else None,
     )
 
 
@@ -109,7 +122,8 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
             for entry in dataset.tasks:
                 for attempt in range(1, config.n_attempts + 1):
                     rollout = rollout_config(config, scenes, dataset.name, entry, attempt)
-                    trials.append(Trial(rollout, entry.task, drivers=drivers,
+                    trials.append(Trial(rollout, entry.task, drivers=qa_drivers(
+                                            agent.name, drivers, entry.task),
                                         task_folder=entry.name))
         label = RolloutConfig(task_path=Path("."), scenes=scenes).agent_name
         if label in labels and labels[label] != agent.name:

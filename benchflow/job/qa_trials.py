@@ -14,18 +14,7 @@ from benchflow.config import ModelEndpoint, RolloutConfig, Scene
 from benchflow.job.job import Trial
 from benchflow.task.qa import QaItem, QaScoring
 from benchflow.task.qa_tasks import DEFAULT_QA_IMAGE, qa_dataset_name, qa_task
-from benchflow.verify.metrics import check_metric
-
-
-def check_scoring(scoring: QaScoring, where: str = "metric") -> QaScoring:
-    """`scoring` with every metric name checked.
-
-    Raises:
-        ConfigError: an unknown metric (the nearest valid name is suggested).
-    """
-    for name in scoring.metrics:
-        check_metric(name, where)
-    return scoring
+from benchflow.verify.answers import check_scoring
 
 
 def qa_trials(dataset_path: Path, items: Sequence[QaItem], *, agent: str, model: str | None,
@@ -59,4 +48,4 @@ def qa_trials(dataset_path: Path, items: Sequence[QaItem], *, agent: str, model:
     return trials
 
 
-__all__ = ["check_scoring", "qa_trials"]
+__all__ = ["qa_trials"]

@@ -15,6 +15,8 @@ If a folder holds both `task.md` and `task.toml`, `task.md` wins.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -76,6 +78,9 @@ class Task:
 
     def content_hash(self) -> str:
         """sha256 over every file of the task folder (relative path + bytes, sorted)."""
+        if self.qa is not None:  # a QA item has no folder: hash the item itself
+            item = json.dumps(self.qa.item.to_dict(), sort_keys=True, ensure_ascii=False)
+            return hashlib.sha256(item.encode()).hexdigest()
         return _files.content_hash(self.path)
 
 

@@ -14,7 +14,24 @@ from typing import Any
 from benchflow.config import ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.task.qa import QaScoring
-from benchflow.verify.metrics import DEFAULT_JUDGE_PROMPT, JudgeSettings, llm_judgement, text_metric
+from benchflow.verify.metrics import (
+    DEFAULT_JUDGE_PROMPT,
+    JudgeSettings,
+    check_metric,
+    llm_judgement,
+    text_metric,
+)
+
+
+def check_scoring(scoring: QaScoring, where: str = "metric") -> QaScoring:
+    """`scoring` with every metric name checked.
+
+    Raises:
+        ConfigError: an unknown metric (the nearest valid name is suggested).
+    """
+    for name in scoring.metrics:
+        check_metric(name, where)
+    return scoring
 
 
 def extract_answer(text: str, pattern: str | None) -> str:
@@ -90,4 +107,4 @@ async def score_answer(predicted: str, ground_truth: Any, scoring: QaScoring, *,
     return AnswerScore(rewards=rewards, judge_replies=replies)
 
 
-__all__ = ["AnswerScore", "extract_answer", "judge_settings", "score_answer"]
+__all__ = ["AnswerScore", "check_scoring", "extract_answer", "judge_settings", "score_answer"]

@@ -127,3 +127,39 @@ def test_newcomer_command_runs_without_any_sandbox(tmp_path: Path) -> None:
               (root / "multiply__1" / "trajectory" / "acp_trajectory.jsonl").read_text().splitlines()]
     assert [e["type"] for e in events] == ["header", "user_message", "usage", "agent_message"]
     assert events[1]["text"] == "Calculate 15 * 27."
+
+
+def test_job_file_qa_dataset(tmp_path: Path) -> None:
+    import yaml
+
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "name": "qa-job", "jobs_dir": str(tmp_path / "jobs"),
+        "agents": [{"name": "model", "model": "scripted-qa"}],
+        "model_endpoint": {"script": str(SCRIPT)},
+        "datasets": [{"qa": str(EXAMPLE), "metric": "numeric_match",
+                      "extra_metrics": ["exact_match"], "tasks": ["multiply", "speed-of-light"]}],
+    }))
+    result = runner.invoke(app, ["jobs", "run", str(job)])
+    assert result.exit_code == 0, result.output
+    root = tmp_path / "jobs" / "qa-job" / "model" / "qa-example"
+    rewards = {p.parent.name: json.loads(p.read_text())["rewards"]
+               for p in root.glob("*/result.json")}
+    assert rewards == {"multiply__1": {"reward": 1.0, "numeric_match": 1.0, "exact_match": 0.0},
+                       "speed-of-light__1": {"reward": 1.0, "numeric_match": 1.0,
+                                             "exact_match": 0.0}}
+    # the scripted model ran on the loopback, per rollout: its requests are in the rollout
+    assert (root / "multiply__1" / "model_server" / "requests.jsonl").exists()
+
+
+def test_job_file_bad_qa_metric_exits_2(tmp_path: Path) -> None:
+    import yaml
+
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "name": "qa-job", "jobs_dir": str(tmp_path / "jobs"),
+        "agents": [{"name": "model", "model": "m"}],
+        "datasets": [{"qa": str(EXAMPLE), "metric": "exact"}]}))
+    result = runner.invoke(app, ["jobs", "run", str(job)])
+    assert result.exit_code == 2
+    assert "datasets[0]" in result.output and "exact_match" in result.output
