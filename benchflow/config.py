@@ -150,6 +150,9 @@ class RolloutConfig(FrozenModel):
         default=None, description="None: the task's (`allow_internet: false` -> none, or "
         "model-only with a model endpoint); a scripted model server implies model-only")
     model_endpoint: ModelEndpoint | None = None
+    judge_endpoint: ModelEndpoint | None = Field(
+        default=None, description="the LLM judge's endpoint (base_url) for tasks scored by a "
+        "judge; None: the model endpoint")
 
     @field_validator("task_path")
     @classmethod

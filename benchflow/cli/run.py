@@ -70,8 +70,13 @@ def run_command(
         "--answer-pattern", help="QA datasets: regex cutting the answer out of the reply "
         "(its first group)")] = None,
     judge_model: Annotated[str | None, typer.Option(
-        "--judge-model", help="llm_judgement: the evaluator model (on the agent's endpoint)")
+        "--judge-model", help="the LLM judge's model (llm_judgement, llm-judge verifiers)")
     ] = None,
+    judge_base_url: Annotated[str | None, typer.Option(
+        "--judge-base-url", help="the LLM judge's endpoint (default: --model-base-url)")
+    ] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option(
+        "--judge-api-key-env", help="host variable holding --judge-base-url's key")] = None,
     tools: Annotated[list[str] | None, typer.Option(
         "--tool", help="model agent: a tool (shell, read_file, write_file); repeatable. "
         "Default: all on tasks, none on QA items")] = None,
@@ -85,7 +90,10 @@ def run_command(
         if is_qa_file(path):
             trials = _qa_trials(path, agent, model, attempts, env, task_filter, endpoint,
                                 QaScoring(metric=metric, answer_pattern=answer_pattern,
-                                          judge_model=judge_model),
+                                          judge_model=judge_model,
+                                          judge_endpoint=_judge_endpoint(
+                                              judge_base_url, judge_api_key_env, judge_model,
+                                              None)),
                                 _model_agent(tools, max_turns, qa=True), jobs_dir)
             job_result, results = anyio.run(_run_job, env if _uses_docker(trials) else "none",
                                             job_name or default_job_name(), jobs_dir, trials,
@@ -96,6 +104,7 @@ def run_command(
         dataset_name, tasks = resolve_run_target(path, task_filter)
         given_scenes = load_scenes(scenes_file) if scenes_file else None
         model_agent = _model_agent(tools, max_turns, qa=False)
+        judge = _judge_endpoint(judge_base_url, judge_api_key_env, judge_model, endpoint)
         drivers = {"model": ModelAgent(model_agent)} if model_agent is not None else {}
         trials = [
             Trial(RolloutConfig(task_path=task.path,
@@ -105,7 +114,8 @@ def run_command(
                                 force_build=force_build,
                                 preserve_env=_preserve(preserve_env),
                                 extra_ca_certs=tuple(ca_cert) if ca_cert else None,
-                                network=policy, model_endpoint=endpoint), task,
+                                network=policy, model_endpoint=endpoint,
+                                judge_endpoint=judge), task,
                   drivers=drivers)
             for task in tasks for attempt in range(1, attempts + 1)
         ]
@@ -144,6 +154,22 @@ def _qa_trials(path: Path, agent: str, model: str | None, attempts: int, env: st
                        model_agent=model_agent, metric_where="--metric")
     check_scenes(scenes_for_check(trials[0].config), given=trials[0].drivers)
     return trials
+
+
+def _judge_endpoint(base_url: str | None, api_key_env: str | None, model: str | None,
+                    fallback: ModelEndpoint | None) -> ModelEndpoint | None:
+    """--judge-base-url / --judge-api-key-env / --judge-model as an endpoint (None: the
+    run's model endpoint is used as it is)."""
+    if base_url is None:
+        if api_key_env:
+            raise ConfigError("--judge-api-key-env needs --judge-base-url")
+        if model and fallback is not None and fallback.base_url is not None:
+            return fallback.model_copy(update={"model": model})
+        return None
+    try:
+        return ModelEndpoint(base_url=base_url, api_key_env=api_key_env, model=model)
+    except ValueError as exc:
+        raise ConfigError(f"--judge-base-url {base_url!r}: {exc}") from exc
 
 
 def _uses_docker(trials: list[Trial]) -> bool:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome, driver_needs_sandbox
+from benchflow.agents.base import AgentContext, AgentDriver, driver_needs_sandbox
 from benchflow.agents.registry import check_scenes, get_driver
 from benchflow.config import ModelEndpoint, RolloutConfig
 from benchflow.errors import BenchflowError, ConfigError
@@ -49,7 +49,6 @@ class QaRollout(Rollout):
             raise ConfigError(f"{task.path}: not a QA item")
         super().__init__(config, task=task, listener=listener, drivers=drivers)
         self.spec = task.qa
-        self.final_text = ""
         self._server: ModelServer | None = None
 
     def _resolve_drivers(self) -> None:
@@ -111,11 +110,6 @@ class QaRollout(Rollout):
         written = await self._answer_file()
         raw = written if written is not None else self.final_text
         self.result.answer = extract_answer(raw, self.spec.scoring.answer_pattern)
-
-    def _count(self, outcome: StepOutcome) -> None:
-        super()._count(outcome)
-        if outcome.agent_text.strip():
-            self.final_text = outcome.agent_text
 
     async def _answer_file(self) -> str | None:
         if self.sandbox is None:

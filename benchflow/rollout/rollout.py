@@ -44,6 +44,8 @@ from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
 from benchflow.verify.hardening import verify_hardened
+from benchflow.verify.judged import judge_run, judged_verify
+from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, verify
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
@@ -88,6 +90,8 @@ class Rollout:
         self._started = False
         self._agent_image: AgentImagePlan | None = None
         self.baseline: Baseline | None = None
+        self.final_text = ""
+        """The agent's last non-empty message (for an LLM judge and QA answers)."""
 
     @property
     def hardened(self) -> bool:
@@ -206,6 +210,8 @@ class Rollout:
         result = self.result
         result.n_prompts += 1
         result.n_tool_calls += outcome.n_tool_calls
+        if outcome.agent_text.strip():
+            self.final_text = outcome.agent_text
         if outcome.input_tokens or outcome.output_tokens:
             tokens = result.tokens or Tokens()
             result.tokens = Tokens(input=tokens.input + outcome.input_tokens,
@@ -243,6 +249,11 @@ class Rollout:
         self._emit(RolloutEventKind.VERIFY_START)
         run = self._verifier_run()
         self._logs_collected = True  # both paths download /logs themselves
+        judge = judge_verifier(self.task)
+        if judge is not None:
+            self.result.rewards = await self._judged_verify(judge, run)
+            self.result.reward = self.result.rewards["reward"]
+            return
         if self.baseline is not None:
             verifier = self.task.config.verifier
             done = await verify_hardened(
@@ -254,6 +265,17 @@ class Rollout:
             outcome = await verify(self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir)
         self.result.rewards = outcome.rewards
         self.result.reward = outcome.reward
+
+    async def _judged_verify(self, judge: JudgeVerifier, run: VerifierRun) -> dict[str, float]:
+        assert self.sandbox is not None and self.task is not None and self.ctx is not None
+        endpoint = self.config.judge_endpoint or self.ctx.model_endpoint
+        verifier = self.task.config.verifier
+        return await judged_verify(
+            self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir, judge=judge,
+            judge_run=judge_run(judge, endpoint, self.config.scenes[0].roles[0].model),
+            instruction=self.task.instruction, agent_message=self.final_text,
+            baseline=self.baseline, agent_user=self.ctx.agent_user, config=verifier.hardening,
+            pytest_plugins=verifier.pytest_plugins)
 
     def _verifier_run(self) -> VerifierRun:
         assert self.sandbox is not None and self.task is not None

@@ -25,7 +25,8 @@ DEFAULT_VERSION = "1.0"
 _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "task": ("task", {k: k for k in ("name", "description", "authors", "keywords")}),
     "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
-    "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins")}),
+    "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins",
+                                             "type", "judge")}),
     "environment": (
         "sandbox",
         {

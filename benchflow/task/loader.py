@@ -29,6 +29,7 @@ from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import TaskConfig, TaskConfigWarning
 from benchflow.task.native import parse_task_md
 from benchflow.task.scenes import TaskScenes, parse_task_scenes
+from benchflow.task.verifier_doc import VERIFIER_DOC, parse_verifier_doc
 
 if TYPE_CHECKING:
     from benchflow.task.qa import QaTaskSpec
@@ -82,6 +83,14 @@ class Task:
             item = json.dumps(self.qa.item.to_dict(), sort_keys=True, ensure_ascii=False)
             return hashlib.sha256(item.encode()).hexdigest()
         return _files.content_hash(self.path)
+
+
+def _judge_only(layout: Layout, verifier_dir: Path, config: TaskConfig) -> bool:
+    """Whether an LLM judge scores the task, so test.sh is optional."""
+    if layout == "legacy":
+        return config.verifier.type == "llm-judge"
+    doc = parse_verifier_doc(verifier_dir / VERIFIER_DOC)
+    return doc is not None and doc.strategy == "llm-judge"
 
 
 def is_task_dir(path: Path | str) -> bool:
@@ -177,7 +186,8 @@ def load_task(path: Path | str) -> Task:
 
     verifier_name, mount = _VERIFIER[layout]
     verifier_dir = folder / verifier_name
-    if not _files.is_file(verifier_dir / "test.sh"):
+    if not _files.is_file(verifier_dir / "test.sh") and not _judge_only(layout, verifier_dir,
+                                                                        config):
         hint = ""
         if layout == "native" and _files.is_file(folder / "tests" / "test.sh"):
             hint = " (tests/test.sh is the legacy layout's name: rename tests/ to verifier/)"

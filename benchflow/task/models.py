@@ -7,7 +7,7 @@ a Harbor-style `task.toml` onto the same shape first, and both end in `TaskConfi
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
@@ -81,6 +81,21 @@ class AgentSettings(_Strict):
     """Sandbox user the agent runs as; None means benchflow's non-root default user."""
 
 
+class JudgeConfig(_Strict):
+    """Harbor-style `[verifier.judge]`: the LLM judge of a `type = "llm-judge"` verifier."""
+
+    model: str | None = None
+    """The judge model id (None: the run's judge endpoint's model)."""
+    rubric_path: str | None = None
+    """The rubric file, relative to the task folder (default: tests/rubric.toml or rubric.json)."""
+    input_dir: str = "/app"
+    """The sandbox folder whose files the judge sees when the rubric names none."""
+    input_type: Literal["deliverables"] = "deliverables"
+    """What the judge evaluates: the agent's deliverables (files)."""
+    context: str = ""
+    """Extra context for the judge (besides the instruction)."""
+
+
 class VerifierSettings(_Strict):
     """How the task's test.sh is run."""
 
@@ -92,6 +107,10 @@ class VerifierSettings(_Strict):
     """Anti-reward-hacking steps run before test.sh."""
     pytest_plugins: list[str] = Field(default_factory=list)
     """pytest plugins the verifier may load even though plugin auto-discovery is off."""
+    type: Literal["test-script", "llm-judge"] = "test-script"
+    """Harbor's verifier type; native tasks declare it in verifier/verifier.md instead."""
+    judge: JudgeConfig = JudgeConfig()
+    """The LLM judge of an llm-judge verifier (Harbor's `[verifier.judge]`)."""
 
 
 class SandboxSettings(_Strict):
@@ -196,6 +215,7 @@ __all__ = [
     "Author",
     "Frontmatter",
     "HardeningConfig",
+    "JudgeConfig",
     "OracleSettings",
     "SandboxSettings",
     "TaskConfig",
