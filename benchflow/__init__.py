@@ -17,7 +17,7 @@ from benchflow.job import Job, JobResult
 from benchflow.rollout import Rollout, RolloutResult, run
 from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
-from benchflow.users import BaseUser, FunctionUser, RoundResult
+from benchflow.users import BaseUser, FunctionUser, LLMUser, RoundResult
 
 try:
     __version__ = _version("benchflow")
@@ -31,6 +31,7 @@ __all__ = [
     "FunctionUser",
     "Job",
     "JobResult",
+    "LLMUser",
     "Role",
     "Rollout",
     "RolloutConfig",

@@ -32,7 +32,7 @@ from benchflow.rollout.result import (
     write_json_atomic,
 )
 from benchflow.rollout.secrets import redacted_config_json
-from benchflow.rollout.user_loop import run_user_loop
+from benchflow.rollout.user_loop import resolve_user, run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.factory import create_sandbox
@@ -195,7 +195,7 @@ class Rollout:
         self._emit(RolloutEventKind.AGENT_START)
         if self.ctx.trajectory is None:
             self.ctx.trajectory = self._open_trajectory()
-        if self.config.user is not None:
+        if self.config.user is not None or "user" in self.task.raw_frontmatter:
             await self._run_user_rounds()
             return
         for group in session_groups(self.steps):
@@ -235,10 +235,11 @@ class Rollout:
                                      baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
                                      out_dir=self.paths.verifier_dir / f"round-{round_index}")
 
+        user, max_rounds = resolve_user(self.config, self.task, self.ctx.model_endpoint)
         n_prompts, n_tool_calls = await run_user_loop(
-            user=self.config.user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
+            user=user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
             scene=scene, instruction=self.task.instruction, solution=solution,
-            max_rounds=self.config.max_user_rounds, score_round=score_round,
+            max_rounds=max_rounds, score_round=score_round,
             rounds_log=self.paths.user_rounds)
         self.result.n_prompts += n_prompts
         self.result.n_tool_calls += n_tool_calls
