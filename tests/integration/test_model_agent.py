@@ -83,3 +83,28 @@ async def test_qa_item_with_tools_runs_in_a_sandbox_and_reads_answer_file(tmp_pa
     assert result.error is None, result.error
     assert result.answer == "debian"
     assert result.rewards == {"reward": 1.0, "exact_match": 1.0, "f1_score": 1.0}
+
+
+async def test_max_turns_stops_a_looping_model(tmp_path, job_label):
+    script = _script(tmp_path, {"steps": [{"shell": "true"}] * 10})
+    config = RolloutConfig(task_path=TASKS / "hello-world",
+                           scenes=[Scene.single(agent="model", model="scripted")],
+                           jobs_dir=tmp_path / "jobs", job_name=job_label,
+                           model_endpoint=ModelEndpoint(script=script))
+    result = await Rollout(config, drivers={"model": ModelAgent(ModelAgentConfig(
+        max_turns=3, tools=["shell"]))}).run()
+    assert result.error is None and result.reward == 0.0
+    assert result.n_tool_calls == 3
+
+
+async def test_any_agent_on_a_qa_item_gets_a_sandbox(tmp_path, job_label):
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"id": "q", "question": "Say hi", "answer": "hi"}) + "\n")
+    trials = qa_trials(data, load_qa_items(data), agent="nop", model=None,
+                       scoring=QaScoring(metric="exact_match"))
+    job = Job(job_label, tmp_path / "jobs", trials)
+    await job.run()
+    (result,) = job.results
+    assert result.error is None, result.error
+    assert result.answer == "" and result.reward == 0.0
+    assert result.durations.environment_setup_sec is not None

@@ -163,3 +163,43 @@ def test_job_file_bad_qa_metric_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["jobs", "run", str(job)])
     assert result.exit_code == 2
     assert "datasets[0]" in result.output and "exact_match" in result.output
+
+
+def test_model_agent_settings(tmp_path: Path) -> None:
+    from benchflow.agents.model_agent import DEFAULT_SYSTEM_PROMPT, ModelAgentConfig, check_tools
+
+    prompt = tmp_path / "system.txt"
+    prompt.write_text("Answer in one word.")
+    assert ModelAgentConfig(system_prompt_file=prompt).resolved_system_prompt() == \
+        "Answer in one word."
+    assert ModelAgentConfig().resolved_system_prompt() == DEFAULT_SYSTEM_PROMPT
+    with pytest.raises(ValueError, match="not both"):
+        ModelAgentConfig(system_prompt="a", system_prompt_file=prompt)
+    with pytest.raises(ConfigError, match="system_prompt_file"):
+        ModelAgentConfig(system_prompt_file=tmp_path / "none.txt").resolved_system_prompt()
+    with pytest.raises(ConfigError, match="did you mean 'read_file'"):
+        check_tools(["read_files"])
+
+
+def test_system_prompt_reaches_the_model(tmp_path: Path) -> None:
+    import anyio
+
+    from benchflow.agents.model_agent import ModelAgentConfig
+    from benchflow.config import ModelEndpoint
+    from benchflow.job import Job
+    from benchflow.job.qa_trials import qa_trials
+    from benchflow.task.qa import QaScoring
+
+    script = load_script(SCRIPT)
+    with ModelServer(script, log_dir=tmp_path / "log") as server:
+        items = select_items(load_qa_items(EXAMPLE), ["binary-ten"])
+        trials = qa_trials(EXAMPLE, items, agent="model", model="scripted-qa",
+                           scoring=QaScoring(metric="exact_match"),
+                           endpoint=ModelEndpoint.remote(server.url),
+                           model_agent=ModelAgentConfig(tools=[], system_prompt="BE BRIEF"))
+        job = Job("sys", tmp_path / "jobs", trials)
+        anyio.run(job.run)
+        body = json.loads((tmp_path / "log" / "requests.jsonl").read_text().splitlines()[0])
+    messages = body["body"]["messages"]
+    assert messages[0] == {"role": "system", "content": "BE BRIEF"}
+    assert job.results[0].reward == 1.0
