@@ -12,8 +12,8 @@ from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
-from benchflow.agents.model_agent import ModelAgent
 from benchflow.agents.catalog import load_catalog
+from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 

@@ -46,8 +46,7 @@ from pydantic import (
 )
 
 from benchflow._models import FrozenModel
-from benchflow.config import ModelEndpoint
-from benchflow.config import EnvironmentType
+from benchflow.config import EnvironmentType, ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.rollout.rollout import default_job_name
 from benchflow.sandbox.spec import PreservePolicy

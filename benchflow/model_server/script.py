@@ -35,10 +35,9 @@ faults:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
-
-import re
 
 import yaml
 from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator

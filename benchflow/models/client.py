@@ -19,7 +19,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import anyio
 
@@ -220,7 +220,7 @@ class ModelClient:
         return ChatReply(text=message.content or "", tool_calls=calls,
                          finish_reason=choice.finish_reason, usage=usage, model=model_id)
 
-    async def __aenter__(self) -> ModelClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -40,8 +40,8 @@ from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
-from benchflow.agents.model_agent import ModelAgent
 from benchflow.agents.catalog import load_catalog
+from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.model_server import ModelServer, load_script

@@ -11,8 +11,8 @@ from pathlib import Path
 from benchflow.agents.base import AgentContext, AgentDriver
 from benchflow.config import ModelEndpoint, Role, RolloutConfig
 from benchflow.steps import Step
-from benchflow.trajectory.reader import iter_events
 from benchflow.task import Task
+from benchflow.trajectory.reader import iter_events
 from benchflow.users import BaseUser, LLMUser, RoundResult, user_from_frontmatter
 from benchflow.verify.soft import SoftVerifyResult
 

@@ -61,8 +61,8 @@ async def read_files(sandbox: Sandbox, judge: JudgeVerifier) -> dict[str, str]:
     paths = list(judge.rubric.files)
     if not paths:
         listing = await sandbox.exec(
-            ["sh", "-c", f"find {shlex.quote(judge.input_dir)} -maxdepth 2 -type f "
-                         f"-not -path '*/.git/*' | sort | head -n {MAX_FILES}"],
+            ["sh", "-c", (f"find {shlex.quote(judge.input_dir)} -maxdepth 2 -type f "
+                          f"-not -path '*/.git/*' | sort | head -n {MAX_FILES}")],
             user="root", timeout=30)
         paths = [p for p in listing.stdout.decode("utf-8", "replace").splitlines() if p]
     files: dict[str, str] = {}

@@ -11,8 +11,8 @@ from benchflow.errors import ConfigError
 from benchflow.task._suggest import suggest
 from benchflow.verify.metrics.judge import (
     DEFAULT_JUDGE_PROMPT,
-    JudgeSettings,
     Judgement,
+    JudgeSettings,
     llm_judgement,
     parse_score,
 )

@@ -49,9 +49,9 @@ class Judgement:
     reply: str
 
 
-_JSON_OBJECT = re.compile(r"\{[^{}]*\}", re.S)
+_JSON_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
 _LABELLED = re.compile(r"(?:score|rating|grade)\W{0,3}\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?)|(%))?",
-                       re.I)
+                       re.IGNORECASE)
 _FRACTION = re.compile(r"(-?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)")
 _PERCENT = re.compile(r"(-?\d+(?:\.\d+)?)\s*%")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

@@ -136,9 +136,8 @@ def test_every_openai_exception_is_mapped() -> None:
     assert len(classes) >= 15
     for cls in classes:
         exc = cls.__new__(cls)
-        with pytest.raises(ProviderError):
-            with map_openai_errors():
-                raise exc
+        with pytest.raises(ProviderError), map_openai_errors():
+            raise exc
     request = httpx.Request("POST", "http://x/v1/chat/completions")
     for status, transient in [(400, False), (401, False), (404, False), (408, True),
                               (422, False), (429, True), (500, True), (503, True)]:
