@@ -46,6 +46,8 @@ class ModelAgentConfig(FrozenModel):
     timeout_sec: float = Field(default=120.0, gt=0, description="per model call")
     tool_timeout_sec: float = Field(default=120.0, gt=0)
     max_output_chars: int = Field(default=20_000, ge=200)
+    price_per_mtok: tuple[float, float] | None = Field(
+        default=None, description="USD per million (input, output) tokens: result.json's cost")
 
     @model_validator(mode="after")
     def _one_prompt(self) -> ModelAgentConfig:
@@ -185,7 +187,7 @@ class ModelAgent:
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
                       ) -> AsyncIterator[AgentConnection]:
-        from benchflow.models import ModelClient
+        from benchflow.models import ModelClient, Price
 
         endpoint = ctx.model_endpoint
         if endpoint is None or endpoint.base_url is None:
@@ -193,8 +195,11 @@ class ModelAgent:
                               "(or --model-server SCRIPT)")
         if not role.model and not endpoint.model:
             raise ConfigError("the model agent needs a model id: -m MODEL")
+        price = self.config.price_per_mtok
+        model = role.model or endpoint.model or ""
         async with ModelClient(endpoint, max_retries=self.config.max_retries,
-                               timeout_sec=self.config.timeout_sec) as client:
+                               timeout_sec=self.config.timeout_sec,
+                               prices={model: Price(*price)} if price else {}) as client:
             yield ModelConnection(ctx, role, scene, self.config, client)
 
 

@@ -196,10 +196,22 @@ def test_system_prompt_reaches_the_model(tmp_path: Path) -> None:
         trials = qa_trials(EXAMPLE, items, agent="model", model="scripted-qa",
                            scoring=QaScoring(metric="exact_match"),
                            endpoint=ModelEndpoint.remote(server.url),
-                           model_agent=ModelAgentConfig(tools=[], system_prompt="BE BRIEF"))
+                           model_agent=ModelAgentConfig(tools=[], system_prompt="BE BRIEF",
+                                                        price_per_mtok=(1.0, 2.0)))
         job = Job("sys", tmp_path / "jobs", trials)
         anyio.run(job.run)
         body = json.loads((tmp_path / "log" / "requests.jsonl").read_text().splitlines()[0])
     messages = body["body"]["messages"]
     assert messages[0] == {"role": "system", "content": "BE BRIEF"}
-    assert job.results[0].reward == 1.0
+    result = job.results[0]
+    assert result.reward == 1.0
+    assert result.tokens is not None
+    assert result.cost == pytest.approx((result.tokens.input + 2 * result.tokens.output) / 1e6)
+
+
+def test_tasks_check_validates_a_qa_file(tmp_path: Path) -> None:
+    ok = runner.invoke(app, ["tasks", "check", str(EXAMPLE)])
+    assert ok.exit_code == 0 and "12 QA items ok (11 with a ground truth)" in ok.output
+    bad = _write(tmp_path, ['{"id": "a"}'])
+    result = runner.invoke(app, ["tasks", "check", str(bad)])
+    assert result.exit_code == 2 and f"{bad}:1" in result.output
