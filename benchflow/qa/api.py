@@ -102,10 +102,10 @@ async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
     concurrency = config.max_workers if (config.parallel or config.max_workers > 1) else 1
     job = Job(job_name, out / "jobs", trials, concurrency=concurrency)
     await job.run()
-    by_id: dict[str, RolloutResult] = {}
-    for item, trial in zip(items, trials, strict=True):
-        by_id[item.id] = next(r for r in job.results
-                              if r.task_name == trial.ref.task_name)
+    by_folder = {r.task_name: r for r in job.results}
+    by_id: dict[str, RolloutResult] = {
+        item.id: by_folder[trial.ref.task_name]
+        for item, trial in zip(items, trials, strict=True) if trial.ref.task_name in by_folder}
     results_file = evaluation_file = None
     if config.save_results:
         results_file = out / "results.jsonl"
@@ -117,7 +117,7 @@ async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
     if report is not None:
         evaluation_file = out / "evaluation.json"
         write_json(evaluation_file, report)
-    successful = sum(1 for r in by_id.values() if r.error is None)
+    successful = sum(1 for r in by_id.values() if r.error is None)  # a missing result failed
     summary: dict[str, Any] = {
         "benchmark_name": benchmark,
         "total_tasks": len(items),
