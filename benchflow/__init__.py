@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "FunctionUser": "benchflow.users",
     "Job": "benchflow.job",
     "JobResult": "benchflow.job",
+    "LLMUser": "benchflow.users",
     "McpServer": "benchflow.mcp",
     "Role": "benchflow.config",
     "Rollout": "benchflow.rollout",
@@ -52,7 +53,7 @@ if _typing.TYPE_CHECKING:
     from benchflow.rollout import Rollout, RolloutResult, RunResult, run
     from benchflow.steps import Step, desugar
     from benchflow.task import Task, load_task
-    from benchflow.users import BaseUser, FunctionUser, RoundResult
+    from benchflow.users import BaseUser, FunctionUser, LLMUser, RoundResult
 
 
 def __getattr__(name: str) -> object:
@@ -75,6 +76,7 @@ __all__ = [
     "FunctionUser",
     "Job",
     "JobResult",
+    "LLMUser",
     "McpServer",
     "Role",
     "Rollout",

@@ -26,7 +26,7 @@ from benchflow.cli._common import (
     set_console_level,
     user_errors,
 )
-from benchflow.cli.progress import JobProgress
+from benchflow.cli.progress import JobProgress, results_table
 from benchflow.errors import ConfigError
 from benchflow.job.config import MetricConfig, load_job_config, with_absolute_paths, with_overrides
 from benchflow.job.job import Job
@@ -42,6 +42,9 @@ from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
+
+ANSWERS_SHOWN = 50
+"""A QA job of at most this many rollouts prints each item's answer and reward."""
 
 app = typer.Typer(name="jobs", no_args_is_help=True,
                   help="Run a job file (agents x tasks x attempts), resume it, summarize it.")
@@ -102,7 +105,8 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
     set_console_level(prepared.config.log_level)
     environment = prepared.config.environment
     provider = get_provider(environment.type, environment.provider_config)
-    anyio.run(provider.preflight)  # credentials and daemon, before anything is written
+    if prepared.needs_sandboxes:  # credentials and daemon, before anything is written
+        anyio.run(provider.preflight)
     with job_lock(prepared.job_dir):
         if resuming:
             reset_unfinished(prepared)
@@ -110,7 +114,10 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
             start_new_job(prepared)
         result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming,
                                                  otel=otel))
-    console.print(summary_table(job.all_results(), title=f"job {result.job_name}"))
+    results = job.all_results()
+    if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
+        console.print(results_table(results))  # QA: each item's answer and reward
+    console.print(summary_table(results, title=f"job {result.job_name}"))
     _print_summary(result, prepared.job_dir)
     if result.cancelled:
         return EXIT_CANCELLED

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchflow.errors import ConfigError, TaskInvalidError, TaskNotFoundError
-from benchflow.job.config import DatasetConfig, JobConfig, LocalDatasetConfig
+from benchflow.job.config import DatasetConfig, JobConfig, LocalDatasetConfig, QaDatasetConfig
 from benchflow.job.registry import RegistryTask, fetch_task, load_registry
 from benchflow.task import Task, load_dataset, load_task
 from benchflow.task._suggest import suggest
+from benchflow.task.qa import QaScoring, load_qa_items, select_items
+from benchflow.task.qa_tasks import qa_dataset_name, qa_task
+from benchflow.verify.answers import check_scoring
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,21 @@ def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> Resolv
     return ResolvedDataset(dataset.name, entries)
 
 
+def _qa(spec: QaDatasetConfig, where: str) -> ResolvedDataset:
+    path = spec.qa.expanduser()
+    try:
+        scoring = check_scoring(QaScoring(metric=spec.metric,
+                                          extra_metrics=tuple(spec.extra_metrics),
+                                          answer_pattern=spec.answer_pattern,
+                                          judge_model=spec.judge_model), f"{where}.metric")
+        items = select_items(load_qa_items(path), spec.tasks, where=f"{where}.tasks")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    tasks = [qa_task(item, path, scoring, spec.image) for item in items]
+    return ResolvedDataset(qa_dataset_name(path),
+                           [TaskEntry(t.path.name, t.path, task=t) for t in tasks])
+
+
 def resolve_datasets(config: JobConfig, cache_dir: Path | None = None,
                      source: Path | str = "job") -> list[ResolvedDataset]:
     """Every dataset of the job, filtered and fetched, in job-file order.
@@ -111,6 +129,8 @@ def resolve_datasets(config: JobConfig, cache_dir: Path | None = None,
         where = f"{source}: datasets[{index}]"
         if isinstance(spec, LocalDatasetConfig):
             resolved.append(_local(spec, where))
+        elif isinstance(spec, QaDatasetConfig):
+            resolved.append(_qa(spec, where))
         else:
             resolved.append(_registry(spec, where, cache_dir))
     names = [d.name for d in resolved]

@@ -27,6 +27,7 @@ from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.qa import rollout_class
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.task import Task
@@ -199,8 +200,9 @@ class Job:
                 attempt += 1
                 async with limiter:
                     self._started.add(index)
-                    rollout = Rollout(config, task=trial.task, listener=self._listener(attempt),
-                                      drivers=trial.drivers)
+                    rollout = rollout_class(trial.task)(
+                        config, task=trial.task, listener=self._listener(attempt),
+                        drivers=trial.drivers)
                     rollout.result.retried_errors = list(retried)
                     last = rollout.result  # a cancelled rollout still has a (cancelled) result
                     await rollout.run()
