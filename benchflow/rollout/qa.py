@@ -51,7 +51,7 @@ class QaRollout(Rollout):
         if task.qa is None:
             raise ConfigError(f"{task.path}: not a QA item")
         super().__init__(config, task=task, listener=listener, drivers=drivers)
-        self.spec = task.qa
+        self.qa = task.qa
         self._server: ModelServer | None = None
 
     def _resolve_drivers(self) -> None:
@@ -83,10 +83,18 @@ class QaRollout(Rollout):
         self.steps = desugar(self.scenes, self.task.instruction, self.task.prompts)
 
     async def start(self) -> None:
-        """Start the sandbox, or (without one) the scripted model server on the loopback."""
+        """Start the sandbox, or (without one) the scripted model server on the loopback.
+        An HTTP agent's payload gets the item's kwargs as `task.input` and its metadata."""
         if self.sandbox is not None:
             await super().start()
-            return
+        else:
+            await self._start_without_sandbox()
+        assert self.ctx is not None
+        item = self.qa.item
+        self.ctx.extras.update(task_input=dict(item.kwargs),
+                               task_metadata={**item.metadata, "item_id": item.id})
+
+    async def _start_without_sandbox(self) -> None:
         assert self.task is not None
         self.ctx = AgentContext(
             sandbox=None, task=self.task, paths=self.paths, workdir="/", agent_user=None,
@@ -121,7 +129,7 @@ class QaRollout(Rollout):
         await super().execute()
         written = await self._answer_file()
         raw = written if written is not None else self.final_text
-        self.result.answer = extract_answer(raw, self.spec.scoring.answer_pattern)
+        self.result.answer = extract_answer(raw, self.qa.scoring.answer_pattern)
 
     async def _answer_file(self) -> str | None:
         if self.sandbox is None:
@@ -133,7 +141,7 @@ class QaRollout(Rollout):
     async def verify(self) -> None:
         """Score the answer with the dataset's metrics; items without ground truth get none."""
         self._emit(RolloutEventKind.VERIFY_START)
-        item, scoring = self.spec.item, self.spec.scoring
+        item, scoring = self.qa.item, self.qa.scoring
         predicted = self.result.answer or ""
         judge = None
         if "llm_judgement" in scoring.metrics and item.has_answer:
