@@ -227,8 +227,13 @@ def load_task(path: Path | str) -> Task:
     verifier_dir = folder / verifier_name
     steps_have_tests = bool(steps) and all(
         s.verifier_dir is not None and _files.is_file(s.verifier_dir / "test.sh") for s in steps)
+    judged = _judge_only(layout, verifier_dir, config)
+    if judged and (config.verifier.separate or steps):
+        problems.append(f"{config_label}: an LLM-judge verifier scores the agent's sandbox once, "
+                        "after the last turn: it cannot be combined with a separate verifier "
+                        "environment or [[steps]]; use test.sh for those")
     if (not _files.is_file(verifier_dir / "test.sh") and not steps_have_tests
-            and not _judge_only(layout, verifier_dir, config)):
+            and not judged):
         hint = ""
         if layout == "native" and _files.is_file(folder / "tests" / "test.sh"):
             hint = " (tests/test.sh is the legacy layout's name: rename tests/ to verifier/)"

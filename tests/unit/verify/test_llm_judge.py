@@ -56,6 +56,12 @@ def test_legacy_judge_without_rubric_is_invalid(tmp_path: Path) -> None:
         judge_verifier(task)
 
 
+def test_a_judge_with_a_separate_verifier_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TaskInvalidError, match="LLM-judge verifier"):
+        load_task(_legacy(tmp_path, '[verifier]\ntype = "llm-judge"\n'
+                          'environment_mode = "separate"\n', None))
+
+
 def test_a_task_without_test_sh_or_judge_is_still_invalid(tmp_path: Path) -> None:
     with pytest.raises(TaskInvalidError, match="test.sh"):
         load_task(_legacy(tmp_path, "", None))
