@@ -12,14 +12,17 @@ startup stay cheap.
 
 
 from importlib import import_module as _import_module
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
 import typing as _typing
 
-try:
-    __version__ = _version("benchflow")
-except _PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.0.0+unknown"
+
+def _package_version() -> str:
+    # importlib.metadata costs ~40 ms to import: only when the version is asked for
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("benchflow")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0.0.0+unknown"
 
 _EXPORTS: dict[str, str] = {
     "BaseUser": "benchflow.users",
@@ -57,6 +60,10 @@ if _typing.TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> object:
+    if name == "__version__":
+        value: object = _package_version()
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'benchflow' has no attribute {name!r}")
@@ -66,7 +73,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*globals(), *_EXPORTS, "__version__"})
 
 
 __all__ = [

@@ -161,6 +161,7 @@ class Rollout:
             gpus=sandbox_cfg.gpus,
             workdir=sandbox_cfg.workdir,
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
+            files={config.instruction_path: task.instruction.encode()},
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
@@ -182,7 +183,6 @@ class Rollout:
         self._started = True
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
-        await self.sandbox.upload_bytes(self.task.instruction.encode(), self.config.instruction_path)
         self.ctx = AgentContext(
             sandbox=self.sandbox, task=self.task, paths=self.paths,
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,

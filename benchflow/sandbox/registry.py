@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from benchflow.errors import ConfigError
@@ -34,6 +33,8 @@ class UnknownBackendError(ConfigError):
 
 @functools.cache
 def _plugins() -> dict[str, str]:
+    from importlib.metadata import entry_points  # scanning installed packages is slow: on demand
+
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
             if ep.name not in BUILTIN}
 

@@ -29,7 +29,7 @@ class _Strict(FrozenModel):
     """Frozen, unknown keys rejected, no str->number or str->bool coercion (native files)."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+        extra="forbid", frozen=True, strict=True
     )
 
 

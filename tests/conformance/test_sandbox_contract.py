@@ -163,6 +163,23 @@ async def test_stop_is_fast_and_idempotent(tmp_path, job_label, backend):
     assert box.sandbox_id is None
 
 
+async def test_spec_files_are_placed_by_start(tmp_path, job_label, backend):
+    env_dir = tmp_path / "e"
+    env_dir.mkdir()
+    (env_dir / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    box = make_box(backend, SandboxSpec(name="contract", environment_dir=env_dir,
+                                        files={"/tmp/instruction.md": b"do the thing\n",
+                                               "/opt/nested/dir/f.txt": b"x"},
+                                        labels={"benchflow.job": job_label}))
+    await box.start()
+    try:
+        assert (await box.exec(["cat", "/tmp/instruction.md"])).stdout == b"do the thing\n"
+        listing = await box.exec(["stat", "-c", "%a", "/opt/nested/dir/f.txt"])
+        assert listing.stdout.strip() == b"644"
+    finally:
+        await box.stop()
+
+
 async def test_extra_ca_certificates_are_installed_at_build_and_start(tmp_path, job_label,
                                                                        backend):
     pem = TEST_CA
