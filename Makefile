@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py --harden
 	$(BIN)/python labs/benchmarks/acp_throughput.py
 	$(BIN)/python labs/benchmarks/job_load.py
+	$(BIN)/python labs/benchmarks/scale.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py

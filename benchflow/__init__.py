@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "Rollout": "benchflow.rollout",
     "RolloutConfig": "benchflow.config",
     "RolloutResult": "benchflow.rollout",
+    "RolloutStream": "benchflow.job.stream",
     "RoundResult": "benchflow.users",
     "RunResult": "benchflow.rollout",
     "Scene": "benchflow.config",
@@ -46,12 +47,14 @@ _EXPORTS: dict[str, str] = {
     "desugar": "benchflow.steps",
     "load_task": "benchflow.task",
     "run": "benchflow.rollout",
+    "stream": "benchflow.job.stream",
 }
 
 if _typing.TYPE_CHECKING:
     from benchflow.config import Role, RolloutConfig, Scene, Turn
     from benchflow.errors import BenchflowError, ConfigError
     from benchflow.job import Job, JobResult
+    from benchflow.job.stream import RolloutStream, stream
     from benchflow.mcp import McpServer
     from benchflow.rollout import Rollout, RolloutResult, RunResult, run
     from benchflow.steps import Step, desugar
@@ -89,6 +92,7 @@ __all__ = [
     "Rollout",
     "RolloutConfig",
     "RolloutResult",
+    "RolloutStream",
     "RoundResult",
     "RunResult",
     "Scene",
@@ -99,4 +103,5 @@ __all__ = [
     "desugar",
     "load_task",
     "run",
+    "stream",
 ]

@@ -22,6 +22,7 @@ import anyio
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
 from benchflow.job.config import MetricConfig
+from benchflow.job.limits import ensure_fd_limit
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
@@ -120,6 +121,7 @@ class Job:
         """Run every trial; returns (and writes) the job result, `cancelled` if cancelled."""
         self.started_at = self.started_at or utcnow()
         self.job_dir.mkdir(parents=True, exist_ok=True)
+        ensure_fd_limit(min(self.concurrency, len(self.trials)))
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         try:
             with anyio.CancelScope() as self._scope:

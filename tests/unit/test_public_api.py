@@ -11,8 +11,8 @@ EXPORTED = {
     "BaseUser", "BenchflowError", "ConfigError", "FunctionUser", "Job", "JobResult", "LLMUser",
     "McpServer",
     "Role",
-    "Rollout", "RolloutConfig", "RolloutResult", "RoundResult", "RunResult", "Scene", "Step",
-    "Task", "Turn", "__version__", "desugar", "load_task", "run",
+    "Rollout", "RolloutConfig", "RolloutResult", "RolloutStream", "RoundResult", "RunResult", "Scene", "Step",
+    "Task", "Turn", "__version__", "desugar", "load_task", "run", "stream",
 }
 
 
