@@ -116,7 +116,7 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
         else:
             start_new_job(prepared)
         result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming,
-                                                 otel=otel))
+                                                 otel=otel or prepared.config.otel))
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward

@@ -175,7 +175,7 @@ _OPTION_OF_FIELD = {
     "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
     "skills": "--skill", "mcp_config": "--mcp-config", "harden": "--harden/--no-harden",
     "agents[0]": "-a/--agent", "agents[0].tools": "--tool", "agents[0].max_turns": "--max-turns",
-    "datasets[0].metric": "--metric", "datasets[0].answer_pattern": "--answer-pattern",
+    "datasets[0].metric": "--metric", "datasets[0].max_tasks": "--max-tasks", "datasets[0].answer_pattern": "--answer-pattern",
     "judge_endpoint": "--judge-base-url",
 }
 
@@ -222,29 +222,23 @@ def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
     NAME[@VERSION] of a registry (pulled into the cache first; a second run fetches nothing)."""
     from benchflow.job.pull import looks_like_spec, parse_spec, pull, registry_ref
     from benchflow.task import is_task_dir, resolve_run_target
-    from benchflow.task.qa import is_qa_file, load_qa_items, select_items
+    from benchflow.task.qa import is_qa_file
 
+    limit = {} if max_tasks is None else {"max_tasks": max_tasks}
     if is_qa_file(path):
-        names = task_filter
-        if max_tasks is not None:
-            items = select_items(load_qa_items(path), task_filter, where="-t/--task")
-            names = [item.id for item in items][:max_tasks]
         return {"qa": Path(path).expanduser().resolve(), "metric": qa.metric,
                 "answer_pattern": qa.answer_pattern, "judge_model": qa.judge_model,
-                "tasks": names}
-
+                "tasks": task_filter, **limit}
     if looks_like_spec(str(path)):
         ref = registry_ref(registry)
         pulled = pull(str(path), ref)
-        names = task_filter or [t.name for t in pulled.tasks]
         name, version = parse_spec(str(path))
         return {"registry": ref.model_dump(mode="python", exclude_none=True), "name": name,
-                "version": version or pulled.version, "tasks": names[:max_tasks]}
+                "version": version or pulled.version, "tasks": task_filter, **limit}
     _, tasks = resolve_run_target(path, task_filter)
     if is_task_dir(path):
         return {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}
-    names = task_filter if max_tasks is None else [t.path.name for t in tasks][:max_tasks]
-    return {"path": Path(path).expanduser().resolve(), "tasks": names}
+    return {"path": Path(path).expanduser().resolve(), "tasks": task_filter, **limit}
 
 
 def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,

@@ -247,6 +247,8 @@ class LocalDatasetConfig(FrozenModel):
 
     path: Path
     tasks: list[str] | None = None
+    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+                                  "tasks (after the `tasks` filter), as `--max-tasks`")
 
     @field_validator("tasks")
     @classmethod
@@ -274,6 +276,8 @@ class RegistryDatasetConfig(FrozenModel):
     name: str
     version: Annotated[str | None, BeforeValidator(_version_str)] = None
     tasks: list[str] | None = None
+    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+                                  "tasks (after the `tasks` filter), as `--max-tasks`")
 
     @field_validator("tasks")
     @classmethod
@@ -293,6 +297,8 @@ class QaDatasetConfig(FrozenModel):
     image: str = Field(default="debian:bookworm-slim", description="sandbox image, used only "
                        "when an agent needs a sandbox")
     tasks: list[str] | None = None
+    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+                                  "tasks (after the `tasks` filter), as `--max-tasks`")
 
 
 def _dataset_kind(value: Any) -> str:
@@ -324,6 +330,9 @@ class JobConfig(FrozenModel):
     capture_model_calls: bool = Field(
         default=False, description="record every model call through benchflow's model server "
         "or relay in each trial's model_calls.jsonl")
+    otel: bool = Field(default=False, description="export OpenTelemetry spans over OTLP/HTTP "
+                       "(the otel extra), as `--otel`; OTEL_EXPORTER_OTLP_ENDPOINT also turns "
+                       "it on")
     environment: EnvironmentConfig = EnvironmentConfig()
     model_endpoint: ModelEndpoint | None = Field(
         default=None, description="the model API every agent uses: a scripted model server "

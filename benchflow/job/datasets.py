@@ -90,6 +90,7 @@ def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> Resolv
     missing = [n for n in wanted if n not in by_name]
     if missing:
         raise _missing_error(where, f"{dataset.name} {dataset.version}", missing, list(by_name))
+    wanted = wanted[:spec.max_tasks]  # fetch only what runs
     entries = []
     for name in wanted:
         try:
@@ -128,11 +129,12 @@ def resolve_datasets(config: JobConfig, cache_dir: Path | None = None,
     for index, spec in enumerate(config.datasets):
         where = f"{source}: datasets[{index}]"
         if isinstance(spec, LocalDatasetConfig):
-            resolved.append(_local(spec, where))
+            dataset = _local(spec, where)
         elif isinstance(spec, QaDatasetConfig):
-            resolved.append(_qa(spec, where))
+            dataset = _qa(spec, where)
         else:
-            resolved.append(_registry(spec, where, cache_dir))
+            dataset = _registry(spec, where, cache_dir)
+        resolved.append(ResolvedDataset(dataset.name, dataset.tasks[:spec.max_tasks]))
     names = [d.name for d in resolved]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
