@@ -136,12 +136,14 @@ def _exit_code(fn: object, *args: object, **kwargs: object) -> int:
 
 
 def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
-              environment: str | None, jobs_dir: Path | None) -> int:
+              environment: str | None, jobs_dir: Path | None, executor: str | None = None,
+              ray_address: str | None = None) -> int:
     config = load_job_config(path)
     if environment is not None:
         check_backend(environment)
     config = with_overrides(config, n_concurrent_trials=n_concurrent, n_attempts=n_attempts,
-                            environment_type=environment, jobs_dir=jobs_dir)
+                            environment_type=environment, jobs_dir=jobs_dir,
+                            executor=executor, ray_address=ray_address)
     prepared = prepare_job(with_absolute_paths(config), source=path)
     if not prepared.trials:
         raise ConfigError(f"{path}: the job has no trials: its datasets hold no tasks")
@@ -149,12 +151,14 @@ def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
 
 
 def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int | None = None,
-                 environment: str | None = None, jobs_dir: Path | None = None) -> int:
+                 environment: str | None = None, jobs_dir: Path | None = None,
+                 executor: str | None = None, ray_address: str | None = None) -> int:
     """Run the job file at `path` with optional overrides; returns the exit code.
 
     Bad input is printed as one line on stderr (exit code 2), never a traceback.
     """
-    return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir)
+    return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir,
+                      executor, ray_address)
 
 
 @app.command("run")
@@ -168,10 +172,15 @@ def run_command(
         "--env", help="override environment.type: a registered sandbox backend (docker, daytona "
         "or a plugin's)")] = None,
     jobs_dir: Annotated[Path | None, typer.Option("--jobs-dir", help="override jobs_dir")] = None,
+    executor: Annotated[str | None, typer.Option(
+        "--executor", help="local (this process) or ray (Ray workers; the ray extra)")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="with --executor ray: the cluster (auto, host:port)")] = None,
 ) -> None:
     """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""
     raise typer.Exit(run_job_file(job_file, n_concurrent=n_concurrent, n_attempts=n_attempts,
-                                  environment=environment, jobs_dir=jobs_dir))
+                                  environment=environment, jobs_dir=jobs_dir,
+                                  executor=executor, ray_address=ray_address))
 
 
 def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,

@@ -330,6 +330,14 @@ class JobConfig(FrozenModel):
     capture_model_calls: bool = Field(
         default=False, description="record every model call through benchflow's model server "
         "or relay in each trial's model_calls.jsonl")
+    executor: Literal["local", "ray"] = Field(
+        default="local", description="where trials run: this process, or Ray workers "
+        "(the ray extra; docs/how-to/scale.md)")
+    ray_address: str | None = Field(default=None, description="with executor ray: the "
+                                    "cluster to join (`auto`, host:port, ray://...); unset: "
+                                    "a local Ray instance")
+    ray_workers: int = Field(default=2, ge=1, description="with executor ray: worker actors, "
+                             "spread over the cluster's nodes")
     otel: bool = Field(default=False, description="export OpenTelemetry spans over OTLP/HTTP "
                        "(the otel extra), as `--otel`; OTEL_EXPORTER_OTLP_ENDPOINT also turns "
                        "it on")
@@ -452,7 +460,8 @@ def load_job_config(path: Path | str) -> JobConfig:
 def with_overrides(config: JobConfig, **overrides: Any) -> JobConfig:
     """A copy with CLI overrides (None values ignored), validated again.
 
-    Keys: `n_concurrent_trials`, `n_attempts`, `jobs_dir`, `name`, and `environment_type`.
+    Keys: `n_concurrent_trials`, `n_attempts`, `jobs_dir`, `name`, `executor`, `ray_address`
+    and `environment_type`.
     """
     data = config.model_dump(mode="python")
     env_type = overrides.pop("environment_type", None)

@@ -122,10 +122,15 @@ def reset_unfinished(prepared: PreparedJob) -> None:
 def make_job(prepared: PreparedJob, listener: RolloutListener | None = None) -> Job:
     """The `Job` running `prepared.to_run`, counting `prepared.finished` in its result."""
     config = prepared.config
-    return Job(config.name, config.jobs_dir, prepared.to_run,
-               concurrency=config.n_concurrent_trials, listener=listener,
-               retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
-               finished=prepared.finished)
+    settings = dict(concurrency=config.n_concurrent_trials, listener=listener,
+                    retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
+                    finished=prepared.finished)
+    if config.executor == "ray":
+        from benchflow.job.ray_executor import RayJob
+
+        return RayJob(config.name, config.jobs_dir, prepared.to_run, address=config.ray_address,
+                      workers=config.ray_workers, **settings)
+    return Job(config.name, config.jobs_dir, prepared.to_run, **settings)
 
 
 __all__ = ["PreparedJob", "check_agents", "make_job", "prepare_job", "reset_unfinished",

@@ -43,6 +43,11 @@ def register_provider(cls: type[SandboxProvider]) -> None:
     _REGISTERED[cls.name] = cls
 
 
+def registered_in_code() -> list[type[SandboxProvider]]:
+    """The providers `register_provider` added in this process."""
+    return list(_REGISTERED.values())
+
+
 class UnknownBackendError(ConfigError):
     """An environment name no provider is registered under."""
 
@@ -116,4 +121,4 @@ def capability_table() -> str:
 
 
 __all__ = ["BUILTIN", "capability_table", "ENTRY_POINT_GROUP", "UnknownBackendError", "check_backend", "get_provider",
-           "provider_class", "register_provider", "registered_backends"]
+           "provider_class", "register_provider", "registered_backends", "registered_in_code"]

@@ -13,6 +13,7 @@ No container, socket or subprocess is involved: what the benchmark measures is b
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -78,7 +79,7 @@ class InMemoryAgent:
     """A `LiveProcess` whose other end is a coroutine speaking ACP (newline-delimited
     JSON-RPC): initialize, session/new, and `updates` notifications per session/prompt."""
 
-    def __init__(self, tg: anyio.abc.TaskGroup, updates: int, turn_sec: float) -> None:
+    def __init__(self, tg: anyio.abc.TaskGroup | None, updates: int, turn_sec: float) -> None:
         self._turn_sec = turn_sec
         self._in_send, in_recv = anyio.create_memory_object_stream[bytes](64)
         out_send, self._out_recv = anyio.create_memory_object_stream[bytes](64)
@@ -86,7 +87,11 @@ class InMemoryAgent:
         self._err_send = err_send
         self._exited = anyio.Event()
         self._code: int | None = None
-        tg.start_soon(self._play, in_recv, out_send, updates)
+        if tg is not None:
+            tg.start_soon(self._play, in_recv, out_send, updates)
+        else:  # no host task group (e.g. on a Ray worker): a plain asyncio task
+            self._task = asyncio.get_running_loop().create_task(
+                self._play(in_recv, out_send, updates))
 
     @property
     def stdin(self) -> ByteSendStream:
@@ -187,7 +192,7 @@ class LatencySandbox:
     backend = "latency-fake"
     image: str | None = "snapshot"
 
-    def __init__(self, spec: SandboxSpec, tg: anyio.abc.TaskGroup, updates: int,
+    def __init__(self, spec: SandboxSpec, tg: anyio.abc.TaskGroup | None, updates: int,
                  turn_sec: float) -> None:
         self.spec = spec
         self.workdir = spec.workdir or "/app"
@@ -246,7 +251,8 @@ class LatencySandbox:
 
 
 class LatencyProvider(SandboxProvider):
-    """Makes `LatencySandbox`es; `tg` (set by the benchmark) hosts the in-memory agents."""
+    """Makes `LatencySandbox`es; `tg` (set by the benchmark, optional) hosts the in-memory
+    agents."""
 
     name = "latency-fake"
     capabilities = LatencySandbox.capabilities
@@ -255,7 +261,6 @@ class LatencyProvider(SandboxProvider):
     turn_sec: ClassVar[float] = TURN_SEC
 
     def create(self, spec: SandboxSpec) -> LatencySandbox:
-        assert LatencyProvider.tg is not None, "set LatencyProvider.tg first"
         return LatencySandbox(spec, LatencyProvider.tg, LatencyProvider.updates,
                               LatencyProvider.turn_sec)
 
