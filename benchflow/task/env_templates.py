@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchflow.errors import ConfigError
+from benchflow.mcp import McpServer
 from benchflow.settings import host_env
 from benchflow.task.loader import Task
 
@@ -59,9 +60,10 @@ def _resolve(value: str, lookup: EnvLookup) -> tuple[str, list[str], list[str]]:
 
 
 def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
-    """The task with every env template resolved from the host: the tables above, and a
-    separate verifier's `[verifier.environment.env]` and each step's `[steps.verifier.env]`
-    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too.
+    """The task with every env template resolved from the host: the tables above, a
+    separate verifier's `[verifier.environment.env]`, each step's `[steps.verifier.env]`
+    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too, and the
+    `env` and `headers` of the task's MCP servers.
 
     Raises:
         ConfigError: a variable is not set and has no default (each one is named, with the
@@ -96,6 +98,16 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
                 out = out.model_copy(update={"environment": environment})
         return out
 
+    def mcp_server(server: McpServer) -> McpServer:
+        """An MCP server's `env` and `headers` values (API tokens, typically)."""
+        table = (f"[[environment.mcp_servers]] {server.name!r}" if legacy
+                 else f"sandbox.mcp_servers {server.name!r}")
+        env = resolve(server.env, f"{table} env")
+        headers = resolve(server.headers, f"{table} headers")
+        if env == server.env and headers == server.headers:
+            return server
+        return server.model_copy(update={"env": env, "headers": headers})
+
     updates: dict[str, Any] = {}
     for section, names in _TABLES.items():
         settings = getattr(task.config, section)
@@ -105,6 +117,10 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
             resolved = with_env(settings, names[0] if legacy else names[1])
         if resolved is not settings:
             updates[section] = resolved
+    sandbox = updates.get("sandbox", task.config.sandbox)
+    servers = [mcp_server(server) for server in sandbox.mcp_servers]
+    if servers != list(sandbox.mcp_servers):
+        updates["sandbox"] = sandbox.model_copy(update={"mcp_servers": servers})
     steps = []
     for step in task.steps:
         verifier = verifier_of(step.config.verifier, "steps.verifier",

@@ -99,3 +99,32 @@ def test_step_and_separate_verifier_tables_resolve_too(legacy):
     assert resolved.task.config.verifier.environment is not None
     assert resolved.task.config.verifier.environment.env == {"JUDGE": "big"}
     assert resolved.secrets == {"k-123456", "big"}
+
+
+MCP = '''version = "1.0"
+
+[[environment.mcp_servers]]
+name = "search"
+transport = "stdio"
+command = "search-mcp"
+env = { SEARCH_KEY = "${BF_SEARCH_KEY}", MODE = "${BF_SEARCH_MODE:-fast}" }
+
+[[environment.mcp_servers]]
+name = "docs"
+transport = "streamable-http"
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer ${BF_DOCS_TOKEN}" }
+'''
+
+
+def test_mcp_server_env_and_headers_resolve_too(legacy):
+    task = load_task(legacy(toml=MCP))
+    host = {"BF_SEARCH_KEY": "k-123456", "BF_DOCS_TOKEN": "t-654321"}
+    resolved = resolve_task_env(task, host.get)
+    search, docs = resolved.task.config.sandbox.mcp_servers
+    assert search.env == {"SEARCH_KEY": "k-123456", "MODE": "fast"}
+    assert docs.headers == {"Authorization": "Bearer t-654321"}
+    assert resolved.secrets == {"k-123456", "t-654321"}
+    with pytest.raises(ConfigError, match=r"mcp_servers\]\] 'docs' headers Authorization.*"
+                                          r"BF_DOCS_TOKEN is not set"):
+        resolve_task_env(task, {"BF_SEARCH_KEY": "k"}.get)
