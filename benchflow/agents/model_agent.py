@@ -77,15 +77,20 @@ def check_tools(names: list[str], where: str = "tools") -> list[ToolName]:
     Raises:
         ConfigError: a name is not one of the model agent's tools.
     """
-    from benchflow.task._suggest import suggest
-
     for name in names:
         if name not in TOOL_NAMES:
-            near = suggest(name, TOOL_NAMES)
-            hint = f" (did you mean {near!r}?)" if near else ""
-            raise ConfigError(f"{where}: the model agent has no tool {name!r}{hint}; its tools "
-                              f"are {', '.join(TOOL_NAMES)} (or none)")
+            raise ConfigError(f"{where}: {unknown_tool(name)}")
     return list(names)  # type: ignore[arg-type]
+
+
+def unknown_tool(name: str) -> str:
+    """Why `name` is not a model-agent tool, with the nearest tool's name."""
+    from benchflow.task._suggest import suggest
+
+    near = suggest(name, TOOL_NAMES)
+    hint = f" (did you mean {near!r}?)" if near else ""
+    return (f"tool {name!r} does not exist in benchflow{hint}; the model agent's tools are "
+            f"{', '.join(TOOL_NAMES)}")
 
 
 class ModelConnection:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from benchflow._models import FrozenModel
+from benchflow.agents.model_agent import unknown_tool
 from benchflow.agents.model_tools import TOOL_NAMES
 from benchflow.errors import ConfigError
 from benchflow.task._suggest import suggest
@@ -104,10 +105,7 @@ class QaRolloutConfig(FrozenModel):
     def _known_tools(cls, value: list[str]) -> list[str]:
         for name in value:
             if name not in TOOL_NAMES:
-                near = suggest(name, TOOL_NAMES)
-                hint = f" (did you mean {near!r}?)" if near else ""
-                raise ValueError(f"tool {name!r} does not exist in benchflow{hint}; the model "
-                                 f"agent's tools are {', '.join(TOOL_NAMES)}")
+                raise ValueError(unknown_tool(name))
         return value
 
     @field_validator("evaluation_metric")

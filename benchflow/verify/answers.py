@@ -66,15 +66,15 @@ def judge_settings(scoring: QaScoring, fallback: ModelEndpoint | None,
     Raises:
         ConfigError: no endpoint or no model for the judge.
     """
-    endpoint = scoring.judge_endpoint or fallback
-    if endpoint is None or endpoint.base_url is None:
-        raise ConfigError("llm_judgement needs an evaluator endpoint (evaluator_base_url, or "
-                          "--model-base-url for the agent's own)")
-    model = scoring.judge_model or endpoint.model or fallback_model
-    if not model:
-        raise ConfigError("llm_judgement needs an evaluator model (evaluator_model_name / "
-                          "--judge-model)")
-    return JudgeSettings(endpoint=endpoint.model_copy(update={"model": model}),
+    from benchflow.verify.judged import judge_endpoint
+
+    endpoint = judge_endpoint(
+        scoring.judge_endpoint or fallback, scoring.judge_model, fallback_model,
+        no_endpoint="llm_judgement needs an evaluator endpoint (evaluator_base_url, or "
+                    "--model-base-url for the agent's own)",
+        no_model="llm_judgement needs an evaluator model (evaluator_model_name / "
+                 "--judge-model)")
+    return JudgeSettings(endpoint=endpoint,
                          temperature=scoring.judge_temperature,
                          max_retries=scoring.judge_max_retries,
                          extra_params=dict(scoring.judge_extra_params),

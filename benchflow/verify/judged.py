@@ -24,14 +24,29 @@ def judge_run(judge: JudgeVerifier, endpoint: ModelEndpoint | None,
     Raises:
         ConfigError: no endpoint or no model.
     """
+    return JudgeRun(endpoint=judge_endpoint(
+        endpoint, judge.model, fallback_model,
+        no_endpoint="this task is scored by an LLM judge: give a judge endpoint "
+                    "(--judge-base-url, or the run's --model-base-url / --model-server)",
+        no_model="this task is scored by an LLM judge: name its model (rubric `model`, "
+                 "verifier.md `model`, or --judge-model)"))
+
+
+def judge_endpoint(endpoint: ModelEndpoint | None, preferred_model: str | None,
+                   fallback_model: str | None, *, no_endpoint: str, no_model: str
+                   ) -> ModelEndpoint:
+    """`endpoint` with the judge's model: `preferred_model`, else the endpoint's own, else
+    `fallback_model` (the agent's).
+
+    Raises:
+        ConfigError: `no_endpoint` without a served endpoint, `no_model` without a model.
+    """
     if endpoint is None or endpoint.base_url is None:
-        raise ConfigError("this task is scored by an LLM judge: give a judge endpoint "
-                          "(--judge-base-url, or the run's --model-base-url / --model-server)")
-    model = judge.model or endpoint.model or fallback_model
+        raise ConfigError(no_endpoint)
+    model = preferred_model or endpoint.model or fallback_model
     if not model:
-        raise ConfigError("this task is scored by an LLM judge: name its model (rubric "
-                          "`model`, verifier.md `model`, or --judge-model)")
-    return JudgeRun(endpoint=endpoint.model_copy(update={"model": model}))
+        raise ConfigError(no_model)
+    return endpoint.model_copy(update={"model": model})
 
 
 async def judged_verify(sandbox: Sandbox, run: VerifierRun, out_dir: Path, logs_dir: Path, *,
@@ -66,4 +81,4 @@ async def judged_verify(sandbox: Sandbox, run: VerifierRun, out_dir: Path, logs_
     return combine(judge, judge_rewards, script_rewards)
 
 
-__all__ = ["judge_run", "judged_verify"]
+__all__ = ["judge_endpoint", "judge_run", "judged_verify"]
