@@ -47,6 +47,23 @@ class PreparedJob:
     def trial_dir(self, trial: Trial) -> Path:
         return self.job_dir / trial.trial_name
 
+    @property
+    def needs_sandboxes(self) -> bool:
+        """Whether any trial left to run starts a sandbox: every task does; a QA item only
+        when one of its agents needs one (so a sandbox-less QA run never checks Docker)."""
+        return any(trial_needs_sandbox(trial) for trial in self.to_run)
+
+
+def trial_needs_sandbox(trial: Trial) -> bool:
+    """Whether `trial` starts a sandbox (see `QaRollout`)."""
+    from benchflow.agents.base import driver_needs_sandbox
+    from benchflow.agents.registry import get_driver
+
+    if trial.task is None or trial.task.qa is None:
+        return True
+    agents = {role.agent for scene in trial.config.scenes for role in scene.roles}
+    return any(driver_needs_sandbox(trial.drivers.get(a) or get_driver(a)) for a in agents)
+
 
 def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
     """Every agent a trial names resolves to a driver and has its credentials, and every
@@ -107,10 +124,15 @@ def reset_unfinished(prepared: PreparedJob) -> None:
 def make_job(prepared: PreparedJob, listener: RolloutListener | None = None) -> Job:
     """The `Job` running `prepared.to_run`, counting `prepared.finished` in its result."""
     config = prepared.config
-    return Job(config.name, config.jobs_dir, prepared.to_run,
-               concurrency=config.n_concurrent_trials, listener=listener,
-               retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
-               finished=prepared.finished)
+    settings = dict(concurrency=config.n_concurrent_trials, listener=listener,
+                    retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
+                    finished=prepared.finished)
+    if config.executor == "ray":
+        from benchflow.job.ray_executor import RayJob
+
+        return RayJob(config.name, config.jobs_dir, prepared.to_run, address=config.ray_address,
+                      workers=config.ray_workers, **settings)
+    return Job(config.name, config.jobs_dir, prepared.to_run, **settings)
 
 
 __all__ = ["PreparedJob", "check_agents", "make_job", "prepare_job", "reset_unfinished",

@@ -116,6 +116,7 @@ class RolloutResult(StrictModel):
     n_prompts: int = 0
     tokens: Tokens | None = None
     trajectory_path: str | None = None
+    answer: str | None = Field(default=None, description="a QA item's predicted answer")
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
     hardened: bool | None = Field(
         default=None, description="whether the final verify was hardened; null: no verify ran")

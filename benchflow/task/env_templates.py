@@ -63,26 +63,6 @@ def _resolve(value: str, lookup: EnvLookup) -> tuple[str, list[str], list[str]]:
     return _TEMPLATE.sub(sub, value), missing, taken
 
 
-def _resolve_servers(servers: list[McpServer], table: str, lookup: EnvLookup,
-                     problems: list[str], secrets: set[str]) -> list[McpServer]:
-    """`servers` with `env` and `headers` resolved (`table` names where they are declared)."""
-    out = []
-    for server in servers:
-        update: dict[str, dict[str, str]] = {}
-        for field in ("env", "headers"):
-            values = getattr(server, field)
-            resolved = {}
-            for key, value in values.items():
-                resolved[key], missing, taken = _resolve(value, lookup)
-                problems.extend(f"{table} server {server.name!r} {field}.{key} = {value!r}: "
-                                f"the host variable {name} is not set" for name in missing)
-                secrets.update(v for v in taken if v)
-            if resolved != values:
-                update[field] = resolved
-        out.append(server.model_copy(update=update) if update else server)
-    return out
-
-
 def resolve_mcp_servers(servers: list[McpServer], lookup: EnvLookup = host_env, *,
                         source: str = "mcp_servers") -> tuple[list[McpServer], frozenset[str]]:
     """A job's (or `--mcp-config`'s) MCP servers with env templates resolved: (servers, the
@@ -94,7 +74,18 @@ def resolve_mcp_servers(servers: list[McpServer], lookup: EnvLookup = host_env, 
     """
     problems: list[str] = []
     secrets: set[str] = set()
-    resolved = _resolve_servers(servers, source, lookup, problems, secrets)
+    resolved = []
+    for server in servers:
+        fields: dict[str, dict[str, str]] = {}
+        for field in ("env", "headers"):
+            fields[field] = {}
+            for key, value in getattr(server, field).items():
+                fields[field][key], missing, taken = _resolve(value, lookup)
+                problems.extend(f"{source} {server.name!r} {field} {key} = {value!r}: "
+                                f"the host variable {name} is not set" for name in missing)
+                secrets.update(v for v in taken if v)
+        changed = fields["env"] != server.env or fields["headers"] != server.headers
+        resolved.append(server.model_copy(update=fields) if changed else server)
     if problems:
         raise ConfigError("MCP server environment templates cannot be resolved:\n  "
                           + "\n  ".join(problems)
@@ -104,10 +95,10 @@ def resolve_mcp_servers(servers: list[McpServer], lookup: EnvLookup = host_env, 
 
 
 def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
-    """The task with every env template resolved from the host: the tables above, the
-    task's MCP servers' `env` and `headers`, a separate verifier's
-    `[verifier.environment.env]` and each step's `[steps.verifier.env]` (and its
-    `[steps.verifier.environment.env]`), as Harbor resolves them too.
+    """The task with every env template resolved from the host: the tables above, a
+    separate verifier's `[verifier.environment.env]`, each step's `[steps.verifier.env]`
+    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too, and the
+    `env` and `headers` of the task's MCP servers.
 
     Raises:
         ConfigError: a variable is not set and has no default (each one is named, with the
@@ -142,6 +133,16 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
                 out = out.model_copy(update={"environment": environment})
         return out
 
+    def mcp_server(server: McpServer) -> McpServer:
+        """An MCP server's `env` and `headers` values (API tokens, typically)."""
+        table = (f"[[environment.mcp_servers]] {server.name!r}" if legacy
+                 else f"sandbox.mcp_servers {server.name!r}")
+        env = resolve(server.env, f"{table} env")
+        headers = resolve(server.headers, f"{table} headers")
+        if env == server.env and headers == server.headers:
+            return server
+        return server.model_copy(update={"env": env, "headers": headers})
+
     updates: dict[str, Any] = {}
     for section, names in _TABLES.items():
         settings = getattr(task.config, section)
@@ -149,15 +150,12 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
             resolved = verifier_of(settings, "verifier", "verifier")
         else:
             resolved = with_env(settings, names[0] if legacy else names[1])
-        if section == "sandbox" and settings.mcp_servers:
-            servers = _resolve_servers(
-                settings.mcp_servers,
-                "[[environment.mcp_servers]]" if legacy else "sandbox.mcp_servers",
-                lookup, problems, secrets)
-            if servers != settings.mcp_servers:
-                resolved = resolved.model_copy(update={"mcp_servers": servers})
         if resolved is not settings:
             updates[section] = resolved
+    sandbox = updates.get("sandbox", task.config.sandbox)
+    servers = [mcp_server(server) for server in sandbox.mcp_servers]
+    if servers != list(sandbox.mcp_servers):
+        updates["sandbox"] = sandbox.model_copy(update={"mcp_servers": servers})
     steps = []
     for step in task.steps:
         verifier = verifier_of(step.config.verifier, "steps.verifier",

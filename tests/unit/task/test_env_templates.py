@@ -102,46 +102,33 @@ def test_step_and_separate_verifier_tables_resolve_too(legacy):
     assert resolved.secrets == {"k-123456", "big"}
 
 
-MCP_LEGACY = '''version = "1.0"
+MCP = '''version = "1.0"
 
 [[environment.mcp_servers]]
 name = "search"
-command = "mcp-search"
-env = { SEARCH_KEY = "${BF_SEARCH_KEY}", MODE = "${BF_SEARCH_MODE:-web}" }
+transport = "stdio"
+command = "search-mcp"
+env = { SEARCH_KEY = "${BF_SEARCH_KEY}", MODE = "${BF_SEARCH_MODE:-fast}" }
 
 [[environment.mcp_servers]]
 name = "docs"
-transport = "http"
-url = "http://127.0.0.1:9/mcp"
+transport = "streamable-http"
+url = "http://127.0.0.1:9000/mcp"
 headers = { Authorization = "Bearer ${BF_DOCS_TOKEN}" }
 '''
 
 
-def test_task_mcp_server_env_and_headers_resolve(legacy):
-    task = load_task(legacy(toml=MCP_LEGACY))
-    host = {"BF_SEARCH_KEY": "sk-search-1234", "BF_DOCS_TOKEN": "tok-docs-5678"}
+def test_mcp_server_env_and_headers_resolve_too(legacy):
+    task = load_task(legacy(toml=MCP))
+    host = {"BF_SEARCH_KEY": "k-123456", "BF_DOCS_TOKEN": "t-654321"}
     resolved = resolve_task_env(task, host.get)
     search, docs = resolved.task.config.sandbox.mcp_servers
-    assert search.env == {"SEARCH_KEY": "sk-search-1234", "MODE": "web"}
-    assert docs.headers == {"Authorization": "Bearer tok-docs-5678"}
-    assert resolved.secrets == {"sk-search-1234", "tok-docs-5678"}
-    assert task.config.sandbox.mcp_servers[0].env["SEARCH_KEY"] == "${BF_SEARCH_KEY}"
-
-
-def test_task_mcp_server_unset_variable_names_the_table_server_and_key(legacy, native):
-    task = load_task(legacy(toml=MCP_LEGACY))
-    with pytest.raises(ConfigError) as info:
-        resolve_task_env(task, {"BF_DOCS_TOKEN": "x"}.get)
-    message = str(info.value)
-    assert str(task.config_file) in message
-    assert ("[[environment.mcp_servers]] server 'search' env.SEARCH_KEY = '${BF_SEARCH_KEY}': "
-            "the host variable BF_SEARCH_KEY is not set") in message
-    assert "BF_DOCS_TOKEN" not in message
-    folder = native(frontmatter="task:\n  name: t\nsandbox:\n  mcp_servers:\n"
-                                "    - name: s\n      command: run\n"
-                                "      env:\n        K: ${BF_MISSING}\n")
-    with pytest.raises(ConfigError, match=r"sandbox\.mcp_servers server 's' env\.K"):
-        resolve_task_env(load_task(folder), {}.get)
+    assert search.env == {"SEARCH_KEY": "k-123456", "MODE": "fast"}
+    assert docs.headers == {"Authorization": "Bearer t-654321"}
+    assert resolved.secrets == {"k-123456", "t-654321"}
+    with pytest.raises(ConfigError, match=r"mcp_servers\]\] 'docs' headers Authorization.*"
+                                          r"BF_DOCS_TOKEN is not set"):
+        resolve_task_env(task, {"BF_SEARCH_KEY": "k"}.get)
 
 
 def test_job_mcp_servers_resolve_or_name_the_missing_variable():
@@ -151,7 +138,7 @@ def test_job_mcp_servers_resolve_or_name_the_missing_variable():
     assert resolved[0].env == {"ROOT": "/data", "TOKEN": "tok-files-42"}
     assert secrets == {"tok-files-42"}
     assert servers[0].env["TOKEN"] == "${BF_FILES_TOKEN}"
-    with pytest.raises(ConfigError, match=r"mcp_servers server 'files' env\.TOKEN = "
+    with pytest.raises(ConfigError, match=r"mcp_servers 'files' env TOKEN = "
                                           r"'\$\{BF_FILES_TOKEN\}': the host variable "
                                           r"BF_FILES_TOKEN is not set"):
         resolve_mcp_servers(servers, {}.get)
