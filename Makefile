@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-conformance bench matrix parity clean
 
 setup: install docker
 
@@ -40,6 +40,12 @@ test-slow: setup
 test-browser: setup
 	$(BIN)/pytest -m slow tests/integration/test_view_browser.py
 
+# Jobs on a real local Ray cluster (a head and a second node, started and stopped by the
+# tests); installs the ray extra first. Not in CI (make test) for its size and time.
+test-ray: setup
+	$(BIN)/pip install --quiet -e '.[ray]'
+	$(BIN)/pytest -m slow tests/integration/test_ray.py
+
 bench: setup
 	$(BIN)/python labs/benchmarks/cli_overhead.py
 	$(BIN)/python labs/benchmarks/provider_overhead.py
@@ -47,6 +53,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py --harden
 	$(BIN)/python labs/benchmarks/acp_throughput.py
 	$(BIN)/python labs/benchmarks/job_load.py
+	$(BIN)/python labs/benchmarks/scale.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py

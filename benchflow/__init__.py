@@ -12,14 +12,17 @@ startup stay cheap.
 
 
 from importlib import import_module as _import_module
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
 import typing as _typing
 
-try:
-    __version__ = _version("benchflow")
-except _PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.0.0+unknown"
+
+def _package_version() -> str:
+    # importlib.metadata costs ~40 ms to import: only when the version is asked for
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("benchflow")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0.0.0+unknown"
 
 _EXPORTS: dict[str, str] = {
     "BaseUser": "benchflow.users",
@@ -28,11 +31,13 @@ _EXPORTS: dict[str, str] = {
     "FunctionUser": "benchflow.users",
     "Job": "benchflow.job",
     "JobResult": "benchflow.job",
+    "LLMUser": "benchflow.users",
     "McpServer": "benchflow.mcp",
     "Role": "benchflow.config",
     "Rollout": "benchflow.rollout",
     "RolloutConfig": "benchflow.config",
     "RolloutResult": "benchflow.rollout",
+    "RolloutStream": "benchflow.job.stream",
     "RoundResult": "benchflow.users",
     "RunResult": "benchflow.rollout",
     "Scene": "benchflow.config",
@@ -42,20 +47,26 @@ _EXPORTS: dict[str, str] = {
     "desugar": "benchflow.steps",
     "load_task": "benchflow.task",
     "run": "benchflow.rollout",
+    "stream": "benchflow.job.stream",
 }
 
 if _typing.TYPE_CHECKING:
     from benchflow.config import Role, RolloutConfig, Scene, Turn
     from benchflow.errors import BenchflowError, ConfigError
     from benchflow.job import Job, JobResult
+    from benchflow.job.stream import RolloutStream, stream
     from benchflow.mcp import McpServer
     from benchflow.rollout import Rollout, RolloutResult, RunResult, run
     from benchflow.steps import Step, desugar
     from benchflow.task import Task, load_task
-    from benchflow.users import BaseUser, FunctionUser, RoundResult
+    from benchflow.users import BaseUser, FunctionUser, LLMUser, RoundResult
 
 
 def __getattr__(name: str) -> object:
+    if name == "__version__":
+        value: object = _package_version()
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'benchflow' has no attribute {name!r}")
@@ -65,7 +76,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*globals(), *_EXPORTS, "__version__"})
 
 
 __all__ = [
@@ -75,11 +86,13 @@ __all__ = [
     "FunctionUser",
     "Job",
     "JobResult",
+    "LLMUser",
     "McpServer",
     "Role",
     "Rollout",
     "RolloutConfig",
     "RolloutResult",
+    "RolloutStream",
     "RoundResult",
     "RunResult",
     "Scene",
@@ -90,4 +103,5 @@ __all__ = [
     "desugar",
     "load_task",
     "run",
+    "stream",
 ]

@@ -130,6 +130,14 @@ class ModelEndpoint(FrozenModel):
                                  "dropped; agents that need it add it back)")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                     description="host variable holding the endpoint's key")
+    model: str | None = Field(default=None, description="the model id benchflow itself asks "
+                              "for (model agent, judges, LLM users); agents take -m")
+
+    @classmethod
+    def remote(cls, base_url: str, model: str | None = None,
+               api_key_env: str | None = None) -> ModelEndpoint:
+        """An OpenAI-compatible endpoint: `ModelEndpoint.remote("http://host:8000/v1", "qwen")`."""
+        return cls(base_url=base_url, model=model, api_key_env=api_key_env)
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelEndpoint:
@@ -185,6 +193,9 @@ class RolloutConfig(FrozenModel):
                                "of skills) on the host, for every role (`--skill`)")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP session gets, besides the task's")
+    judge_endpoint: ModelEndpoint | None = Field(
+        default=None, description="the LLM judge's endpoint (base_url) for tasks scored by a "
+        "judge; None: the model endpoint")
 
     @field_validator("task_path")
     @classmethod

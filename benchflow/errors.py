@@ -67,6 +67,7 @@ ErrorType = Literal[
     "cancelled",
     "config_invalid",
     "environment_exec_failed",
+    "worker_lost",
 ]
 """Every value `result.json`'s `error.type` can take (the job spec's 17 plus ours)."""
 
@@ -273,6 +274,14 @@ class VerifierTampered(VerifierError):
     error_type: ClassVar[ErrorType] = "verifier_tampered"
 
 
+class WorkerLostError(BenchflowError):
+    """The process running the rollout died (a Ray worker or its node). Infrastructure: the
+    trial is retried on another worker."""
+
+    error_type: ClassVar[ErrorType] = "worker_lost"
+    retryable: ClassVar[bool] = True
+
+
 class RolloutCancelled(BenchflowError):
     """The rollout was cancelled (Ctrl-C, SIGTERM, job cancellation)."""
 
@@ -298,6 +307,7 @@ __all__ = [
     "RewardMissingError",
     "RolloutCancelled",
     "SandboxBuildError",
+    "WorkerLostError",
     "SandboxBuildTimeout",
     "SandboxError",
     "SandboxExecError",

@@ -26,7 +26,8 @@ class McpServer(FrozenModel):
     """One MCP server: `command`/`args`/`env` for stdio, `url`/`headers` for sse and http.
 
     `transport` follows Harbor (`http` is read as `streamable-http`); values in `env` and
-    `headers` are passed to the agent as they are and never recorded in results.
+    `headers` may hold `${VAR}` / `${VAR:-default}` templates, resolved from the host when
+    the rollout starts (`benchflow.task.env_templates`), and are never recorded in results.
     """
 
     name: str = Field(min_length=1)

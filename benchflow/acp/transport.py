@@ -62,6 +62,10 @@ class StdoutNoise:
             self._file = None
 
 
+_UPDATES_PER_STEP = 4
+"""Recorded update notifications handled between two yields to the event loop."""
+
+
 class ProcessTransport:
     """`acp._transport.Transport` over a sandbox process's stdin/stdout."""
 
@@ -92,6 +96,7 @@ class ProcessTransport:
 
     async def receive(self) -> dict[str, Any] | None:
         """The next JSON-RPC message, or None at end of stream."""
+        handled = 0
         while True:
             while self._lines:
                 message = self._decode(self._lines.popleft())
@@ -106,6 +111,11 @@ class ProcessTransport:
                         if _is_update_notification(message):
                             # Recorded above; the SDK would only spawn a task, validate and
                             # call our no-op Client.session_update (40% of the client's CPU).
+                            handled += 1
+                            if handled % _UPDATES_PER_STEP == 0:
+                                # a burst of updates is one loop step per few: hundreds of
+                                # sessions must not hold the event loop for a whole burst each
+                                await anyio.lowlevel.checkpoint()
                             continue
                 return message
             if self._eof:

@@ -1,8 +1,12 @@
-"""How a rollout drives an agent, whatever its kind (oracle, nop, ACP, command, http).
+"""How a rollout drives an agent, whatever its kind (oracle, nop, ACP, command, model, http).
 
 A driver installs its agent once per rollout and opens a connection per session: the
 rollout keeps one connection while consecutive steps have the same role in the same
 scene, and opens a new one when the role or scene changes.
+
+A driver may set `needs_sandbox = False` (the model agent without tools, an HTTP
+endpoint): a rollout of a task without an environment (a QA item) then starts no
+sandbox at all and `AgentContext.sandbox` is None. `driver_needs_sandbox()` reads it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from benchflow.config import Role
+from benchflow.config import ModelEndpoint, Role
+from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
 from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox
@@ -30,7 +35,7 @@ if TYPE_CHECKING:
 class AgentContext:
     """What every driver may use during one rollout."""
 
-    sandbox: Sandbox
+    sandbox: Sandbox | None
     task: Task
     paths: RolloutPaths
     workdir: str
@@ -52,6 +57,16 @@ class AgentContext:
     """The rollout's run id, trace id and root span id (also in `env` as TRACEPARENT)."""
     dataset_name: str | None = None
     rollout_name: str | None = None
+    model_endpoint: ModelEndpoint | None = None
+    """The model endpoint as the host reaches it (base_url, key variable), for drivers that
+    call a model themselves (the model agent)."""
+
+    def require_sandbox(self, who: str) -> Sandbox:
+        """The sandbox, or a ConfigError naming `who` when this rollout has none."""
+        if self.sandbox is None:
+            raise ConfigError(f"{who} needs a sandbox, but this rollout has none (a QA item "
+                              "without an environment)")
+        return self.sandbox
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.timeout_multiplier
@@ -105,3 +120,8 @@ class AgentDriver(Protocol):
 
     def connect(self, ctx: AgentContext, role: Role, scene: str
                 ) -> AbstractAsyncContextManager[AgentConnection]: ...
+
+
+def driver_needs_sandbox(driver: object) -> bool:
+    """Whether `driver` needs a sandbox to run (True unless it says `needs_sandbox = False`)."""
+    return bool(getattr(driver, "needs_sandbox", True))

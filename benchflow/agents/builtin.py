@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
-from benchflow.errors import AgentExecutionError, AgentTimeout, TaskInvalidError
+from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
 from benchflow.sandbox.base import SYSTEM_PATH
 from benchflow.steps import Step
 
@@ -53,14 +54,19 @@ async def place_solution(ctx: AgentContext) -> None:
     wanted = ctx.solution_dir or ctx.task.solution_dir
     if wanted is None or ctx.extras.get("oracle:placed") == wanted:
         return
-    link = f"rm -rf {ORACLE_DIR} {SOLUTION_DIR} && ln -s {ORACLE_DIR} {SOLUTION_DIR}"
-    await ctx.sandbox.exec(["sh", "-c", link], user="root", timeout=60,
-                           env={"PATH": SYSTEM_PATH})
-    await ctx.sandbox.upload(wanted, ORACLE_DIR)
+    # Uploaded next to /oracle, then moved in one exec (an upload and an exec, not three calls)
+    sandbox = ctx.require_sandbox("the oracle")
+    stage = f"/tmp/.benchflow/oracle-{secrets.token_hex(6)}"
+    await sandbox.upload(wanted, stage)
+    script = (f"rm -rf {ORACLE_DIR} {SOLUTION_DIR} && mv {stage} {ORACLE_DIR}"
+              f" && ln -s {ORACLE_DIR} {SOLUTION_DIR}")
     if not ctx.task.config.agent.user:
-        protect = f"chown -R 0:0 {ORACLE_DIR} && chmod -R go-rwx {ORACLE_DIR}"
-        await ctx.sandbox.exec(["sh", "-c", protect], user="root", timeout=60,
-                               env={"PATH": SYSTEM_PATH})
+        script += f" && chown -R 0:0 {ORACLE_DIR} && chmod -R go-rwx {ORACLE_DIR}"
+    result = await sandbox.exec(["sh", "-c", script], user="root", timeout=60,
+                                env={"PATH": SYSTEM_PATH})
+    if not result.ok:
+        raise AgentInstallError(f"could not place the solution at {ORACLE_DIR}: "
+                                  f"{result.text(1000)}")
     ctx.extras["oracle:placed"] = wanted
 
 

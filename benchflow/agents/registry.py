@@ -1,8 +1,8 @@
 """Resolve an agent name to the driver that runs it.
 
-Built-in agents (`oracle`, `nop`) first, then `acpx/<agent>` (a manifest agent routed
-through ACPX), then the catalog (`catalog.py`): ACP manifests by name or alias, and driver
-factories registered as `benchflow.agents` entry points.
+Built-in agents (`oracle`, `nop`, `model`) first, then `acpx/<agent>` (a manifest agent
+routed through ACPX), then the catalog (`catalog.py`): ACP manifests by name or alias, and
+driver factories registered as `benchflow.agents` entry points.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from benchflow.agents.agent_env import resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
+from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 from benchflow.task import Task
@@ -21,11 +22,13 @@ from benchflow.task import Task
 ACPX_PREFIX = "acpx/"
 """An agent name `acpx/<agent>` routes a manifest agent through ACPX (`acpx_driver`)."""
 
-BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {cls.name: cls for cls in (OracleAgent, NopAgent)}
-assert set(BUILTIN_AGENTS) == set(BUILTIN_AGENT_NAMES)
+BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {
+    cls.name: cls for cls in (OracleAgent, NopAgent, ModelAgent)}
+# the names a command agent may not take are these; `model` is built in but takes a model
+assert set(BUILTIN_AGENT_NAMES) <= set(BUILTIN_AGENTS)
 
 
-TRUSTED_AGENTS = frozenset(BUILTIN_AGENTS)
+TRUSTED_AGENTS = frozenset({"oracle", "nop"})
 """Agents that cannot game a verifier (the oracle is the reference; nop does nothing)."""
 
 

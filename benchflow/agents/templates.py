@@ -11,16 +11,19 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from benchflow.errors import ConfigError
+
+if TYPE_CHECKING:  # jinja2 loads when an agent's templates are rendered, not on import
+    import jinja2
 
 SHARED_SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def _environment(search_path: list[Path]) -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(p) for p in search_path]),
         undefined=jinja2.StrictUndefined,
@@ -42,6 +45,8 @@ def render_file(path: Path, context: Mapping[str, Any]) -> str:
     Raises:
         ConfigError: the template is missing, malformed, or uses an undefined name.
     """
+    import jinja2
+
     env = _environment([path.parent, SHARED_SCRIPTS])
     try:
         return env.get_template(path.name).render(**context)
@@ -60,6 +65,8 @@ def render_string(source: str, context: Mapping[str, Any], *, where: str) -> str
     Raises:
         ConfigError: the template is malformed or uses an undefined name.
     """
+    import jinja2
+
     env = _environment([SHARED_SCRIPTS])
     try:
         return env.from_string(source).render(**context)

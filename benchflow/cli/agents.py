@@ -20,6 +20,8 @@ app = typer.Typer(help="List and describe the agents benchflow can run.", no_arg
 _BUILTIN_DESCRIPTIONS = {
     "oracle": "runs the task's solution script (oracle/solve.sh)",
     "nop": "does nothing (checks a task's zero-reward path)",
+    "model": "benchflow's own tool-calling loop on an OpenAI-compatible model "
+             "(-m MODEL --model-base-url URL)",
 }
 
 

@@ -26,11 +26,11 @@ from benchflow.cli._common import (
     set_console_level,
     user_errors,
 )
-from benchflow.cli.progress import JobProgress
+from benchflow.cli.progress import JobProgress, results_table
 from benchflow.errors import ConfigError
 from benchflow.job.config import MetricConfig, load_job_config, with_absolute_paths, with_overrides
 from benchflow.job.job import Job
-from benchflow.job.metrics import compute_metrics
+from benchflow.job.metrics import RunningMetrics
 from benchflow.job.models import JobResult, aggregate
 from benchflow.job.resume import prepare_resume, previous_start
 from benchflow.rollout.events import combine
@@ -43,27 +43,33 @@ from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
 
+ANSWERS_SHOWN = 50
+"""A QA job of at most this many rollouts prints each item's answer and reward."""
+
 app = typer.Typer(name="jobs", no_args_is_help=True,
                   help="Run a job file (agents x tasks x attempts), resume it, summarize it.")
 
 
 class MetricsProgress(JobProgress):
-    """JobProgress that also shows the job file's metrics, updated as trials end."""
+    """JobProgress that also shows the job file's metrics, updated as trials end (O(1)
+    per trial: running sums, not a pass over every result)."""
 
     def __init__(self, console: Console, total: int, title: str,
                  metrics: Sequence[MetricConfig], finished: Sequence[RolloutResult] = ()) -> None:
         self.metrics = list(metrics)
-        self.ended: list[RolloutResult] = list(finished)
+        self.running = RunningMetrics()
+        for result in finished:
+            self.running.add(result)
         super().__init__(console, total, title)
 
     def _stats(self) -> str:
-        values = compute_metrics(self.ended, self.metrics)
+        values = self.running.values(self.metrics)
         shown = "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in values.items())
         return f"{super()._stats()}  {shown}".rstrip()
 
     def __call__(self, event: RolloutEvent) -> None:
         if event.kind is RolloutEventKind.END and event.result is not None:
-            self.ended.append(event.result)
+            self.running.add(event.result)
         super().__call__(event)
 
 
@@ -102,15 +108,19 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
     set_console_level(prepared.config.log_level)
     environment = prepared.config.environment
     provider = get_provider(environment.type, environment.provider_config)
-    anyio.run(provider.preflight)  # credentials and daemon, before anything is written
+    if prepared.needs_sandboxes:  # credentials and daemon, before anything is written
+        anyio.run(provider.preflight)
     with job_lock(prepared.job_dir):
         if resuming:
             reset_unfinished(prepared)
         else:
             start_new_job(prepared)
         result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming,
-                                                 otel=otel))
-    console.print(summary_table(job.all_results(), title=f"job {result.job_name}"))
+                                                 otel=otel or prepared.config.otel))
+    results = job.all_results()
+    if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
+        console.print(results_table(results))  # QA: each item's answer and reward
+    console.print(summary_table(results, title=f"job {result.job_name}"))
     _print_summary(result, prepared.job_dir)
     if result.cancelled:
         return EXIT_CANCELLED
@@ -126,12 +136,14 @@ def _exit_code(fn: object, *args: object, **kwargs: object) -> int:
 
 
 def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
-              environment: str | None, jobs_dir: Path | None) -> int:
+              environment: str | None, jobs_dir: Path | None, executor: str | None = None,
+              ray_address: str | None = None) -> int:
     config = load_job_config(path)
     if environment is not None:
         check_backend(environment)
     config = with_overrides(config, n_concurrent_trials=n_concurrent, n_attempts=n_attempts,
-                            environment_type=environment, jobs_dir=jobs_dir)
+                            environment_type=environment, jobs_dir=jobs_dir,
+                            executor=executor, ray_address=ray_address)
     prepared = prepare_job(with_absolute_paths(config), source=path)
     if not prepared.trials:
         raise ConfigError(f"{path}: the job has no trials: its datasets hold no tasks")
@@ -139,12 +151,14 @@ def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
 
 
 def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int | None = None,
-                 environment: str | None = None, jobs_dir: Path | None = None) -> int:
+                 environment: str | None = None, jobs_dir: Path | None = None,
+                 executor: str | None = None, ray_address: str | None = None) -> int:
     """Run the job file at `path` with optional overrides; returns the exit code.
 
     Bad input is printed as one line on stderr (exit code 2), never a traceback.
     """
-    return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir)
+    return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir,
+                      executor, ray_address)
 
 
 @app.command("run")
@@ -158,10 +172,15 @@ def run_command(
         "--env", help="override environment.type: a registered sandbox backend (docker, daytona, "
         "modal, or a plugin's)")] = None,
     jobs_dir: Annotated[Path | None, typer.Option("--jobs-dir", help="override jobs_dir")] = None,
+    executor: Annotated[str | None, typer.Option(
+        "--executor", help="local (this process) or ray (Ray workers; the ray extra)")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="with --executor ray: the cluster (auto, host:port)")] = None,
 ) -> None:
     """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""
     raise typer.Exit(run_job_file(job_file, n_concurrent=n_concurrent, n_attempts=n_attempts,
-                                  environment=environment, jobs_dir=jobs_dir))
+                                  environment=environment, jobs_dir=jobs_dir,
+                                  executor=executor, ray_address=ray_address))
 
 
 def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,

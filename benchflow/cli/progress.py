@@ -61,13 +61,24 @@ def _line(r: RolloutResult) -> str:
     return f"{r.rollout_name}: {outcome}"
 
 
+def _short(text: str | None, limit: int = 40) -> str:
+    from rich.markup import escape
+
+    text = (text or "").replace("\n", " ")
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
 def results_table(results: Sequence[RolloutResult]) -> Table:
     table = Table(title="rollouts")
-    for column in ("task", "agent", "attempt", "reward", "error", "seconds"):
+    answers = any(r.answer is not None for r in results)
+    columns = ("task", "agent", "attempt", *(("answer",) if answers else ()), "reward", "error",
+               "seconds")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("reward", "seconds") else "left")
     for r in sorted(results, key=lambda r: (r.agent_name, r.dataset_name, r.task_name, r.attempt)):
         table.add_row(
             r.task_name, r.agent_name, str(r.attempt),
+            *((_short(r.answer),) if answers else ()),
             ("-" if r.error else "not scored") if r.reward is None else f"{r.reward:g}",
             f"[red]{r.error.type}[/]" if r.error else "",
             f"{r.durations.total_sec:.1f}" if r.durations.total_sec is not None else "-",

@@ -1,4 +1,4 @@
-"""`benchflow run PATH`: rollouts of one agent on a task or a dataset folder.
+"""`benchflow run PATH`: rollouts of one agent on a task, a dataset folder or a QA dataset file.
 
 One orchestration path: the options become a `JobConfig` (one agent, one local dataset)
 that runs through the same job machinery as `benchflow jobs run` (retries, Ctrl-C and
@@ -8,6 +8,7 @@ skipped trials, `jobs resume`, the job's result.json and metrics).
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +32,8 @@ class Network(enum.StrEnum):
 
 
 def run_command(
-    path: Annotated[Path, typer.Argument(help="a task folder or a dataset folder of tasks")],
+    path: Annotated[Path, typer.Argument(help="a task folder, a dataset folder of tasks, a QA "
+                                         "dataset (.jsonl/.json) or NAME[@VERSION]")],
     agent: Annotated[str, typer.Option("-a", "--agent", help="agent name")] = "oracle",
     model: Annotated[str | None, typer.Option("-m", "--model", help="model id")] = None,
     attempts: Annotated[int, typer.Option("-k", "--attempts", min=1)] = 1,
@@ -93,6 +95,25 @@ def run_command(
     otel: Annotated[bool, typer.Option(
         "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
         "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
+    metric: Annotated[str, typer.Option(
+        "--metric", help="QA datasets: exact_match | f1_score | contains_answer | "
+        "numeric_match | similarity | llm_judgement")] = "exact_match",
+    answer_pattern: Annotated[str | None, typer.Option(
+        "--answer-pattern", help="QA datasets: regex cutting the answer out of the reply "
+        "(its first group)")] = None,
+    judge_model: Annotated[str | None, typer.Option(
+        "--judge-model", help="the LLM judge's model (llm_judgement, llm-judge verifiers)")
+    ] = None,
+    judge_base_url: Annotated[str | None, typer.Option(
+        "--judge-base-url", help="the LLM judge's endpoint (default: --model-base-url)")
+    ] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option(
+        "--judge-api-key-env", help="host variable holding --judge-base-url's key")] = None,
+    tools: Annotated[list[str] | None, typer.Option(
+        "--tool", help="model agent: a tool (shell, read_file, write_file, or none); "
+        "repeatable. Default: all on tasks, none on QA items")] = None,
+    max_turns: Annotated[int | None, typer.Option(
+        "--max-turns", min=1, help="model agent: model calls per prompt")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     from benchflow.cli.jobs import run_prepared
@@ -109,7 +130,11 @@ def run_command(
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
             capture_model_calls=capture_model_calls, harden=harden,
             http=_http_agent(agent, agent_endpoint, header, timeout_seconds),
-            max_tasks=max_tasks, registry=registry)
+            max_tasks=max_tasks, registry=registry,
+            qa=QaOptions(metric, answer_pattern, judge_model),
+            judge=(judge_base_url, judge_api_key_env, judge_model),
+            tools=None if tools is None else [t for t in tools if t != "none"],
+            max_turns=max_turns)
         code = run_prepared(prepared, resuming=False, otel=otel)
     raise typer.Exit(code)
 
@@ -122,6 +147,7 @@ def _prepare(path: Path, **opts: Any) -> Any:
 
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
                               opts["model_api_key_env"])
+    judge = _judge_endpoint(*opts.pop("judge"), fallback=endpoint)
     skills_from_paths(opts["skill"] or [])  # a bad skill path fails before anything starts
     if opts["capture_model_calls"] and endpoint is None:
         raise ConfigError("--capture-model-calls records calls through benchflow's model "
@@ -130,6 +156,8 @@ def _prepare(path: Path, **opts: Any) -> Any:
     data = run_job_data(path, **{k: v for k, v in opts.items() if k not in endpoint_keys})
     if endpoint is not None:
         data["model_endpoint"] = endpoint.model_dump(mode="python", exclude_none=True)
+    if judge is not None:
+        data["judge_endpoint"] = judge.model_dump(mode="python", exclude_none=True)
     try:
         config = with_absolute_paths(parse_job_config(data, "command line"))
     except ConfigError as exc:
@@ -146,6 +174,9 @@ _OPTION_OF_FIELD = {
     "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
     "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
     "skills": "--skill", "mcp_config": "--mcp-config", "harden": "--harden/--no-harden",
+    "agents[0]": "-a/--agent", "agents[0].tools": "--tool", "agents[0].max_turns": "--max-turns",
+    "datasets[0].metric": "--metric", "datasets[0].max_tasks": "--max-tasks", "datasets[0].answer_pattern": "--answer-pattern",
+    "judge_endpoint": "--judge-base-url",
 }
 
 
@@ -186,24 +217,28 @@ def _http_agent(agent: str, endpoint: str | None, headers: list[str] | None,
 
 
 def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
-             registry: str | None) -> dict[str, Any]:
-    """The job's one dataset: a task folder, a dataset folder, or NAME[@VERSION] of a
-    registry (pulled into the cache first; a second run fetches nothing)."""
+             registry: str | None, qa: QaOptions) -> dict[str, Any]:
+    """The job's one dataset: a task folder, a dataset folder, a QA dataset file, or
+    NAME[@VERSION] of a registry (pulled into the cache first; a second run fetches nothing)."""
     from benchflow.job.pull import looks_like_spec, parse_spec, pull, registry_ref
     from benchflow.task import is_task_dir, resolve_run_target
+    from benchflow.task.qa import is_qa_file
 
+    limit = {} if max_tasks is None else {"max_tasks": max_tasks}
+    if is_qa_file(path):
+        return {"qa": Path(path).expanduser().resolve(), "metric": qa.metric,
+                "answer_pattern": qa.answer_pattern, "judge_model": qa.judge_model,
+                "tasks": task_filter, **limit}
     if looks_like_spec(str(path)):
         ref = registry_ref(registry)
         pulled = pull(str(path), ref)
-        names = task_filter or [t.name for t in pulled.tasks]
         name, version = parse_spec(str(path))
         return {"registry": ref.model_dump(mode="python", exclude_none=True), "name": name,
-                "version": version or pulled.version, "tasks": names[:max_tasks]}
+                "version": version or pulled.version, "tasks": task_filter, **limit}
     _, tasks = resolve_run_target(path, task_filter)
     if is_task_dir(path):
         return {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}
-    names = task_filter if max_tasks is None else [t.path.name for t in tasks][:max_tasks]
-    return {"path": Path(path).expanduser().resolve(), "tasks": names}
+    return {"path": Path(path).expanduser().resolve(), "tasks": task_filter, **limit}
 
 
 def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,
@@ -214,7 +249,9 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  mcp_config: Path | None = None,
                  capture_model_calls: bool = False,
                  harden: bool | None = None, http: dict[str, Any] | None = None,
-                 max_tasks: int | None = None, registry: str | None = None) -> dict[str, Any]:
+                 max_tasks: int | None = None, registry: str | None = None,
+                 qa: QaOptions | None = None, tools: list[str] | None = None,
+                 max_turns: int | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -224,10 +261,14 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
     from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
     from benchflow.rollout.rollout import default_job_name
 
-    dataset = _dataset(path, task_filter, max_tasks, registry)
+    dataset = _dataset(path, task_filter, max_tasks, registry, qa or QaOptions())
     spec: dict[str, Any] = http or {"name": agent}
     if http is None and agent not in BUILTIN_AGENT_NAMES and model is not None:
         spec["model"] = model
+    if tools is not None:
+        spec["tools"] = tools
+    if max_turns is not None:
+        spec["max_turns"] = max_turns
     if scenes_file is not None:
         spec["scenes"] = scenes_file
     environment: dict[str, Any] = {"type": env, "force_build": force_build,
@@ -244,6 +285,37 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
         "capture_model_calls": capture_model_calls,
         **({} if harden is None else {"harden": harden}),
     }
+
+
+@dataclass(frozen=True)
+class QaOptions:
+    """How `benchflow run DATA.jsonl` scores a QA dataset (a job file's `{qa: ...}` keys)."""
+
+    metric: str = "exact_match"
+    answer_pattern: str | None = None
+    judge_model: str | None = None
+
+
+def _judge_endpoint(base_url: str | None, api_key_env: str | None, model: str | None, *,
+                    fallback: Any) -> Any:
+    """--judge-base-url / --judge-api-key-env / --judge-model as an endpoint; None: the
+    run's model endpoint judges (with --judge-model's model when given).
+
+    Raises:
+        ConfigError: --judge-api-key-env without --judge-base-url, or a bad URL.
+    """
+    from benchflow.config import ModelEndpoint
+
+    if base_url is None:
+        if api_key_env:
+            raise ConfigError("--judge-api-key-env needs --judge-base-url")
+        if model and fallback is not None and fallback.base_url is not None:
+            return fallback.model_copy(update={"model": model})
+        return None
+    try:
+        return ModelEndpoint(base_url=base_url, api_key_env=api_key_env, model=model)
+    except ValueError as exc:
+        raise ConfigError(f"--judge-base-url {base_url!r}: {exc}") from None
 
 
 def _free_job_name(jobs_dir: Path, name: str) -> str:

@@ -10,14 +10,22 @@ from rich.table import Table
 
 from benchflow.cli._common import console, user_errors
 from benchflow.task import Task, is_task_dir, load_dataset, load_task
+from benchflow.task.qa import is_qa_file, load_qa_items
 
 app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
 
 
 @app.command("check")
-def check(path: Annotated[Path, typer.Argument(help="a task folder or a dataset folder")]) -> None:
+def check(path: Annotated[Path, typer.Argument(
+        help="a task folder, a dataset folder or a QA dataset (.jsonl / .json)")]) -> None:
     """Load the task(s) at PATH and report what is wrong, without starting any container."""
     with user_errors():
+        if is_qa_file(path):
+            items = load_qa_items(path)
+            scored = sum(1 for item in items if item.has_answer)
+            console.print(f"{path}: {len(items)} QA items ok ({scored} with a ground truth)",
+                          highlight=False)
+            return
         if is_task_dir(path):
             tasks, invalid = [load_task(path)], {}
         else:

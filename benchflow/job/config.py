@@ -194,6 +194,18 @@ class RegisteredAgentConfig(FrozenModel):
     model: str | None = None
     scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
     env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
+    tools: list[str] | None = Field(default=None, description="the `model` agent only: its "
+                                    "tools (shell, read_file, write_file); default all on "
+                                    "tasks, none on QA items")
+    max_turns: int | None = Field(default=None, ge=1, description="the `model` agent only: "
+                                  "model calls per prompt")
+
+    @model_validator(mode="after")
+    def _model_agent_keys(self) -> RegisteredAgentConfig:
+        if self.name != "model" and (self.tools is not None or self.max_turns is not None):
+            raise ValueError(f"tools and max_turns are settings of the built-in `model` agent, "
+                             f"not of {self.name!r}: remove them")
+        return self
 
 
 def _agent_kind(value: Any) -> str:
@@ -235,6 +247,8 @@ class LocalDatasetConfig(FrozenModel):
 
     path: Path
     tasks: list[str] | None = None
+    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+                                  "tasks (after the `tasks` filter), as `--max-tasks`")
 
     @field_validator("tasks")
     @classmethod
@@ -262,6 +276,8 @@ class RegistryDatasetConfig(FrozenModel):
     name: str
     version: Annotated[str | None, BeforeValidator(_version_str)] = None
     tasks: list[str] | None = None
+    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+                                  "tasks (after the `tasks` filter), as `--max-tasks`")
 
     @field_validator("tasks")
     @classmethod
@@ -269,14 +285,33 @@ class RegistryDatasetConfig(FrozenModel):
         return _check_task_names(value)
 
 
+class QaDatasetConfig(FrozenModel):
+    """A QA dataset file (.jsonl / .json): each item is one task, scored by `metric`
+    (extra_metrics are added to rewards); `tasks` filters item ids."""
+
+    qa: Path
+    metric: str = "exact_match"
+    extra_metrics: list[str] = Field(default_factory=list)
+    answer_pattern: str | None = None
+    judge_model: str | None = None
+    image: str = Field(default="debian:bookworm-slim", description="sandbox image, used only "
+                       "when an agent needs a sandbox")
+    tasks: list[str] | None = None
+    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+                                  "tasks (after the `tasks` filter), as `--max-tasks`")
+
+
 def _dataset_kind(value: Any) -> str:
     if isinstance(value, dict):
-        return "registry" if "registry" in value else "local"
+        return "registry" if "registry" in value else "qa" if "qa" in value else "local"
+    if isinstance(value, QaDatasetConfig):
+        return "qa"
     return "registry" if isinstance(value, RegistryDatasetConfig) else "local"
 
 
 DatasetConfig = Annotated[
-    Annotated[LocalDatasetConfig, Tag("local")] | Annotated[RegistryDatasetConfig, Tag("registry")],
+    Annotated[LocalDatasetConfig, Tag("local")] | Annotated[RegistryDatasetConfig, Tag("registry")]
+    | Annotated[QaDatasetConfig, Tag("qa")],
     Discriminator(_dataset_kind),
 ]
 
@@ -295,10 +330,24 @@ class JobConfig(FrozenModel):
     capture_model_calls: bool = Field(
         default=False, description="record every model call through benchflow's model server "
         "or relay in each trial's model_calls.jsonl")
+    executor: Literal["local", "ray"] = Field(
+        default="local", description="where trials run: this process, or Ray workers "
+        "(the ray extra; docs/how-to/scale.md)")
+    ray_address: str | None = Field(default=None, description="with executor ray: the "
+                                    "cluster to join (`auto`, host:port, ray://...); unset: "
+                                    "a local Ray instance")
+    ray_workers: int = Field(default=2, ge=1, description="with executor ray: worker actors, "
+                             "spread over the cluster's nodes")
+    otel: bool = Field(default=False, description="export OpenTelemetry spans over OTLP/HTTP "
+                       "(the otel extra), as `--otel`; OTEL_EXPORTER_OTLP_ENDPOINT also turns "
+                       "it on")
     environment: EnvironmentConfig = EnvironmentConfig()
     model_endpoint: ModelEndpoint | None = Field(
         default=None, description="the model API every agent uses: a scripted model server "
         "(`script`) or a real endpoint (`base_url`, `api_key_env`)")
+    judge_endpoint: ModelEndpoint | None = Field(
+        default=None, description="the LLM judge's API (llm_judgement, llm-judge verifiers); "
+        "None: the model endpoint")
     verifier: VerifierConfig = VerifierConfig()
     harden: bool | None = Field(
         default=None, description="true: harden before the final verify for every agent, the "
@@ -323,6 +372,14 @@ class JobConfig(FrozenModel):
         from_file = load_mcp_config(self.mcp_config) if self.mcp_config else []
         return merge_servers(from_file, self.mcp_servers)
 
+    @field_validator("judge_endpoint")
+    @classmethod
+    def _judge_is_served(cls, value: ModelEndpoint | None) -> ModelEndpoint | None:
+        if value is not None and value.base_url is None:
+            raise ValueError("the judge needs a served endpoint: give base_url (and "
+                             "api_key_env, model), not a script")
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
@@ -340,7 +397,7 @@ class JobConfig(FrozenModel):
 
 # -- loading ------------------------------------------------------------------------------
 
-_TAGS = {"builtin", "command", "registered", "local", "registry"}
+_TAGS = {"builtin", "command", "registered", "local", "registry", "qa"}
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -403,7 +460,8 @@ def load_job_config(path: Path | str) -> JobConfig:
 def with_overrides(config: JobConfig, **overrides: Any) -> JobConfig:
     """A copy with CLI overrides (None values ignored), validated again.
 
-    Keys: `n_concurrent_trials`, `n_attempts`, `jobs_dir`, `name`, and `environment_type`.
+    Keys: `n_concurrent_trials`, `n_attempts`, `jobs_dir`, `name`, `executor`, `ray_address`
+    and `environment_type`.
     """
     data = config.model_dump(mode="python")
     env_type = overrides.pop("environment_type", None)
@@ -437,6 +495,8 @@ def with_absolute_paths(config: JobConfig, base: Path | None = None) -> JobConfi
     for dataset in data["datasets"]:
         if "registry" in dataset:
             dataset["registry"]["path"] = absolute(dataset["registry"]["path"])
+        elif "qa" in dataset:
+            dataset["qa"] = absolute(dataset["qa"])
         else:
             dataset["path"] = absolute(dataset["path"])
     return parse_job_config(data, "job")
@@ -453,6 +513,7 @@ __all__ = [
     "JobConfig",
     "LocalDatasetConfig",
     "MetricConfig",
+    "QaDatasetConfig",
     "RegisteredAgentConfig",
     "RegistryDatasetConfig",
     "RegistryRef",

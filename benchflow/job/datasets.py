@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchflow.errors import ConfigError, TaskInvalidError, TaskNotFoundError
-from benchflow.job.config import DatasetConfig, JobConfig, LocalDatasetConfig
+from benchflow.job.config import DatasetConfig, JobConfig, LocalDatasetConfig, QaDatasetConfig
 from benchflow.job.registry import RegistryTask, fetch_task, load_registry
 from benchflow.task import Task, load_dataset, load_task
 from benchflow.task._suggest import suggest
+from benchflow.task.qa import QaScoring, load_qa_items, select_items
+from benchflow.task.qa_tasks import qa_dataset_name, qa_task
+from benchflow.verify.answers import check_scoring
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> Resolv
     missing = [n for n in wanted if n not in by_name]
     if missing:
         raise _missing_error(where, f"{dataset.name} {dataset.version}", missing, list(by_name))
+    wanted = wanted[:spec.max_tasks]  # fetch only what runs
     entries = []
     for name in wanted:
         try:
@@ -96,6 +100,21 @@ def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> Resolv
         task, error = _load(path)
         entries.append(TaskEntry(path.name, path, task=task, error=error, git_commit_id=commit))
     return ResolvedDataset(dataset.name, entries)
+
+
+def _qa(spec: QaDatasetConfig, where: str) -> ResolvedDataset:
+    path = spec.qa.expanduser()
+    try:
+        scoring = check_scoring(QaScoring(metric=spec.metric,
+                                          extra_metrics=tuple(spec.extra_metrics),
+                                          answer_pattern=spec.answer_pattern,
+                                          judge_model=spec.judge_model), f"{where}.metric")
+        items = select_items(load_qa_items(path), spec.tasks, where=f"{where}.tasks")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    tasks = [qa_task(item, path, scoring, spec.image) for item in items]
+    return ResolvedDataset(qa_dataset_name(path),
+                           [TaskEntry(t.path.name, t.path, task=t) for t in tasks])
 
 
 def resolve_datasets(config: JobConfig, cache_dir: Path | None = None,
@@ -110,9 +129,12 @@ def resolve_datasets(config: JobConfig, cache_dir: Path | None = None,
     for index, spec in enumerate(config.datasets):
         where = f"{source}: datasets[{index}]"
         if isinstance(spec, LocalDatasetConfig):
-            resolved.append(_local(spec, where))
+            dataset = _local(spec, where)
+        elif isinstance(spec, QaDatasetConfig):
+            dataset = _qa(spec, where)
         else:
-            resolved.append(_registry(spec, where, cache_dir))
+            dataset = _registry(spec, where, cache_dir)
+        resolved.append(ResolvedDataset(dataset.name, dataset.tasks[:spec.max_tasks]))
     names = [d.name for d in resolved]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

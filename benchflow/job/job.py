@@ -22,11 +22,13 @@ import anyio
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
 from benchflow.job.config import MetricConfig
+from benchflow.job.limits import ensure_fd_limit
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.qa import rollout_class
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.task import Task
@@ -119,6 +121,7 @@ class Job:
         """Run every trial; returns (and writes) the job result, `cancelled` if cancelled."""
         self.started_at = self.started_at or utcnow()
         self.job_dir.mkdir(parents=True, exist_ok=True)
+        ensure_fd_limit(min(self.concurrency, len(self.trials)))
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         try:
             with anyio.CancelScope() as self._scope:
@@ -199,8 +202,9 @@ class Job:
                 attempt += 1
                 async with limiter:
                     self._started.add(index)
-                    rollout = Rollout(config, task=trial.task, listener=self._listener(attempt),
-                                      drivers=trial.drivers)
+                    rollout = rollout_class(trial.task)(
+                        config, task=trial.task, listener=self._listener(attempt),
+                        drivers=trial.drivers)
                     rollout.result.retried_errors = list(retried)
                     last = rollout.result  # a cancelled rollout still has a (cancelled) result
                     await rollout.run()

@@ -15,6 +15,7 @@ from pathlib import Path
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.command import CommandAgent
 from benchflow.agents.http import HttpAgent
+from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig, check_tools
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
@@ -61,6 +62,23 @@ def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
     return {}
 
 
+def trial_drivers(agent: AgentConfig, drivers: dict[str, AgentDriver], task: Task | None
+                  ) -> dict[str, AgentDriver]:
+    """The drivers of one trial: the job's, plus the `model` agent with the job file's
+    `tools`/`max_turns` (on QA items it has no tools unless given, so it needs no sandbox)."""
+    if not isinstance(agent, RegisteredAgentConfig) or agent.name != "model":
+        return drivers
+    qa = task is not None and task.qa is not None
+    if agent.tools is None and agent.max_turns is None and not qa:
+        return drivers  # the registry's default model agent
+    settings: dict[str, object] = {}
+    if agent.tools is not None or qa:
+        settings["tools"] = check_tools(agent.tools or [], f"agents[{agent.name}].tools")
+    if agent.max_turns is not None:
+        settings["max_turns"] = agent.max_turns
+    return {**drivers, agent.name: ModelAgent(ModelAgentConfig.model_validate(settings))}
+
+
 def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: TaskEntry,
                    attempt: int, mcp_servers: list[McpServer] | None = None) -> RolloutConfig:
     """One trial's RolloutConfig with the job-wide settings applied (`mcp_servers`: the job's,
@@ -81,7 +99,9 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
         capture_model_calls=config.capture_model_calls,
         skills=config.skills, mcp_servers=mcp_servers or [],
-        harden=config.harden,
+        # a QA item's answer is its output: nothing in a sandbox is scored, so no hardening
+        harden=False if entry.task is not None and entry.task.qa is not None else config.harden,
+        judge_endpoint=config.judge_endpoint,
     )
 
 
@@ -106,7 +126,8 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
                 for attempt in range(1, config.n_attempts + 1):
                     rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
                                              mcp_servers)
-                    trials.append(Trial(rollout, entry.task, drivers=drivers,
+                    trials.append(Trial(rollout, entry.task, drivers=trial_drivers(
+                                            agent, drivers, entry.task),
                                         task_folder=entry.name))
         label = RolloutConfig(task_path=Path("."), scenes=scenes).agent_name
         if label in labels and labels[label] != agent.name:

@@ -26,7 +26,7 @@ from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
-from benchflow.task.env_templates import resolve_task_env
+from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 
 
 @dataclass
@@ -47,10 +47,27 @@ class PreparedJob:
     def trial_dir(self, trial: Trial) -> Path:
         return self.job_dir / trial.trial_name
 
+    @property
+    def needs_sandboxes(self) -> bool:
+        """Whether any trial left to run starts a sandbox: every task does; a QA item only
+        when one of its agents needs one (so a sandbox-less QA run never checks Docker)."""
+        return any(trial_needs_sandbox(trial) for trial in self.to_run)
+
+
+def trial_needs_sandbox(trial: Trial) -> bool:
+    """Whether `trial` starts a sandbox (see `QaRollout`)."""
+    from benchflow.agents.base import driver_needs_sandbox
+    from benchflow.agents.registry import get_driver
+
+    if trial.task is None or trial.task.qa is None:
+        return True
+    agents = {role.agent for scene in trial.config.scenes for role in scene.roles}
+    return any(driver_needs_sandbox(trial.drivers.get(a) or get_driver(a)) for a in agents)
+
 
 def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
     """Every agent a trial names resolves to a driver and has its credentials, and every
-    task's env templates resolve.
+    task's (and MCP server's) env templates resolve.
 
     Raises:
         ConfigError: an unknown agent, a missing credential or an unset host variable an
@@ -58,6 +75,8 @@ def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
     """
     for trial in trials:
         check_scenes(scenes_for_check(trial.config), given=trial.drivers)
+    for servers in {id(t.config.mcp_servers): t.config.mcp_servers for t in trials}.values():
+        resolve_mcp_servers(servers, lookup)  # MCP server env templates, likewise
     for task in {id(t.task): t.task for t in trials if t.task is not None}.values():
         resolve_task_env(task, lookup)  # env templates naming unset host variables
 
@@ -105,10 +124,15 @@ def reset_unfinished(prepared: PreparedJob) -> None:
 def make_job(prepared: PreparedJob, listener: RolloutListener | None = None) -> Job:
     """The `Job` running `prepared.to_run`, counting `prepared.finished` in its result."""
     config = prepared.config
-    return Job(config.name, config.jobs_dir, prepared.to_run,
-               concurrency=config.n_concurrent_trials, listener=listener,
-               retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
-               finished=prepared.finished)
+    settings = dict(concurrency=config.n_concurrent_trials, listener=listener,
+                    retry=RetryPolicy.from_config(config.retry), metrics=config.metrics,
+                    finished=prepared.finished)
+    if config.executor == "ray":
+        from benchflow.job.ray_executor import RayJob
+
+        return RayJob(config.name, config.jobs_dir, prepared.to_run, address=config.ray_address,
+                      workers=config.ray_workers, **settings)
+    return Job(config.name, config.jobs_dir, prepared.to_run, **settings)
 
 
 __all__ = ["PreparedJob", "check_agents", "make_job", "prepare_job", "reset_unfinished",

@@ -36,6 +36,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     messages = require(body, "messages", list, "the conversation as a list of {role, content}")
     events: list[EventKind] = []
     last_user = ""
+    first_user: str | None = None
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
             raise RequestError(
@@ -58,6 +59,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         if text.strip() or not results:
             events.append("user")
             last_user = text
+            first_user = last_user if first_user is None else first_user
     schema, json_mode = _output_format(body)
     return Conversation(
         api=API,
@@ -67,6 +69,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         progress=progress_of(events),
         system=text_of(body.get("system")),
         last_user_text=last_user,
+        first_user_text=first_user or "",
         response_schema=schema,
         json_mode=json_mode,
         input_chars=len(json.dumps(body)),

@@ -90,6 +90,17 @@ class ScriptedModelApp:
     def __init__(self, script: Script, log_dir: str | Path | None = None) -> None:
         self.script = script
         self.log = RequestLog(log_dir)
+        self._faults = [[fault, fault.times] for fault in script.faults]
+        self._faults_lock = threading.Lock()
+
+    def _next_fault(self) -> RequestError | None:
+        """The injected error for this model request, while the script's faults last."""
+        with self._faults_lock:
+            for pending in self._faults:
+                if pending[1] > 0:
+                    pending[1] -= 1
+                    return RequestError(pending[0].message, status=pending[0].status)
+        return None
 
     def handle(
         self, method: str, target: str, body: bytes, content_encoding: str | None = None
@@ -187,6 +198,9 @@ class ScriptedModelApp:
         )
 
     def _answer(self, wire: ModuleType, conv: Conversation) -> HttpReply:
+        fault = self._next_fault()
+        if fault is not None:
+            raise fault
         reply = plan_reply(self.script, conv)
         summary = {
             "answer": reply.source,

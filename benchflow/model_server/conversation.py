@@ -90,6 +90,7 @@ class Conversation:
     progress: Progress = field(default_factory=Progress)
     system: str = ""
     last_user_text: str = ""
+    first_user_text: str = ""
     response_schema: dict[str, Any] | None = None
     json_mode: bool = False
     input_chars: int = 0

@@ -56,6 +56,7 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
     contents = require(body, "contents", list, "the conversation as a list of {role, parts}")
     events: list[EventKind] = []
     last_user = ""
+    first_user: str | None = None
     for i, content in enumerate(contents):
         if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
             raise RequestError(f"`contents[{i}].parts` must be a list", param=f"contents[{i}]")
@@ -72,6 +73,7 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
         if text.strip() or not results:
             events.append("user")
             last_user = text
+            first_user = last_user if first_user is None else first_user
     system = _get(body, "systemInstruction")
     if isinstance(system, str):
         system_text = system
@@ -89,6 +91,7 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
         progress=progress_of(events),
         system=system_text,
         last_user_text=last_user,
+        first_user_text=first_user or "",
         response_schema=schema if isinstance(schema, dict) else None,
         json_mode=_get(config, "responseMimeType") == "application/json",
         input_chars=len(json.dumps(body)),

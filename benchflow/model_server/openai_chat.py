@@ -38,6 +38,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     events: list[EventKind] = []
     system: list[str] = []
     last_user = ""
+    first_user: str | None = None
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
             raise RequestError(f"`messages[{i}]` needs a `role`", param=f"messages[{i}]")
@@ -54,6 +55,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         else:
             events.append("user")
             last_user = text_of(content)
+            first_user = last_user if first_user is None else first_user
     schema, json_mode = _response_format(body.get("response_format"))
     options = body.get("stream_options") or {}
     return Conversation(
@@ -64,6 +66,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         progress=progress_of(events),
         system="\n".join(system),
         last_user_text=last_user,
+        first_user_text=first_user or "",
         response_schema=schema,
         json_mode=json_mode,
         input_chars=len(json.dumps(body)),

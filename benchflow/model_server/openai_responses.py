@@ -59,6 +59,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     events: list[EventKind] = []
     system = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
     last_user = ""
+    first_user: str | None = None
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise RequestError(f"`input[{i}]` must be an object", param=f"input[{i}]")
@@ -77,6 +78,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
             else:
                 events.append("user")
                 last_user = text_of(content)
+                first_user = last_user if first_user is None else first_user
     schema, json_mode = _text_format(body.get("text"))
     return Conversation(
         api=API,
@@ -86,6 +88,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         progress=progress_of(events),
         system="\n".join(system),
         last_user_text=last_user,
+        first_user_text=first_user or "",
         response_schema=schema,
         json_mode=json_mode,
         input_chars=len(json.dumps(body)),

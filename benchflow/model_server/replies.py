@@ -40,15 +40,20 @@ def plan_reply(script: Script, conv: Conversation) -> Reply:
     Raises:
         RequestError: the step needs a tool the request does not offer.
     """
-    if conv.response_schema is not None or conv.json_mode:
-        return Reply(text=json.dumps(side_json(script, conv)), source="side")
-    if not conv.tools:
-        return Reply(text=side_text(script, conv), source="side")
-    index, step = script.step_at(conv.progress.position)
+    answer = script.answer_for(conv.first_user_text) if script.answers else None
+    if answer is None:
+        if conv.response_schema is not None or conv.json_mode:
+            return Reply(text=json.dumps(side_json(script, conv)), source="side")
+        if not conv.tools:
+            return Reply(text=side_text(script, conv), source="side")
+    steps = answer.all_steps if answer is not None else None
+    index, step = script.step_at(conv.progress.position, steps)
     if isinstance(step, TextStep):
-        return Reply(text=step.text, step_index=index)
+        return Reply(text=step.text, step_index=index,
+                     source="answer" if answer is not None else "step")
     call = _tool_call(step, index, conv)
-    return Reply(text=step.say or "", tool_call=call, step_index=index)
+    return Reply(text=step.say or "", tool_call=call, step_index=index,
+                 source="answer" if answer is not None else "step")
 
 
 def _tool_call(step: ShellStep | ToolStep, index: int | None, conv: Conversation) -> ToolCall:

@@ -15,15 +15,32 @@ steps:
 side_answers:
   title: "Scripted session"
 ```
+
+A script can also answer by content: `answers` pick the steps from the conversation's
+first user message (the question or the instruction), so one script serves a whole QA
+dataset; `faults` answer the first requests with an error status (for retry tests).
+
+```yaml
+name: scripted-qa
+answers:
+  - match: "capital of France"       # case-insensitive substring (or `regex:`)
+    text: "Paris"
+  - match: "files in /data"
+    steps: [{shell: "ls /data"}, {text: "three files"}]
+faults:
+  - status: 429
+    times: 2
+```
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
@@ -101,6 +118,47 @@ class SideAnswers(FrozenModel):
     json_fields: dict[str, Any] = Field(default_factory=dict, alias="json")
 
 
+class AnswerRule(FrozenModel):
+    """Steps for conversations whose first user message matches `match` (a case-insensitive
+    substring) or `regex`; `text` is shorthand for one text step."""
+
+    match: str | None = Field(default=None, min_length=1)
+    regex: str | None = Field(default=None, min_length=1)
+    text: str | None = None
+    steps: list[Step] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> AnswerRule:
+        if (self.match is None) == (self.regex is None):
+            raise ValueError("an answer needs exactly one of `match` and `regex`")
+        if (self.text is None) == (not self.steps):
+            raise ValueError("an answer needs exactly one of `text` and `steps`")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"`regex` {self.regex!r} is not a valid pattern: {exc}") from exc
+        return self
+
+    def matches(self, message: str) -> bool:
+        if self.match is not None:
+            return self.match.lower() in message.lower()
+        assert self.regex is not None
+        return re.search(self.regex, message, re.IGNORECASE) is not None
+
+    @property
+    def all_steps(self) -> list[ShellStep | ToolStep | TextStep]:
+        return list(self.steps) if self.steps else [TextStep(text=self.text or "")]
+
+
+class Fault(FrozenModel):
+    """Answer the next `times` model requests with HTTP `status` (429, 500...) before any reply."""
+
+    status: int = Field(ge=400, le=599)
+    times: int = Field(default=1, ge=1)
+    message: str = "injected by the model-server script"
+
+
 DEFAULT_MODELS = (
     "claude-sonnet-4-6",
     "claude-opus-4-6",
@@ -116,21 +174,40 @@ class Script(FrozenModel):
     """What the scripted model says, step by step, to any agent that calls it."""
 
     name: str = "scripted"
-    steps: list[Step] = Field(min_length=1)
+    steps: list[Step] = Field(default_factory=list)
+    answers: list[AnswerRule] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)
     side_answers: SideAnswers = Field(default_factory=SideAnswers)
     done_text: str = "Done."
     models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
 
-    def step_at(self, position: int) -> tuple[int | None, ShellStep | ToolStep | TextStep]:
+    @model_validator(mode="after")
+    def _has_steps_or_answers(self) -> Script:
+        if not self.steps and not self.answers:
+            raise ValueError("a script needs `steps` or `answers`")
+        return self
+
+    def answer_for(self, first_user_message: str) -> AnswerRule | None:
+        """The first answer whose pattern matches the conversation's first user message."""
+        return next((a for a in self.answers if a.matches(first_user_message)), None)
+
+    def steps_for(self, first_user_message: str) -> list[ShellStep | ToolStep | TextStep]:
+        """The steps of the matching answer, else the script's own steps."""
+        answer = self.answer_for(first_user_message)
+        return answer.all_steps if answer is not None else list(self.steps)
+
+    def step_at(self, position: int, steps: list[ShellStep | ToolStep | TextStep] | None = None
+                ) -> tuple[int | None, ShellStep | ToolStep | TextStep]:
         """The step for a conversation at `position` and its index (None past the end).
 
         `position` is the number of tool results in the conversation plus the number of
         assistant turns that already ended in text. Past the end the script repeats its
         last text step (or `done_text`), so an agent that keeps asking is told it is done.
         """
-        if 0 <= position < len(self.steps):
-            return position, self.steps[position]
-        for step in reversed(self.steps):
+        steps = list(self.steps) if steps is None else steps
+        if 0 <= position < len(steps):
+            return position, steps[position]
+        for step in reversed(steps):
             if isinstance(step, TextStep):
                 return None, step
         return None, TextStep(text=self.done_text)

@@ -1,7 +1,9 @@
 """`rollout.log`: each rollout's log records in its own folder, secrets masked.
 
 Records are routed by a context variable set for the rollout's task (anyio copies the
-context into child tasks), so concurrent rollouts of a job never mix their logs.
+context into child tasks), so concurrent rollouts of a job never mix their logs. One
+router handler on the `benchflow` logger picks the current rollout's file handler, so a
+record costs the same with 500 rollouts in flight as with one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from benchflow.rollout.secrets import REDACTED, host_secret_values
 
 _current_rollout: ContextVar[str | None] = ContextVar("benchflow_rollout", default=None)
 _filters: dict[str, _RolloutFilter] = {}
+_handlers: dict[str, logging.Handler] = {}
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -36,6 +39,22 @@ class _RolloutFilter(logging.Filter):
         return True
 
 
+class _RolloutRouter(logging.Handler):
+    """Hands each record to the file handler of the rollout it was made in (if any)."""
+
+    def handle(self, record: logging.LogRecord) -> bool:  # no lock needed: a dict lookup
+        target = _handlers.get(_current_rollout.get() or "")
+        if target is None or record.levelno < target.level:
+            return False
+        return bool(target.handle(record))
+
+    def emit(self, record: logging.LogRecord) -> None:  # pragma: no cover - handle() routes
+        self.handle(record)
+
+
+_ROUTER = _RolloutRouter()
+
+
 def mask_in_rollout_log(values: Iterable[str]) -> None:
     """Mask these values too in the current rollout's log (e.g. env templates' host values)."""
     found = _filters.get(_current_rollout.get() or "")
@@ -54,15 +73,19 @@ def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
     rollout_filter = _RolloutFilter(rollout_name)
     handler.addFilter(rollout_filter)
     _filters[rollout_name] = rollout_filter
+    _handlers[rollout_name] = handler
     logger = logging.getLogger("benchflow")
     if logger.getEffectiveLevel() > logging.INFO:  # rollout.log records INFO and up, always
         logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
+    if _ROUTER not in logger.handlers:
+        logger.addHandler(_ROUTER)
     token = _current_rollout.set(rollout_name)
     try:
         yield
     finally:
         _current_rollout.reset(token)
         _filters.pop(rollout_name, None)
-        logger.removeHandler(handler)
+        _handlers.pop(rollout_name, None)
+        if not _handlers:
+            logger.removeHandler(_ROUTER)
         handler.close()

@@ -42,6 +42,7 @@ from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_E
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
+from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.rollout.secrets import Scrubber
@@ -186,7 +187,7 @@ def needs_network_install(drivers: Iterable[AgentDriver]) -> bool:
     """Whether installing these agents downloads anything in the sandbox: registered
     agents with a package (npm), and agents benchflow cannot see into (command agents)."""
     for driver in drivers:
-        if isinstance(driver, (OracleAgent, NopAgent)):
+        if isinstance(driver, (OracleAgent, NopAgent, ModelAgent)):
             continue
         if isinstance(driver, AcpAgentDriver):
             if driver.manifest.install.package:
@@ -272,6 +273,13 @@ class RolloutNetwork:
         """Captured calls name the scene, role and turn of the trajectory's current prompt."""
         if self.capture is not None:
             self.capture.place = lambda: trajectory.place
+
+    def host_endpoint(self) -> ModelEndpoint | None:
+        """The endpoint as benchflow itself calls it from the host (the model agent), or None."""
+        if self.url is None or self.endpoint is None:
+            return None
+        return ModelEndpoint(base_url=self.url, model=self.endpoint.model,
+                             api_key_env=self.endpoint.api_key_env)
 
     def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
         """`scenes` whose roles point at the endpoint."""

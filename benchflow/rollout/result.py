@@ -116,6 +116,7 @@ class RolloutResult(StrictModel):
     n_prompts: int = 0
     tokens: Tokens | None = None
     trajectory_path: str | None = None
+    answer: str | None = Field(default=None, description="a QA item's predicted answer")
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
     agent_install_cache: Literal["hit", "saved", "installed"] | None = Field(
         default=None, description="registered agents started from a snapshot (hit), were "

@@ -25,7 +25,7 @@ from benchflow.agents.image_cache import (
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
-from benchflow.mcp import merge_servers
+from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
@@ -46,7 +46,7 @@ from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
-from benchflow.rollout.user_loop import run_user_loop
+from benchflow.rollout.user_loop import resolve_user, run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.healthcheck import wait_healthy
@@ -56,11 +56,13 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
-from benchflow.task.env_templates import resolve_task_env
+from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
+from benchflow.verify.judged import judge_run, judged_verify
+from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
@@ -112,6 +114,9 @@ class Rollout:
         self._agent_image: AgentImagePlan | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
+        self._mcp_servers: list[McpServer] = []
+        self.final_text = ""
+        """The agent's last non-empty message (for an LLM judge and QA answers)."""
 
     @property
     def hardened(self) -> bool:
@@ -132,8 +137,9 @@ class Rollout:
             self.task = load_task(config.task_path)
         resolved = resolve_task_env(self.task)  # ${VAR} in env tables, from the host
         self.task = task = resolved.task
-        self._secrets = resolved.secrets
-        mask_in_rollout_log(resolved.secrets)
+        self._mcp_servers, mcp_secrets = resolve_mcp_servers(config.mcp_servers)
+        self._secrets = resolved.secrets | mcp_secrets
+        mask_in_rollout_log(self._secrets)
         self.result.task_git_commit_id = task.git_commit_id()
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
@@ -162,6 +168,7 @@ class Rollout:
             gpus=sandbox_cfg.gpus,
             workdir=sandbox_cfg.workdir,
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
+            files={config.instruction_path: task.instruction.encode()},
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
@@ -183,7 +190,6 @@ class Rollout:
         self._started = True
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
-        await self.sandbox.upload_bytes(self.task.instruction.encode(), self.config.instruction_path)
         self.ctx = AgentContext(
             sandbox=self.sandbox, task=self.task, paths=self.paths,
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
@@ -192,9 +198,9 @@ class Rollout:
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
-            mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers,
-                                      self.config.mcp_servers),
+            mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
+            model_endpoint=self.network.host_endpoint() if self.network else None,
         )
 
     async def install_agent(self) -> None:
@@ -258,7 +264,7 @@ class Rollout:
         assert self.ctx.trajectory is not None
         budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
         with agent_phase_deadline(self.ctx, budget):
-            if self.config.user is not None:
+            if self.config.user is not None or "user" in self.task.raw_frontmatter:
                 await self._run_user_rounds()
                 return
             for group in session_groups(self.steps):
@@ -283,6 +289,8 @@ class Rollout:
         result = self.result
         result.n_prompts += 1
         result.n_tool_calls += outcome.n_tool_calls
+        if outcome.agent_text.strip():
+            self.final_text = outcome.agent_text
         if outcome.input_tokens or outcome.output_tokens:
             tokens = result.tokens or Tokens()
             result.tokens = Tokens(input=tokens.input + outcome.input_tokens,
@@ -307,11 +315,12 @@ class Rollout:
                                      baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
                                      out_dir=self.paths.verifier_dir / f"round-{round_index}")
 
+        user, max_rounds = resolve_user(self.config, self.task, self.ctx.model_endpoint)
         async with self.skills.session(self.ctx, self.drivers[role.agent], self.steps[0]):
             n_prompts, n_tool_calls = await run_user_loop(
-                user=self.config.user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
+                user=user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
                 scene=scene, instruction=self.task.instruction, solution=solution,
-                max_rounds=self.config.max_user_rounds, score_round=score_round,
+                max_rounds=max_rounds, score_round=score_round,
                 rounds_log=self.paths.user_rounds)
         self.result.n_prompts += n_prompts
         self.result.n_tool_calls += n_tool_calls
@@ -323,16 +332,32 @@ class Rollout:
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         self._emit(RolloutEventKind.VERIFY_START)
         self.result.hardened = self.baseline is not None
-        outcome = await verify_with_mode(self, None, final=True)
-        # on success the in-sandbox paths downloaded /logs; otherwise cleanup collects it
-        self._logs_collected = not self.task.config.verifier.separate
-        self.result.rewards = outcome.rewards
-        self.result.reward = outcome.reward
+        judge = judge_verifier(self.task)
+        if judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
+            self.result.rewards = await self._judged_verify(judge, self._verifier_run())
+            self._logs_collected = True
+        else:
+            outcome = await verify_with_mode(self, None, final=True)
+            # on success the in-sandbox paths downloaded /logs; otherwise cleanup collects it
+            self._logs_collected = not self.task.config.verifier.separate
+            self.result.rewards = outcome.rewards
+        self.result.reward = self.result.rewards["reward"]
 
     async def _run_task_steps(self) -> None:
         """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
         await self.open_agent_phase()
         await run_task_steps(self)
+
+    async def _judged_verify(self, judge: JudgeVerifier, run: VerifierRun) -> dict[str, float]:
+        assert self.sandbox is not None and self.task is not None and self.ctx is not None
+        endpoint = self.config.judge_endpoint or self.ctx.model_endpoint
+        verifier = self.task.config.verifier
+        return await judged_verify(
+            self.sandbox, run, self.paths.verifier_dir, self.paths.logs_dir, judge=judge,
+            judge_run=judge_run(judge, endpoint, self.config.scenes[0].roles[0].model),
+            instruction=self.task.instruction, agent_message=self.final_text,
+            baseline=self.baseline, agent_user=self.ctx.agent_user, config=verifier.hardening,
+            pytest_plugins=verifier.pytest_plugins)
 
     def _verifier_run(self) -> VerifierRun:
         assert self.sandbox is not None and self.task is not None

@@ -9,10 +9,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from benchflow.agents.base import AgentContext, AgentDriver
-from benchflow.config import Role
+from benchflow.config import ModelEndpoint, Role, RolloutConfig
 from benchflow.steps import Step
+from benchflow.task import Task
 from benchflow.trajectory.reader import iter_events
-from benchflow.users import BaseUser, RoundResult
+from benchflow.users import BaseUser, LLMUser, RoundResult, user_from_frontmatter
 from benchflow.verify.soft import SoftVerifyResult
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,20 @@ async def run_user_loop(*, user: BaseUser, driver: AgentDriver, ctx: AgentContex
             n_tool_calls=outcome.n_tool_calls)
         _log_round(rounds_log, prompt, result)
     return n_prompts, n_tool_calls
+
+
+def resolve_user(config: RolloutConfig, task: Task, endpoint: ModelEndpoint | None
+                 ) -> tuple[BaseUser, int]:
+    """The rollout's user (the config's, else the task's frontmatter `user:`) and its round
+    limit; an `LLMUser` without an endpoint gets the rollout's model endpoint."""
+    user = config.user
+    if user is None:
+        user = user_from_frontmatter(task.raw_frontmatter.get("user"), str(task.config_file))
+    max_rounds = config.max_user_rounds
+    if isinstance(user, LLMUser):
+        user.with_endpoint(endpoint)
+        max_rounds = user.max_rounds or max_rounds
+    return user, max_rounds
 
 
 def _round_events(ctx: AgentContext, round_index: int) -> tuple:

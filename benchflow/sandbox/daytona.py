@@ -204,6 +204,8 @@ class DaytonaSandbox:
         result = await self.exec(["sh", "-c", " && ".join(steps)], user="root")
         if not result.ok:
             raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
+        for path, data in self.spec.files.items():
+            await self.upload_bytes(data, path)
 
     async def stop(self, delete: bool = True) -> None:
         box, client = self._box, self._client

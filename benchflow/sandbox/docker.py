@@ -213,6 +213,7 @@ class DockerSandbox:
             "/tmp/.benchflow/": (b"", 0o1777),  # live processes of any user write pid files
             _KILL_SCRIPT: ((_SCRIPTS / "kill_process.sh").read_bytes(), 0o755),
         }
+        files.update({path: (data, 0o644) for path, data in self.spec.files.items()})
         install_ca = bool(self._pems) and not self._ca_in_image
         if install_ca:
             for fname, data in certs.ca_files(self._pems).items():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from benchflow.errors import ConfigError
@@ -29,19 +28,42 @@ BUILTIN: dict[str, tuple[str, str | None]] = {
 """name -> (import path of the provider class, the pip extra its SDK comes with)."""
 
 
+_REGISTERED: dict[str, type[SandboxProvider]] = {}
+"""Providers registered from Python (`register_provider`), e.g. a benchmark's or a test's."""
+
+
+def register_provider(cls: type[SandboxProvider]) -> None:
+    """Register `cls` under `cls.name` for this process, beside the built-ins and entry
+    points (for providers defined in code rather than installed as a package).
+
+    Raises:
+        ConfigError: the name is already a built-in backend.
+    """
+    if cls.name in BUILTIN:
+        raise ConfigError(f"{cls.name!r} is a built-in sandbox backend: pick another name")
+    _REGISTERED[cls.name] = cls
+
+
+def registered_in_code() -> list[type[SandboxProvider]]:
+    """The providers `register_provider` added in this process."""
+    return list(_REGISTERED.values())
+
+
 class UnknownBackendError(ConfigError):
     """An environment name no provider is registered under."""
 
 
 @functools.cache
 def _plugins() -> dict[str, str]:
+    from importlib.metadata import entry_points  # scanning installed packages is slow: on demand
+
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
             if ep.name not in BUILTIN}
 
 
 def registered_backends() -> list[str]:
     """Every registered environment name: built-ins first, then plugins (sorted)."""
-    return [*BUILTIN, *sorted(_plugins())]
+    return [*BUILTIN, *sorted({*_plugins(), *_REGISTERED})]
 
 
 def check_backend(name: str) -> str:
@@ -50,7 +72,7 @@ def check_backend(name: str) -> str:
     Raises:
         UnknownBackendError: listing the registered names.
     """
-    if name not in BUILTIN and name not in _plugins():
+    if name not in BUILTIN and name not in _REGISTERED and name not in _plugins():
         raise UnknownBackendError(f"unknown sandbox environment {name!r}; registered: "
                                   f"{', '.join(registered_backends())}")
     return name
@@ -64,6 +86,8 @@ def provider_class(name: str) -> type[SandboxProvider]:
         ConfigError: its module cannot be imported (naming the extra to install).
     """
     check_backend(name)
+    if name in _REGISTERED:
+        return _REGISTERED[name]
     target, extra = BUILTIN.get(name) or (_plugins()[name], None)
     module_name, _, attr = target.partition(":")
     try:
@@ -98,4 +122,4 @@ def capability_table() -> str:
 
 
 __all__ = ["BUILTIN", "capability_table", "ENTRY_POINT_GROUP", "UnknownBackendError", "check_backend", "get_provider",
-           "provider_class", "registered_backends"]
+           "provider_class", "register_provider", "registered_backends", "registered_in_code"]

@@ -45,3 +45,7 @@ class SandboxSpec(FrozenModel):
     build_log_path: Path | None = None
     ledger_path: Path | None = Field(default=None, description="the job's sandboxes.jsonl, "
                                      "where cloud backends record every sandbox they make")
+    files: dict[str, bytes] = Field(default_factory=dict, description="absolute path -> "
+                                    "content (mode 0644) placed by `start`, before anything "
+                                    "runs in the sandbox (in the same upload as the backend's "
+                                    "own files where it can: one round trip less)")

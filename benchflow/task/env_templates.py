@@ -7,6 +7,10 @@ variables instead of holding values. `resolve_task_env()` replaces them when a r
 in Harbor); a variable that is not set and has no default is a `ConfigError` naming the
 variable and the table, raised before anything starts. Values taken from the host are
 secrets: the rollout masks them in its log and its error messages.
+
+MCP servers get the same treatment in their `env` and `headers`: the task's
+(`[[environment.mcp_servers]]`, `sandbox.mcp_servers`) in `resolve_task_env()`, a job's or
+`--mcp-config`'s in `resolve_mcp_servers()`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchflow.errors import ConfigError
+from benchflow.mcp import McpServer
 from benchflow.settings import host_env
 from benchflow.task.loader import Task
 
@@ -58,10 +63,42 @@ def _resolve(value: str, lookup: EnvLookup) -> tuple[str, list[str], list[str]]:
     return _TEMPLATE.sub(sub, value), missing, taken
 
 
+def resolve_mcp_servers(servers: list[McpServer], lookup: EnvLookup = host_env, *,
+                        source: str = "mcp_servers") -> tuple[list[McpServer], frozenset[str]]:
+    """A job's (or `--mcp-config`'s) MCP servers with env templates resolved: (servers, the
+    values taken from the host).
+
+    Raises:
+        ConfigError: a variable is not set and has no default (naming `source`, the server
+            and the key).
+    """
+    problems: list[str] = []
+    secrets: set[str] = set()
+    resolved = []
+    for server in servers:
+        fields: dict[str, dict[str, str]] = {}
+        for field in ("env", "headers"):
+            fields[field] = {}
+            for key, value in getattr(server, field).items():
+                fields[field][key], missing, taken = _resolve(value, lookup)
+                problems.extend(f"{source} {server.name!r} {field} {key} = {value!r}: "
+                                f"the host variable {name} is not set" for name in missing)
+                secrets.update(v for v in taken if v)
+        changed = fields["env"] != server.env or fields["headers"] != server.headers
+        resolved.append(server.model_copy(update=fields) if changed else server)
+    if problems:
+        raise ConfigError("MCP server environment templates cannot be resolved:\n  "
+                          + "\n  ".join(problems)
+                          + "\nexport the variable(s) before running, or give a default "
+                          "(${NAME:-value})")
+    return resolved, frozenset(secrets)
+
+
 def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
-    """The task with every env template resolved from the host: the tables above, and a
-    separate verifier's `[verifier.environment.env]` and each step's `[steps.verifier.env]`
-    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too.
+    """The task with every env template resolved from the host: the tables above, a
+    separate verifier's `[verifier.environment.env]`, each step's `[steps.verifier.env]`
+    (and its `[steps.verifier.environment.env]`), as Harbor resolves them too, and the
+    `env` and `headers` of the task's MCP servers.
 
     Raises:
         ConfigError: a variable is not set and has no default (each one is named, with the
@@ -96,6 +133,16 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
                 out = out.model_copy(update={"environment": environment})
         return out
 
+    def mcp_server(server: McpServer) -> McpServer:
+        """An MCP server's `env` and `headers` values (API tokens, typically)."""
+        table = (f"[[environment.mcp_servers]] {server.name!r}" if legacy
+                 else f"sandbox.mcp_servers {server.name!r}")
+        env = resolve(server.env, f"{table} env")
+        headers = resolve(server.headers, f"{table} headers")
+        if env == server.env and headers == server.headers:
+            return server
+        return server.model_copy(update={"env": env, "headers": headers})
+
     updates: dict[str, Any] = {}
     for section, names in _TABLES.items():
         settings = getattr(task.config, section)
@@ -105,6 +152,10 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
             resolved = with_env(settings, names[0] if legacy else names[1])
         if resolved is not settings:
             updates[section] = resolved
+    sandbox = updates.get("sandbox", task.config.sandbox)
+    servers = [mcp_server(server) for server in sandbox.mcp_servers]
+    if servers != list(sandbox.mcp_servers):
+        updates["sandbox"] = sandbox.model_copy(update={"mcp_servers": servers})
     steps = []
     for step in task.steps:
         verifier = verifier_of(step.config.verifier, "steps.verifier",
@@ -126,4 +177,4 @@ def resolve_task_env(task: Task, lookup: EnvLookup = host_env) -> ResolvedTask:
                         frozenset(secrets))
 
 
-__all__ = ["ResolvedTask", "resolve_task_env"]
+__all__ = ["ResolvedTask", "resolve_mcp_servers", "resolve_task_env"]

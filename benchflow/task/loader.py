@@ -15,11 +15,13 @@ If a folder holds both `task.md` and `task.toml`, `task.md` wins.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchflow.errors import TaskInvalidError, TaskNotFoundError
 from benchflow.task import _files
@@ -27,10 +29,14 @@ from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import TaskConfig, TaskConfigWarning, TaskStepConfig
 from benchflow.task.native import parse_task_md
 from benchflow.task.scenes import TaskScenes, parse_task_scenes
+from benchflow.task.verifier_doc import VERIFIER_DOC, parse_verifier_doc
+
+if TYPE_CHECKING:
+    from benchflow.task.qa import QaTaskSpec
 
 logger = logging.getLogger(__name__)
 
-Layout = Literal["native", "legacy"]
+Layout = Literal["native", "legacy", "qa"]
 
 _VERIFIER = {"native": ("verifier", "/verifier"), "legacy": ("tests", "/tests")}
 _SOLUTION = {"native": "oracle", "legacy": "solution"}
@@ -95,6 +101,8 @@ class Task:
         """The task's own `skills/` folder (each subfolder with a SKILL.md is a skill), or None."""
         folder = self.path / "skills"
         return folder if _files.is_dir(folder) else None
+    qa: QaTaskSpec | None = field(default=None, compare=False, repr=False)
+    """A QA item and how its answer is scored (layout "qa": no environment, no files)."""
 
     @property
     def config_file(self) -> Path:
@@ -107,7 +115,18 @@ class Task:
 
     def content_hash(self) -> str:
         """sha256 over every file of the task folder (relative path + bytes, sorted)."""
+        if self.qa is not None:  # a QA item has no folder: hash the item itself
+            item = json.dumps(self.qa.item.to_dict(), sort_keys=True, ensure_ascii=False)
+            return hashlib.sha256(item.encode()).hexdigest()
         return _files.content_hash(self.path)
+
+
+def _judge_only(layout: Layout, verifier_dir: Path, config: TaskConfig) -> bool:
+    """Whether an LLM judge scores the task, so test.sh is optional."""
+    if layout == "legacy":
+        return config.verifier.type == "llm-judge"
+    doc = parse_verifier_doc(verifier_dir / VERIFIER_DOC)
+    return doc is not None and doc.strategy == "llm-judge"
 
 
 def is_task_dir(path: Path | str) -> bool:
@@ -208,7 +227,13 @@ def load_task(path: Path | str) -> Task:
     verifier_dir = folder / verifier_name
     steps_have_tests = bool(steps) and all(
         s.verifier_dir is not None and _files.is_file(s.verifier_dir / "test.sh") for s in steps)
-    if not _files.is_file(verifier_dir / "test.sh") and not steps_have_tests:
+    judged = _judge_only(layout, verifier_dir, config)
+    if judged and (config.verifier.separate or steps):
+        problems.append(f"{config_label}: an LLM-judge verifier scores the agent's sandbox once, "
+                        "after the last turn: it cannot be combined with a separate verifier "
+                        "environment or [[steps]]; use test.sh for those")
+    if (not _files.is_file(verifier_dir / "test.sh") and not steps_have_tests
+            and not judged):
         hint = ""
         if layout == "native" and _files.is_file(folder / "tests" / "test.sh"):
             hint = " (tests/test.sh is the legacy layout's name: rename tests/ to verifier/)"

@@ -29,7 +29,7 @@ class _Strict(FrozenModel):
     """Frozen, unknown keys rejected, no str->number or str->bool coercion (native files)."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+        extra="forbid", frozen=True, strict=True
     )
 
 
@@ -97,6 +97,21 @@ class HealthcheckSettings(_Strict):
     retries: Annotated[int, Field(ge=0)] = 3
 
 
+class JudgeConfig(_Strict):
+    """Harbor-style `[verifier.judge]`: the LLM judge of a `type = "llm-judge"` verifier."""
+
+    model: str | None = None
+    """The judge model id (None: the run's judge endpoint's model)."""
+    rubric_path: str | None = None
+    """The rubric file, relative to the task folder (default: tests/rubric.toml or rubric.json)."""
+    input_dir: str = "/app"
+    """The sandbox folder whose files the judge sees when the rubric names none."""
+    input_type: Literal["deliverables"] = "deliverables"
+    """What the judge evaluates: the agent's deliverables (files)."""
+    context: str = ""
+    """Extra context for the judge (besides the instruction)."""
+
+
 class SandboxSettings(_Strict):
     """The container the agent works in."""
 
@@ -135,6 +150,10 @@ class VerifierSettings(_Strict):
     """`separate`: the tests run in a fresh sandbox of the verifier's own image, given only the declared artifacts and /logs; `shared` (default unless `environment` is set): in the agent's sandbox."""
     environment: SandboxSettings | None = None
     """The separate verifier's sandbox (same keys as `sandbox`); implies `environment_mode = "separate"`."""
+    type: Literal["test-script", "llm-judge"] = "test-script"
+    """Harbor's verifier type; native tasks declare it in verifier/verifier.md instead."""
+    judge: JudgeConfig = JudgeConfig()
+    """The LLM judge of an llm-judge verifier (Harbor's `[verifier.judge]`)."""
 
     @property
     def separate(self) -> bool:
@@ -353,6 +372,7 @@ __all__ = [
     "Frontmatter",
     "HardeningConfig",
     "HealthcheckSettings",
+    "JudgeConfig",
     "OracleSettings",
     "RewardStrategy",
     "SandboxSettings",

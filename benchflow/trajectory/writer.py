@@ -66,18 +66,18 @@ class TrajectoryWriter:
         Events without trace ids get the rollout's trace id and the current span
         (a tool call's events: the tool call's own span).
         """
+        stamp: dict[str, Any] = {}
         if self.trace_id is not None and event.trace_id is None:
             span = self.span_id
             tool_call_id = getattr(event, "tool_call_id", None)
             if tool_call_id:
                 span = tool_call_span_id(self.trace_id, tool_call_id)
-            event = event.model_copy(update={"trace_id": self.trace_id,
-                                             "span_id": event.span_id or span})
-        if self.context:
-            stamp = {k: v for k, v in self.context.items()
-                     if v is not None and getattr(event, k) is None}
-            if stamp:
-                event = event.model_copy(update=stamp)
+            stamp = {"trace_id": self.trace_id, "span_id": event.span_id or span}
+        for key, value in self.context.items():
+            if value is not None and getattr(event, key) is None:
+                stamp[key] = value
+        if stamp:  # one copy per event (the recorder's hot path)
+            event = event.model_copy(update=stamp)
         self._write_line(event.model_dump_json(exclude_none=True).encode())
         self.n_events += 1
         if isinstance(event, UserMessageEvent) and event.update is None:

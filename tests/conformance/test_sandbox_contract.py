@@ -164,9 +164,26 @@ async def test_stop_is_fast_and_idempotent(tmp_path, job_label, backend):
     assert box.sandbox_id is None
 
 
+async def test_spec_files_are_placed_by_start(tmp_path, job_label, backend):
+    env_dir = tmp_path / "e"
+    env_dir.mkdir()
+    (env_dir / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    box = make_box(backend, SandboxSpec(name="contract", environment_dir=env_dir,
+                                        files={"/tmp/instruction.md": b"do the thing\n",
+                                               "/opt/nested/dir/f.txt": b"x"},
+                                        labels={"benchflow.job": job_label}))
+    await box.start()
+    try:
+        assert (await box.exec(["cat", "/tmp/instruction.md"])).stdout == b"do the thing\n"
+        listing = await box.exec(["stat", "-c", "%a", "/opt/nested/dir/f.txt"])
+        assert listing.stdout.strip() == b"644"
+    finally:
+        await box.stop()
+
+
 async def test_extra_ca_certificates_are_installed_at_build_and_start(tmp_path, job_label,
                                                                        backend):
-    pem = _self_signed_pem(tmp_path)
+    pem = TEST_CA
     env_dir = tmp_path / "e"
     env_dir.mkdir()
     # the RUN step sees the certificate during the build
@@ -185,11 +202,6 @@ async def test_extra_ca_certificates_are_installed_at_build_and_start(tmp_path, 
         await box.stop()
 
 
-def _self_signed_pem(tmp_path: Path) -> Path:
-    import subprocess
-
-    key, pem = tmp_path / "k.pem", tmp_path / "ca.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-                    "-out", str(pem), "-days", "1", "-subj", "/CN=benchflow-test-ca"],
-                   check=True, capture_output=True)
-    return pem
+TEST_CA = Path(__file__).parents[1] / "fixtures" / "certs" / "test-ca.pem"
+"""A self-signed CA (no key kept) valid for a century: one fixed file, so the image built
+with it is cached once instead of a new one per run."""

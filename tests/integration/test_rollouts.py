@@ -17,7 +17,9 @@ from .conftest import FIXTURES, TASKS
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 EXAMPLE_TASKS = sorted(p.name for p in TASKS.iterdir()
-                       if (p / "task.md").exists() or (p / "task.toml").exists())
+                       if ((p / "task.md").exists() or (p / "task.toml").exists())
+                       and not (p / "verifier" / "verifier.md").exists())
+"""Every example task but those an LLM judge scores (tests/integration/test_llm_judge.py)."""
 
 
 async def run_rollout(task: Path, agent: str, jobs_dir: Path, job: str, **kw) -> RolloutResult:

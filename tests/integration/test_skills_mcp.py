@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from benchflow import McpServer, Role, Scene, Turn
+from benchflow import McpServer, Role, RolloutConfig, Scene, Turn
+from benchflow.rollout import Rollout
 from benchflow.task import load_task
 from benchflow.trajectory import AgentMessageEvent, ToolCallUpdateEvent, iter_events
 
 from .conftest import FIXTURES, TASKS
-from .test_scenes import WRITE_42, events_of, run_rollout, script, single, tool_outputs
+from .test_scenes import (WRITE_42, assert_no_container, events_of, run_rollout, script, single,
+                          tool_outputs)
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -138,6 +140,32 @@ async def test_rollout_mcp_server_reaches_the_agent(tmp_path, job_label):
     assert done.update["rawOutput"]["result"] == "code-14"
 
 
+async def test_mcp_server_env_templates_resolve_from_the_host(tmp_path, job_label, monkeypatch):
+    """`${VAR}` in a rollout's MCP server env comes from the host (the task's own server's
+    `${BF_LEDGER_FACTOR:-7}` too); the host value is masked in the rollout's log."""
+    monkeypatch.setenv("BF_LEDGER_FACTOR", "11")
+    monkeypatch.setenv("BF_MINE_FACTOR", "13")
+    monkeypatch.setenv("BF_MINE_TOKEN", "tok-mine-9d2e1f7a")
+    play = script(tmp_path, [{"actions": [
+        {"type": "mcp", "server": "ledger", "tool": "secret_code", "arguments": {"seed": 2},
+         "save_to": "/app/code.txt"},
+        {"type": "mcp", "server": "mine", "tool": "secret_code", "arguments": {"seed": 2},
+         "save_to": "/app/mine.txt"}]}])
+    server = McpServer(name="mine", command="python3", args=["/opt/mcp/server.py"],
+                       env={"LEDGER_FACTOR": "${BF_MINE_FACTOR}", "TOKEN": "${BF_MINE_TOKEN}"})
+    result, paths = await run_rollout(MCP_TASK, single(play), tmp_path / "jobs", job_label,
+                                      mcp_servers=[server])
+    assert result.error is None
+    outputs = sorted(e.update["rawOutput"]["result"] for e in events_of(paths.trajectory)
+                     if isinstance(e, ToolCallUpdateEvent)
+                     and isinstance(e.update.get("rawOutput"), dict))
+    assert outputs == ["code-22", "code-26"]
+    assert '"${BF_MINE_FACTOR}"' in paths.config.read_text()  # saved as written
+    for path in paths.root.rglob("*"):  # the host's token is in none of our files
+        if path.is_file():
+            assert b"tok-mine-9d2e1f7a" not in path.read_bytes(), path
+
+
 async def test_acpx_routes_the_scripted_agent_with_session_memory(tmp_path, job_label):
     """`acpx/scripted`: ACPX (npm) keeps one session across a role's turns, and the
     trajectory records the agent's updates as a direct ACP session would."""
@@ -157,3 +185,17 @@ async def test_acpx_routes_the_scripted_agent_with_session_memory(tmp_path, job_
     recalled = [e.text for e in events if isinstance(e, AgentMessageEvent) and e.turn == 1]
     assert recalled == ['["Write the number 42 to `/app/answer.txt`."]'], recalled
     assert (paths.agent_dir / "agent.acpx.stderr.txt").exists()
+
+
+async def test_mcp_server_unset_variable_fails_before_any_container(tmp_path, job_label,
+                                                                    monkeypatch):
+    monkeypatch.delenv("BF_MINE_UNSET", raising=False)
+    server = McpServer(name="mine", command="python3", env={"K": "${BF_MINE_UNSET}"})
+    rollout = Rollout(RolloutConfig(task_path=MCP_TASK, scenes=single(script(tmp_path, [])),
+                                    jobs_dir=tmp_path / "jobs", job_name=job_label,
+                                    mcp_servers=[server]))
+    result = await rollout.run()
+    assert result.error is not None and result.error.type == "config_invalid"
+    assert "mcp_servers 'mine' env K" in result.error.message
+    assert "BF_MINE_UNSET is not set" in result.error.message
+    assert_no_container(job_label, result.rollout_name)

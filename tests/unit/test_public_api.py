@@ -8,10 +8,11 @@ import sys
 import benchflow
 
 EXPORTED = {
-    "BaseUser", "BenchflowError", "ConfigError", "FunctionUser", "Job", "JobResult", "McpServer",
+    "BaseUser", "BenchflowError", "ConfigError", "FunctionUser", "Job", "JobResult", "LLMUser",
+    "McpServer",
     "Role",
-    "Rollout", "RolloutConfig", "RolloutResult", "RoundResult", "RunResult", "Scene", "Step",
-    "Task", "Turn", "__version__", "desugar", "load_task", "run",
+    "Rollout", "RolloutConfig", "RolloutResult", "RolloutStream", "RoundResult", "RunResult", "Scene", "Step",
+    "Task", "Turn", "__version__", "desugar", "load_task", "run", "stream",
 }
 
 
@@ -44,7 +45,7 @@ def test_no_undeclared_public_modules_leak_into_all():
     exported = {n for n in dir(benchflow) if not n.startswith("_")}
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
                "settings", "steps", "task", "verify", "trajectory", "acp", "users", "telemetry",
-               "model_server", "mcp", "skills", "view"}
+               "model_server", "mcp", "skills", "view", "models", "qa"}
     assert exported - set(benchflow.__all__) <= modules
 
 

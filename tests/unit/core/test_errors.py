@@ -27,9 +27,10 @@ def test_every_error_type_has_a_class_except_internal():
 
 def test_only_transient_infrastructure_errors_are_retryable():
     for cls in _classes():
-        if issubclass(cls, SandboxError | errors.ProviderError):
+        if issubclass(cls, SandboxError | errors.ProviderError | errors.WorkerLostError):
             continue
         assert cls.retryable is False, cls
+    assert errors.WorkerLostError("a Ray worker died").retryable  # infrastructure, always
     for cls in _classes():
         if issubclass(cls, SandboxError) and not issubclass(cls, errors.PhaseTimeout):
             assert not cls("x").retryable, cls

@@ -87,8 +87,9 @@ class FakeSandbox:
     backend = "fake"
     image: str | None = None
 
-    def __init__(self, behaviour: Behaviour) -> None:
+    def __init__(self, behaviour: Behaviour, spec: SandboxSpec | None = None) -> None:
         self.behaviour = behaviour
+        self.spec = spec
         self.workdir = "/app"
         self.files: dict[str, bytes] = {}
         self.started = False
@@ -107,6 +108,8 @@ class FakeSandbox:
                                     "Error: boom", transient=transient)
         self.started = True
         self.behaviour.starts += 1
+        if self.spec is not None:  # placed by start, as every backend does
+            self.files.update(self.spec.files)
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None,
@@ -168,7 +171,7 @@ class FakeProvider(SandboxProvider):
 
     def create(self, spec: SandboxSpec) -> FakeSandbox:
         assert self.behaviour is not None
-        return FakeSandbox(self.behaviour)
+        return FakeSandbox(self.behaviour, spec)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
         FakeProvider.cleaned.append(job_name)
@@ -184,7 +187,7 @@ def behaviour(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     monkeypatch.setattr(FakeProvider, "cleaned", [])
     monkeypatch.setitem(registry.BUILTIN, "fake", (f"{FakeProvider.__module__}:FakeProvider", None))
     monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec, provider_config=None: FakeSandbox(shared))
+                        lambda environment, spec, provider_config=None: FakeSandbox(shared, spec))
     return shared
 
 

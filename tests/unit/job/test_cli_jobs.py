@@ -30,6 +30,9 @@ def output(result) -> str:
     ({"n_attempt": 2}, "n_attempt: unknown key"),
     ({"agents": [{"name": "x", "execute": "e", "env": {"K": "${BENCHFLOW_TEST_UNSET_VAR}"}}]},
      "agents[0].env.K: ${BENCHFLOW_TEST_UNSET_VAR} is not set"),
+    ({"mcp_servers": [{"name": "m", "command": "x", "env": {"K": "${BENCHFLOW_TEST_UNSET_VAR}"}}]},
+     "mcp_servers 'm' env K = '${BENCHFLOW_TEST_UNSET_VAR}': the host variable "
+     "BENCHFLOW_TEST_UNSET_VAR is not set"),
     ({"datasets": [{"path": "DATASET", "tasks": ["alpha", "nope"]}]}, "'nope'"),
     ({"datasets": [{"path": "DATASET", "tasks": ["bad name"]}]}, "datasets[0].tasks"),
     ({"agents": [{"name": "no-such-agent"}]}, "no-such-agent"),
@@ -80,3 +83,26 @@ def test_a_trial_error_exits_1(tmp_path, dataset, behaviour):
     result = runner.invoke(app, ["run", str(job_file), "--env", "fake"])
     assert result.exit_code == 1, output(result)
     assert "agent_execution_failed" in output(result)
+
+
+def test_max_tasks_and_otel_from_the_job_file(tmp_path, dataset, behaviour, monkeypatch):
+    asked: list[bool] = []
+
+    def fake_recorder(enabled: bool, job_name: str) -> None:
+        asked.append(enabled)
+
+    monkeypatch.setattr("benchflow.cli.jobs.recorder", fake_recorder)
+    job_file = write_job(tmp_path, dataset, otel=True,
+                         datasets=[{"path": str(dataset), "max_tasks": 2}])
+    result = runner.invoke(app, ["run", str(job_file), "--env", "fake"])
+    assert result.exit_code == 0, output(result)
+    saved = JobResult.model_validate_json(
+        (tmp_path / "jobs" / "cli-job" / "result.json").read_text())
+    assert saved.total_trials == 2  # alpha and bravo, not charlie
+    assert asked == [True]
+
+
+def test_max_tasks_must_be_positive(tmp_path, dataset):
+    job_file = write_job(tmp_path, dataset, datasets=[{"path": str(dataset), "max_tasks": 0}])
+    result = runner.invoke(app, ["run", str(job_file)])
+    assert result.exit_code == 2 and "datasets[0].max_tasks" in output(result)

@@ -239,3 +239,25 @@ def test_public_names() -> None:
 
     assert all(hasattr(ms, name) for name in ms.__all__)
     assert {"ModelServer", "Script", "load_script", "serve_forever"} <= set(ms.__all__)
+
+
+def test_answers_pick_steps_by_first_user_message() -> None:
+    from benchflow.model_server.script import TextStep
+
+    script = parse_script({"answers": [{"match": "France", "text": "Paris"},
+                                       {"regex": r"\bls\b", "steps": [{"shell": "ls"},
+                                                                       {"text": "done"}]}]})
+    assert script.steps_for("capital of FRANCE?") == [TextStep(text="Paris")]
+    assert len(script.steps_for("please ls the dir")) == 2
+    assert script.answer_for("nothing matches") is None
+
+
+@pytest.mark.parametrize("bad", [{}, {"answers": [{"match": "a"}]},
+                                 {"answers": [{"match": "a", "regex": "b", "text": "x"}]},
+                                 {"answers": [{"regex": "(", "text": "x"}]},
+                                 {"steps": [{"text": "x"}], "faults": [{"status": 200}]}])
+def test_invalid_answers_and_faults_are_config_errors(bad: dict) -> None:
+    from benchflow.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        parse_script(bad)

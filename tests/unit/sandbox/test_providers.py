@@ -44,7 +44,7 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> None:
         return [ep] if group == registry.ENTRY_POINT_GROUP else []
 
     registry._plugins.cache_clear()
-    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    monkeypatch.setattr("importlib.metadata.entry_points", fake_entry_points)
     yield
     registry._plugins.cache_clear()
 

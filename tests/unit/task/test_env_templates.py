@@ -6,7 +6,8 @@ import pytest
 
 from benchflow.errors import ConfigError
 from benchflow.task import load_task
-from benchflow.task.env_templates import resolve_task_env
+from benchflow.mcp import McpServer
+from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 
 LEGACY = '''version = "1.0"
 
@@ -99,3 +100,47 @@ def test_step_and_separate_verifier_tables_resolve_too(legacy):
     assert resolved.task.config.verifier.environment is not None
     assert resolved.task.config.verifier.environment.env == {"JUDGE": "big"}
     assert resolved.secrets == {"k-123456", "big"}
+
+
+MCP = '''version = "1.0"
+
+[[environment.mcp_servers]]
+name = "search"
+transport = "stdio"
+command = "search-mcp"
+env = { SEARCH_KEY = "${BF_SEARCH_KEY}", MODE = "${BF_SEARCH_MODE:-fast}" }
+
+[[environment.mcp_servers]]
+name = "docs"
+transport = "streamable-http"
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer ${BF_DOCS_TOKEN}" }
+'''
+
+
+def test_mcp_server_env_and_headers_resolve_too(legacy):
+    task = load_task(legacy(toml=MCP))
+    host = {"BF_SEARCH_KEY": "k-123456", "BF_DOCS_TOKEN": "t-654321"}
+    resolved = resolve_task_env(task, host.get)
+    search, docs = resolved.task.config.sandbox.mcp_servers
+    assert search.env == {"SEARCH_KEY": "k-123456", "MODE": "fast"}
+    assert docs.headers == {"Authorization": "Bearer t-654321"}
+    assert resolved.secrets == {"k-123456", "t-654321"}
+    with pytest.raises(ConfigError, match=r"mcp_servers\]\] 'docs' headers Authorization.*"
+                                          r"BF_DOCS_TOKEN is not set"):
+        resolve_task_env(task, {"BF_SEARCH_KEY": "k"}.get)
+
+
+def test_job_mcp_servers_resolve_or_name_the_missing_variable():
+    servers = [McpServer(name="files", command="mcp-files",
+                         env={"ROOT": "${BF_ROOT:-/data}", "TOKEN": "${BF_FILES_TOKEN}"})]
+    resolved, secrets = resolve_mcp_servers(servers, {"BF_FILES_TOKEN": "tok-files-42"}.get)
+    assert resolved[0].env == {"ROOT": "/data", "TOKEN": "tok-files-42"}
+    assert secrets == {"tok-files-42"}
+    assert servers[0].env["TOKEN"] == "${BF_FILES_TOKEN}"
+    with pytest.raises(ConfigError, match=r"mcp_servers 'files' env TOKEN = "
+                                          r"'\$\{BF_FILES_TOKEN\}': the host variable "
+                                          r"BF_FILES_TOKEN is not set"):
+        resolve_mcp_servers(servers, {}.get)
+    plain = [McpServer(name="p", command="x", env={"A": "b"})]
+    assert resolve_mcp_servers(plain, {}.get) == (plain, frozenset())
