@@ -214,18 +214,22 @@ class ModalSandbox:
             sandbox_id=sandbox_id, create_token=token))
 
     async def _init(self) -> None:
-        """One exec: benchflow's folders, the CA certificates, and the image's working dir."""
+        """One upload (the CA certificates and the spec's files, as a tar) and one exec:
+        benchflow's folders, the files unpacked, the CAs installed, the image's working dir."""
         steps = ["mkdir -p /logs/agent /logs/verifier /tmp/.benchflow",
                  "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow"]
         if self.spec.workdir:
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
-        if self._pems:
-            files = {f"{certs.CA_DIR}/{name}": (data, 0o755 if name.endswith(".sh") else 0o644)
-                     for name, data in certs.ca_files(self._pems).items()}
-            bundle = f"/tmp/bf-ca-{secrets.token_hex(4)}.tar"
+        files = {f"{certs.CA_DIR}/{name}": (data, 0o755 if name.endswith(".sh") else 0o644)
+                 for name, data in certs.ca_files(self._pems).items()} if self._pems else {}
+        files.update({path: (data, 0o644) for path, data in self.spec.files.items()})
+        if files:
+            bundle = f"/tmp/bf-init-{secrets.token_hex(4)}.tar"
             with map_modal_errors(SandboxStartError):
                 await self._box.filesystem.write_bytes.aio(archive.tar_bytes(files), bundle)
-            steps += [f"tar -xf {bundle} -C / && rm -f {bundle}", f"sh {certs.INSTALL_SCRIPT}"]
+            steps.append(f"tar -xf {bundle} -C / && rm -f {bundle}")
+        if self._pems:
+            steps.append(f"sh {certs.INSTALL_SCRIPT}")
         try:
             result = await self.exec(["sh", "-c", " && ".join(steps) + " && pwd"], user="root",
                                      cwd=self.spec.workdir or "")
