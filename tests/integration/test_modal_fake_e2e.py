@@ -312,3 +312,20 @@ def test_sigint_leaves_no_modal_sandbox_behind(tmp_path, job_label):
     for sandbox_id in created:
         with pytest.raises(docker.errors.NotFound):
             client.containers.get(f"fake-modal-{sandbox_id.removeprefix('sb-')}")
+
+
+def test_cleanup_now_terminates_a_jobs_sandboxes_without_an_event_loop(job_label):
+    import anyio
+
+    async def make() -> str:
+        app = await modal_sdk.App.lookup.aio("benchflow", create_if_missing=True)
+        box = await modal_sdk.Sandbox.create.aio(
+            "sleep", "infinity", app=app, image=modal_sdk.Image.from_registry("debian:bookworm-slim"),
+            tags={"benchflow.managed": "true", "benchflow.job": job_label})
+        return box.object_id
+
+    made = anyio.run(make)
+    assert len(_left(job_label)) == 1
+    # what a second Ctrl-C runs while the process exits (job/signals.py::hard_exit)
+    assert get_provider("modal", FAKE).cleanup_now(job_label) == [made]
+    assert _left(job_label) == []
