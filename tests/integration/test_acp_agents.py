@@ -279,6 +279,7 @@ async def test_rollout_with_the_scripted_agent(tmp_path: Path, job_label: str):
     result = await Rollout(config).run()
     assert result.error is None, result.error
     assert result.n_prompts == 1
+    assert result.agent_install_cache in ("hit", "saved")  # docker commits the install
 
 
 async def test_rollout_idle_timeout_is_agent_execution_timeout(tmp_path: Path, job_label: str):
