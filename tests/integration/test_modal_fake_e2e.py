@@ -344,3 +344,18 @@ async def test_acp_over_modal_holds_a_5mb_line_and_10000_updates_in_order(tmp_pa
     assert texts[1:] == [f"u{i}\n" for i in range(10_000)]
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs)
+
+
+async def test_an_expired_snapshot_is_a_cache_miss_and_forgotten(tmp_path, job_label):
+    from benchflow.sandbox.modal.snapshots import SnapshotIndex
+    from benchflow.sandbox.spec import SandboxSpec
+
+    box = get_provider("modal", FAKE).create(SandboxSpec(
+        name="expired", docker_image="debian:bookworm-slim", labels={"benchflow.job": job_label}))
+    index = SnapshotIndex(box.config)
+    assert index.path == tmp_path / "cache" / "modal" / "snapshots.json"
+    index.put("benchflow-agent/scripted:0123", "im-gone00000000000000000000")
+    assert await box.snapshot_base() == "debian:bookworm-slim"
+    assert not await box.snapshot_exists("benchflow-agent/scripted:0123")
+    assert index.get("benchflow-agent/scripted:0123") is None
+    assert not await box.snapshot_exists("never-saved")
