@@ -22,6 +22,7 @@ from benchflow.errors import (
     SandboxStartError,
 )
 from benchflow.sandbox.modal import map_modal_errors
+from tests.fakes import modal_process
 from tests.fakes import modal_sdk as fake
 
 SURFACE = [
@@ -41,10 +42,10 @@ SURFACE = [
     (_SandboxFilesystem.read_bytes, fake.SandboxFilesystem.read_bytes),
     (_ContainerProcess.wait, fake.ContainerProcess.wait),
     (_ContainerProcess.poll, fake.ContainerProcess.poll),
-    (_StreamWriter.write, fake._StreamWriter.write),
-    (_StreamWriter.write_eof, fake._StreamWriter.write_eof),
-    (_StreamWriter.drain, fake._StreamWriter.drain),
-    (_StreamReader.read, fake._StreamReader.read),
+    (_StreamWriter.write, modal_process._StreamWriter.write),
+    (_StreamWriter.write_eof, modal_process._StreamWriter.write_eof),
+    (_StreamWriter.drain, modal_process._StreamWriter.drain),
+    (_StreamReader.read, modal_process._StreamReader.read),
 ]
 
 
