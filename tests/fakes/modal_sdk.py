@@ -376,6 +376,19 @@ class Sandbox(_Injector):
         return Image(object_id=f"im-{digest}")
 
     @_Aio
+    async def _experimental_set_outbound_network_policy(
+            self, *, outbound_cidr_allowlist: Sequence[str] | None = None,
+            outbound_domain_allowlist: Sequence[str] | None = None) -> None:
+        await self._enter("sandbox.set_outbound_network_policy")
+        if outbound_cidr_allowlist or outbound_domain_allowlist:
+            raise exception.InvalidError("the fake enforces only an empty allowlist (no egress)")
+        if outbound_cidr_allowlist is None and outbound_domain_allowlist is None:
+            raise exception.InvalidError("the fake cannot reopen a sandbox's network")
+        await _io(self._container.reload)
+        for name in list(self._container.attrs["NetworkSettings"]["Networks"]):
+            await _io(_docker().networks.get(name).disconnect, self._container.id, force=True)
+
+    @_Aio
     async def poll(self) -> int | None:
         await self._enter("sandbox.poll")
         try:

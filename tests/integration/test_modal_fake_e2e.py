@@ -13,6 +13,7 @@ from modal import exception
 
 import benchflow
 from benchflow.config import RolloutConfig, Scene
+from benchflow.errors import ConfigError
 from benchflow.sandbox import ledger
 from benchflow.sandbox.registry import get_provider
 from tests.fakes import modal_sdk
@@ -359,3 +360,24 @@ async def test_an_expired_snapshot_is_a_cache_miss_and_forgotten(tmp_path, job_l
     assert not await box.snapshot_exists("benchflow-agent/scripted:0123")
     assert index.get("benchflow-agent/scripted:0123") is None
     assert not await box.snapshot_exists("never-saved")
+
+
+async def test_a_public_sandbox_is_cut_off_for_the_none_policy(tmp_path, job_label):
+    from benchflow.sandbox.base import PolicySandbox
+    from benchflow.sandbox.spec import SandboxSpec
+
+    box = get_provider("modal", FAKE).create(SandboxSpec(
+        name="isolate", docker_image="debian:bookworm-slim", labels={"benchflow.job": job_label}))
+    assert isinstance(box, PolicySandbox)
+    await box.start()
+    try:
+        interfaces = ["sh", "-c", "ls /sys/class/net"]
+        assert b"eth0" in (await box.exec(interfaces)).stdout
+        await box.apply_network_policy("public", None)
+        assert b"eth0" in (await box.exec(interfaces)).stdout
+        await box.apply_network_policy("none", None)
+        assert (await box.exec(interfaces)).stdout.split() == [b"lo"]
+        with pytest.raises(ConfigError, match="model-only"):
+            await box.apply_network_policy("model-only", "net")
+    finally:
+        await box.stop()

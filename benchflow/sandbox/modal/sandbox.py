@@ -8,6 +8,8 @@ GPUs, `block_network` for the `none` policy, a lifetime (`timeout`) as a backsto
 leaks, and tags: `benchflow.managed`, job, rollout and a create token that resolves an
 ambiguous create. Commands run through `exec` (another user through `runuser`, deadlines
 enforced inside the sandbox); live processes are `exec`s with streamed stdin/stdout.
+A sandbox that started public for an agent's online install is cut off (`none`) through
+the SDK's `_experimental_set_outbound_network_policy` with an empty allowlist.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import anyio
 
 from benchflow.errors import (
+    ConfigError,
     SandboxError,
     SandboxExecError,
     SandboxStartError,
@@ -38,7 +41,7 @@ from benchflow.sandbox.modal.config import ModalConfig
 from benchflow.sandbox.modal.errors import map_modal_errors
 from benchflow.sandbox.modal.process import ModalProcess
 from benchflow.sandbox.modal.snapshots import SnapshotIndex
-from benchflow.sandbox.spec import SandboxSpec
+from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +344,23 @@ class ModalSandbox:
         if not result.ok:
             raise SandboxExecError(f"download of {src} failed: {result.stderr.decode()[-2000:]}")
         await anyio.to_thread.run_sync(archive.extract, iter([result.stdout]), src, dst)
+
+    # -- network policy ----------------------------------------------------------------
+
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """`none` on a running sandbox (one that started public for an agent's online
+        install): an outbound allowlist with nothing on it; `public` does nothing.
+
+        Raises:
+            ConfigError: `model-only` (not supported on modal).
+        """
+        if policy == "public":
+            return
+        if policy != "none":
+            raise ConfigError(f"network policy {policy!r} is not supported on modal")
+        box = self._require()
+        with map_modal_errors(SandboxStartError):
+            await box._experimental_set_outbound_network_policy.aio(outbound_cidr_allowlist=[])
 
     # -- snapshots (the agent install cache) -------------------------------------------
 

@@ -36,6 +36,8 @@ SURFACE = [
     (_Sandbox.exec, fake.Sandbox.exec),
     (_Sandbox.terminate, fake.Sandbox.terminate),
     (_Sandbox.poll, fake.Sandbox.poll),
+    (_Sandbox._experimental_set_outbound_network_policy,
+     fake.Sandbox._experimental_set_outbound_network_policy),
     (_Sandbox.get_tags, fake.Sandbox.get_tags),
     (_Sandbox.snapshot_filesystem, fake.Sandbox.snapshot_filesystem),
     (_SandboxFilesystem.write_bytes, fake.SandboxFilesystem.write_bytes),
