@@ -290,6 +290,8 @@ class Sandbox(_Injector):
             mem_limit=f"{mem}m" if mem else None,
             network_mode="none" if block_network else None)
         box = Sandbox(container, dict(tags or {}))
+        if Sandbox.latency_sec.get("sandbox.create.after"):  # made, the answer still on its way
+            await anyio.sleep(Sandbox.latency_sec["sandbox.create.after"])
         queue = Sandbox.inject.get("sandbox.create.after")  # the request went out, the answer was lost
         if queue:
             raise queue.pop(0)

@@ -381,3 +381,43 @@ async def test_a_public_sandbox_is_cut_off_for_the_none_policy(tmp_path, job_lab
             await box.apply_network_policy("model-only", "net")
     finally:
         await box.stop()
+
+
+async def test_a_create_cancelled_in_flight_leaves_nothing_behind(tmp_path, job_label):
+    import anyio
+
+    from benchflow.sandbox.spec import SandboxSpec
+
+    modal_sdk.Sandbox.latency_sec["sandbox.create.after"] = 30.0
+    path = tmp_path / ledger.LEDGER_NAME
+    box = get_provider("modal", FAKE).create(SandboxSpec(
+        name="cancel", docker_image="debian:bookworm-slim", ledger_path=path,
+        labels={"benchflow.job": job_label}))
+    with anyio.move_on_after(2) as scope:
+        await box.start()
+    assert scope.cancelled_caught and box.sandbox_id is None
+    assert [e.event for e in ledger.read(path)] == ["creating", "duplicate_deleted"]
+    assert _left(job_label) == []
+
+
+async def test_a_failed_terminate_frees_the_limiter_slot(tmp_path, job_label):
+    import anyio
+
+    from benchflow.errors import SandboxTeardownError
+    from benchflow.sandbox.spec import SandboxSpec
+
+    provider = get_provider("modal", {**FAKE, "max_sandboxes": 1, "creates_per_sec": 100})
+    spec = SandboxSpec(name="slot", docker_image="debian:bookworm-slim",
+                       labels={"benchflow.job": job_label})
+    first, second = provider.create(spec), provider.create(spec)
+    await first.start()
+    modal_sdk.Sandbox.inject["sandbox.terminate"] = [exception.InternalError("503")]
+    with pytest.raises(SandboxTeardownError):
+        await first.stop()
+    try:
+        with anyio.fail_after(30):
+            await second.start()  # not blocked by the sandbox that failed to go
+    finally:
+        await second.stop()
+        await first.stop()  # the retry succeeds
+    assert _left(job_label) == []

@@ -95,6 +95,7 @@ class ModalSandbox:
         self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
         self._snapshot: str | None = None
         self._index = SnapshotIndex(config)
+        self._holding = False  # a slot of the provider's sandbox limit
 
     @property
     def sandbox_id(self) -> str | None:
@@ -188,11 +189,13 @@ class ModalSandbox:
                             raise SandboxStartError(
                                 f"modal did not answer the create within "
                                 f"{self.config.create_timeout_sec:.0f}s", transient=True) from exc
-                except SandboxError:
-                    with anyio.CancelScope(shield=True):
+                except (SandboxError, anyio.get_cancelled_exc_class()):
+                    # cancelled mid-create too: the request may have gone out
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(60):
                         await self._delete_duplicates(token, app)
                     raise
                 self._record("created", token, str(box.object_id))
+                self._holding = True
                 return box
             raise AssertionError("unreachable")  # pragma: no cover
         except BaseException:
@@ -248,11 +251,16 @@ class ModalSandbox:
         box = self._box
         if box is None:
             return
-        with map_modal_errors(SandboxTeardownError):
-            await box.terminate.aio()
+        try:
+            with map_modal_errors(SandboxTeardownError):
+                await box.terminate.aio()
+        finally:
+            # a failed terminate frees the slot too (the ledger keeps the id for cleanup)
+            if self._holding:
+                self._holding = False
+                _limits(self.config).alive.release_on_behalf_of(self)
         self._box = None
         self._record("deleted", "", str(box.object_id))
-        _limits(self.config).alive.release_on_behalf_of(self)
 
     # -- commands ----------------------------------------------------------------------
 
