@@ -421,3 +421,25 @@ async def test_a_failed_terminate_frees_the_limiter_slot(tmp_path, job_label):
         await second.stop()
         await first.stop()  # the retry succeeds
     assert _left(job_label) == []
+
+
+async def test_live_process_stdin_takes_more_than_the_sdks_buffer(tmp_path, job_label):
+    import anyio
+
+    from benchflow.sandbox.spec import SandboxSpec
+
+    box = get_provider("modal", FAKE).create(SandboxSpec(
+        name="stdin", docker_image="debian:bookworm-slim", labels={"benchflow.job": job_label}))
+    await box.start()
+    try:
+        async with await box.open_process(["sh", "-c", "wc -c"]) as proc:
+            await proc.stdin.send(b"z" * 20_000_000)  # over the SDK's 16 MiB per drain
+            await proc.stdin.send_eof()
+            out = b""
+            with pytest.raises(anyio.EndOfStream):
+                while True:
+                    out += await proc.stdout.receive()
+            assert await proc.wait() == 0
+        assert out.strip() == b"20000000"
+    finally:
+        await box.stop()

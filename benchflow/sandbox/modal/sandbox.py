@@ -18,6 +18,7 @@ import importlib
 import logging
 import secrets
 import shlex
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,8 @@ _KILL_SCRIPT = (Path(__file__).parents[1] / "scripts" / "kill_process.sh").read_
 _images: dict[tuple[str, str], Any] = {}
 """(sdk module, content key) -> modal.Image, hydrated by the first sandbox that used it."""
 _apps: dict[tuple[str, str], Any] = {}
+_contexts: dict[tuple[str, str], Path] = {}
+"""Build contexts on disk until the first sandbox hydrated their image."""
 
 
 def sdk(config: ModalConfig) -> Any:
@@ -126,6 +129,7 @@ class ModalSandbox:
             # the build context as on docker (CA certificates after every FROM), kept on disk:
             # Modal reads it when the first sandbox hydrates the image
             context = Path(tempfile.mkdtemp(prefix="bf-modal-"))
+            _contexts[cache_key] = context
             with tarfile.open(fileobj=images.build_context(spec.environment_dir, self._pems)) as tar:
                 tar.extractall(context, filter="data")
             image = mod.Image.from_dockerfile(context / "Dockerfile", context_dir=context,
@@ -153,6 +157,9 @@ class ModalSandbox:
         if spec.gpus:
             kwargs["gpu"] = f"{config.gpu_type}:{spec.gpus}"
         self._box = await self._create(kwargs, token, app)
+        context = _contexts.pop((config.sdk_module, self._image_key()), None)
+        if context is not None:  # the image is built and hydrated: Modal is done with it
+            shutil.rmtree(context, ignore_errors=True)
         try:
             await self._init()
         except BaseException:
