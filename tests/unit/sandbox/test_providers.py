@@ -174,3 +174,14 @@ def test_modal_provider_config_is_validated():
     with pytest.raises(CapabilityError, match="modal sandbox backend cannot provide network "
                        "policy 'model-only'"):
         ModalSandboxProvider().require(SandboxNeeds(network_policy="model-only"))
+
+
+def test_sandbox_cleanup_on_modal_without_credentials_exits_2_with_one_line(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-c", "from benchflow.cli.main import main; main()",
+                           "sandbox", "cleanup", "--env", "modal", "--job", "j1"],
+                          capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path,
+                          check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert lines == ["error: modal credentials missing: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"]
