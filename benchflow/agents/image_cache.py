@@ -1,4 +1,5 @@
-"""Installed agents cached as sandbox snapshots (Docker images), so later rollouts skip the install.
+"""Installed agents cached as sandbox snapshots (Docker images, Modal filesystem snapshots), so
+later rollouts skip the install.
 
 Installing the JS agents takes tens of seconds and hundreds of MB. After a rollout has
 installed its ACP agents (and before any agent ran), its container is committed as

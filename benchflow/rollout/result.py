@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from benchflow._models import StrictModel
+from benchflow.agents.image_cache import AgentInstallCache
 from benchflow.errors import BenchflowError, ErrorType
 from benchflow.verify.rewards import passes
 
@@ -118,7 +119,7 @@ class RolloutResult(StrictModel):
     trajectory_path: str | None = None
     answer: str | None = Field(default=None, description="a QA item's predicted answer")
     sandbox_preserved: str | None = Field(default=None, description="container id kept")
-    agent_install_cache: Literal["hit", "saved", "installed"] | None = Field(
+    agent_install_cache: AgentInstallCache | None = Field(
         default=None, description="registered agents started from a snapshot (hit), were "
         "installed and saved as one (saved), or installed without (installed); null: none")
     hardened: bool | None = Field(

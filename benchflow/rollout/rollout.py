@@ -14,14 +14,10 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
-from benchflow.agents.image_cache import (
-    AgentImagePlan,
-    commit_agent_image,
-    install_cache_outcome,
-    prepare_agent_image,
-)
+from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
+from benchflow.agents.image_cache import install_cache_outcome
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
@@ -41,17 +37,17 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
-from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.user_loop import resolve_user, run_user_loop
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.healthcheck import wait_healthy
+from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.ledger import LEDGER_NAME
+from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
