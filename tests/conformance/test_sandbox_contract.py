@@ -1,9 +1,7 @@
 """The Sandbox contract, run against every backend: docker, and daytona and modal on fakes
 of their SDKs whose sandboxes are local containers (`tests/fakes/daytona_sdk.py`,
-`tests/fakes/modal_sdk.py`).
-
-Known gaps (skipped by capability, so they show up as skips per backend):
-- daytona: no live processes yet (the two open_process tests).
+`tests/fakes/modal_sdk.py`). A backend without a capability a test needs skips that
+test (`needs_live`); every backend here has them all.
 """
 
 from __future__ import annotations

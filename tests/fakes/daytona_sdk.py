@@ -4,7 +4,9 @@ It implements the part of the SDK surface benchflow's adapter uses, with the SDK
 signatures (tests/unit/sandbox/test_daytona_fake.py compares them with `inspect.signature`)
 and the SDK's own parameter and exception classes. Failure injection: put exceptions in
 `FakeAsyncDaytona.inject[<method>]` and the next calls raise them in order;
-`FakeAsyncDaytona.latency_sec` adds a per-call delay (documented Daytona latencies).
+`FakeAsyncDaytona.latency_sec` adds a per-call delay (documented Daytona latencies);
+`FakeAsyncDaytona.stream_drops` ends live processes' log streams early
+(`tests/fakes/daytona_sessions.py`, which implements the session commands).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from daytona import (
     ListSandboxesQuery,
 )
 
+from tests.fakes.daytona_sessions import SessionCommands, StreamDrop
+
 FAKE_LABEL = "benchflow.fake-daytona"
 
 
@@ -50,6 +54,7 @@ class _Injector:
     inject: ClassVar[dict[str, list[BaseException]]] = {}
     latency_sec: ClassVar[dict[str, float]] = {}
     calls: ClassVar[list[str]] = []
+    stream_drops: ClassVar[list[StreamDrop]] = SessionCommands.stream_drops
 
     @classmethod
     async def _enter(cls, method: str) -> None:
@@ -62,11 +67,15 @@ class _Injector:
             raise queue.pop(0)
 
 
-class FakeProcess:
-    """`sandbox.process`: exec through `docker exec` (the SDK runs `command` in a shell)."""
+class FakeProcess(SessionCommands):
+    """`sandbox.process`: exec through `docker exec` (the SDK runs `command` in a shell);
+    session commands as the daemon runs them (`SessionCommands`)."""
 
     def __init__(self, container: Any) -> None:
         self._container = container
+
+    async def _enter(self, method: str) -> None:
+        await _Injector._enter(method)
 
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout: int | None = None) -> ExecuteResponse:
@@ -221,3 +230,4 @@ def reset() -> None:
     _Injector.inject.clear()
     _Injector.latency_sec.clear()
     _Injector.calls.clear()
+    _Injector.stream_drops.clear()

@@ -1,35 +1,32 @@
-"""The Daytona sandbox backend, on the `daytona` SDK's async client.
+"""A rollout's Daytona sandbox, on the `daytona` SDK's async client.
 
 The task's Dockerfile becomes a named Daytona snapshot keyed by a content hash (so the
 second rollout of a task does not rebuild); a sandbox is created from it (or from the
 task's `docker_image`) with the spec's resources, the job/rollout labels and
 `auto_stop_interval`/`auto_delete_interval` as a backstop against leaks. Commands go
 through `process.exec` with stdout/stderr redirected to files that are then downloaded,
-so output stays binary-safe. Daytona's exceptions are mapped in `map_daytona_errors`.
+so output stays binary-safe. Live processes (ACP agents) are session commands
+(`DaytonaProcess`). Daytona's exceptions are mapped in `map_daytona_errors`.
 
-Not implemented yet (and so not claimed in `CAPABILITIES`): live processes (ACP agents),
-snapshots of a running sandbox, the `model-only` network policy, GPUs.
+Not implemented yet (and so not claimed in `CAPABILITIES`): snapshots of a running
+sandbox, the `model-only` network policy, GPUs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import importlib.util
 import logging
 import secrets
 import shlex
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from benchflow._models import FrozenModel
 from benchflow.errors import (
-    BenchflowError,
     ConfigError,
     SandboxError,
     SandboxExecError,
@@ -37,64 +34,34 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import archive, certs, images, ledger
-from benchflow.sandbox.base import ExecResult, LiveProcess, SandboxCapabilities
-from benchflow.sandbox.cloud import DaytonaCredentials as _DaytonaCredentials
-from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.daytona.config import DaytonaConfig
+from benchflow.sandbox.daytona.errors import map_daytona_errors
+from benchflow.sandbox.daytona.process import DaytonaProcess
+from benchflow.sandbox.labels import LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.limits import ProviderLimits, limits_for
 from benchflow.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = SandboxCapabilities(live_processes=False, root_exec=True, gpus=False,
+CAPABILITIES = SandboxCapabilities(live_processes=True, root_exec=True, gpus=False,
                                    snapshots=False, network_policies=frozenset({"public", "none"}))
 _TIMEOUT_EXIT_CODES = (124, 137)
 LABEL_CREATE = "benchflow.create"
 """A token unique to one create request: finds what an ambiguous create made."""
-
-
-class DaytonaConfig(FrozenModel):
-    """`environment.provider_config` for daytona."""
-
-    client_factory: str | None = None
-    """`module:callable` returning an `AsyncDaytona`-compatible client (default: the SDK's)."""
-    auto_stop_interval: int = 60
-    """Minutes of inactivity before Daytona stops a sandbox benchflow lost track of."""
-    auto_delete_interval: int = 0
-    """Minutes after a stop before Daytona deletes it (0: at once)."""
-    create_timeout_sec: float = 300.0
-    target: str | None = None
-    max_sandboxes: int = 100
-    """Sandboxes alive at once from this process, whatever the job's concurrency."""
-    creates_per_sec: float = 5.0
-    rate_limit_retries: int = 5
-    """Creates answered 429 are retried this many times, with exponential backoff."""
-    backoff_sec: float = 1.0
+_SCRIPTS = Path(__file__).parents[1] / "scripts"
+_KILL_SCRIPT = (_SCRIPTS / "kill_process.sh").read_text()
+_LAUNCH_SCRIPT = (_SCRIPTS / "session_launch.sh").read_text()
+_SECRETS_DIR = "/tmp/.benchflow/daytona"
+"""Root-only (0700): env files of live processes wait here until their launcher reads them."""
 
 
 def _limits_for(config: DaytonaConfig) -> ProviderLimits:
     return limits_for("daytona", config.max_sandboxes, config.creates_per_sec)
 
 
-@contextlib.contextmanager
-def map_daytona_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[None]:
-    """Translate Daytona SDK failures: rejected credentials or requests are configuration
-    errors (never retried); everything else is `error` (infrastructure, retryable)."""
-    import daytona
-
-    deterministic = (daytona.DaytonaAuthenticationError, daytona.DaytonaAuthorizationError,
-                     daytona.DaytonaForbiddenError, daytona.DaytonaBadRequestError,
-                     daytona.DaytonaUnprocessableEntityError, daytona.DaytonaValidationError)
-    try:
-        yield
-    except BenchflowError:
-        raise
-    except deterministic as exc:
-        raise ConfigError(f"daytona rejected the request: {exc}") from exc
-    except daytona.DaytonaError as exc:
-        raise error(f"daytona error: {exc}", transient=True) from exc
-
-
-def _client_factory(config: DaytonaConfig) -> Callable[[], Any]:
+def client_factory(config: DaytonaConfig) -> Callable[[], Any]:
+    """The `AsyncDaytona` class, or what `client_factory` names (tests use a fake)."""
     if config.client_factory is None:
         from daytona import AsyncDaytona
 
@@ -126,7 +93,7 @@ class DaytonaSandbox:
     def _client_now(self) -> Any:
         if self._client is None:
             with map_daytona_errors(SandboxStartError):
-                self._client = _client_factory(self.config)()
+                self._client = client_factory(self.config)()
         return self._client
 
     async def _snapshot(self, client: Any) -> str:
@@ -193,7 +160,8 @@ class DaytonaSandbox:
 
     async def _init(self) -> None:
         steps = ["mkdir -p /logs/agent /logs/verifier /tmp/.benchflow",
-                 "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow"]
+                 "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow",
+                 f"mkdir -p -m 700 {_SECRETS_DIR}"]
         if self.spec.workdir:
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
         if self._pems:
@@ -344,63 +312,51 @@ class DaytonaSandbox:
 
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
-                           ) -> LiveProcess:
-        raise ConfigError("the daytona backend has no live processes yet: run ACP agents on docker")
-
-
-class DaytonaSandboxProvider(_DaytonaCredentials):
-    """Daytona sandboxes (credentials: `DAYTONA_API_KEY`; keys in `DaytonaConfig`)."""
-
-    capabilities = CAPABILITIES
-    config_model = DaytonaConfig
-
-    def __init__(self, provider_config: dict[str, Any] | None = None) -> None:
-        super().__init__(provider_config)
-        try:
-            self.config = DaytonaConfig.model_validate(self.provider_config)
-        except ValueError as exc:
-            raise ConfigError(f"provider_config for daytona: {exc}") from None
-
-    async def preflight(self) -> None:
-        missing = self.missing_credentials()
-        if missing:
-            raise ConfigError(f"{self.name} credentials missing: set {' and '.join(missing)}")
-        if self.config.client_factory is None and importlib.util.find_spec("daytona") is None:
-            raise ConfigError("the daytona SDK is not installed: pip install 'benchflow[daytona]'")
-
-    def create(self, spec: SandboxSpec) -> DaytonaSandbox:
-        return DaytonaSandbox(spec, self.config)
-
-    async def cleanup(self, job_name: str | None = None) -> list[str]:
-        """Delete every sandbox labelled by benchflow (of `job_name`); returns their ids."""
+                           ) -> DaytonaProcess:
+        """`cmd` as a command of its own session (see `DaytonaProcess`), in its own process
+        group, as `user`; `env` reaches it through a root-only file, never a command line."""
         import daytona
 
-        client = _client_factory(self.config)()
-        labels = {LABEL_MANAGED: "true", **({LABEL_JOB: job_name} if job_name else {})}
-        removed: list[str] = []
-        with map_daytona_errors(SandboxTeardownError):
-            async for box in client.list(daytona.ListSandboxesQuery(labels=labels)):
-                await client.delete(box)
-                removed.append(str(box.id))
-        return removed
-
-    async def cleanup_ids(self, sandbox_ids: list[str]) -> list[str]:
-        return await _delete_ids(_client_factory(self.config)(), sandbox_ids)
-
-
-async def _delete_ids(client: Any, sandbox_ids: list[str]) -> list[str]:
-    import daytona
-
-    removed = []
-    with map_daytona_errors(SandboxTeardownError):
-        for sandbox_id in sandbox_ids:
+        box = self._require()
+        proc_id = secrets.token_hex(8)
+        session_id = f"benchflow-{proc_id}"
+        pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
+        env_file = ""
+        if env:
+            bad = [key for key in env if not key.isidentifier()]
+            if bad:
+                raise ConfigError(f"invalid environment variable names: {bad}")
+            env_file = f"{_SECRETS_DIR}/proc-{proc_id}.env"
+            await self.upload_bytes("".join(f"export {key}={shlex.quote(value)}\n"
+                                            for key, value in env.items()).encode(),
+                                    env_file, 0o600)
+        # setsid: the command leads its own process group, so kill() reaches its children;
+        # the marker lets the kill script confirm the pid file the command itself wrote.
+        argv = ["/usr/bin/env", f"BENCHFLOW_PROC_ID={proc_id}", "/usr/bin/setsid", "-w",
+                "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
+        if user and user != "root":
+            argv = ["runuser", "-u", user, "--", *argv]
+        command = shlex.join(["/bin/sh", "-c", _LAUNCH_SCRIPT, "session_launch", pidfile,
+                              env_file, cwd or self.workdir, *argv])
+        with map_daytona_errors():
+            await box.process.create_session(session_id)
             try:
-                await client.delete(await client.get(sandbox_id))
-            except daytona.DaytonaNotFoundError:
-                continue
-            removed.append(sandbox_id)
-    return removed
+                started = await box.process.execute_session_command(
+                    session_id, daytona.SessionExecuteRequest(
+                        command=command, run_async=True, suppress_input_echo=True))
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await box.process.delete_session(session_id)
+                raise
+
+        async def kill() -> None:
+            # as the process's own user, who can read its /proc/<pid>/environ marker
+            await self.exec(["/bin/sh", "-c", _KILL_SCRIPT, "kill_process", pidfile, proc_id],
+                            user=user, timeout=30, env={"PATH": SYSTEM_PATH})
+
+        return DaytonaProcess(box.process, session_id, started.cmd_id, kill,
+                              stream_retries=self.config.stream_retries,
+                              backoff_sec=self.config.backoff_sec)
 
 
-__all__ = ["CAPABILITIES", "DaytonaConfig", "DaytonaSandbox", "DaytonaSandboxProvider",
-           "map_daytona_errors"]
+__all__ = ["CAPABILITIES", "DaytonaSandbox", "client_factory"]
