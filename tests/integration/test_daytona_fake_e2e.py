@@ -3,6 +3,7 @@ containers: the oracle scores 1.0, nop 0.0, failures are typed, nothing is left 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import daytona
@@ -76,14 +77,163 @@ async def test_bad_credentials_are_not_retryable(tmp_path, job_label):
     assert "daytona rejected the request" in result.error.message
 
 
-async def test_acp_agent_needs_live_processes_and_fails_before_start(tmp_path, job_label):
-    config = RolloutConfig(task_path=REPO / "tasks" / "hello-world",
-                           scenes=[Scene.single(agent="scripted")], environment="daytona",
-                           provider_config=FAKE, jobs_dir=tmp_path / "jobs", job_name=job_label)
+def _script(tmp_path: Path, *turns: dict) -> Path:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"roles": {"agent": {"turns": list(turns)}}}))
+    return path
+
+
+FIX = {"actions": [  # tasks/fix-python-bug (hello-world's image has no python3 for the agent)
+    {"type": "shell", "command": "sed -i 's|sum(values) / (len(values) + 1)|sum(values) / "
+                                 "len(values)|' /app/stats.py"},
+    {"type": "message", "text": "fixed"}]}
+
+
+def _acp_config(tmp_path: Path, job_label: str, script: Path, **update: object) -> RolloutConfig:
+    config = _config(tmp_path, job_label, "scripted", "fix-python-bug").model_copy(
+        update={"scenes": [Scene.single(agent="scripted", model=str(script))]})
+    return config.model_copy(update=update) if update else config
+
+
+def _agent_messages(result) -> list[str]:
+    lines = Path(result.trajectory_path).read_text().splitlines()[1:]
+    return [e["text"] for e in map(json.loads, lines) if e["type"] == "agent_message"]
+
+
+async def test_scripted_acp_agent_fixes_the_bug_over_session_commands(tmp_path, job_label):
+    result = await benchflow.run(_acp_config(tmp_path, job_label, _script(tmp_path, FIX)))
+    assert result.error is None, result.error
+    assert (result.reward, result.n_tool_calls) == (1.0, 1)
+    assert _agent_messages(result) == ["fixed"]
+    calls = daytona_sdk.FakeAsyncDaytona.calls
+    assert "process.execute_session_command" in calls
+    assert "process.send_session_command_input" in calls
+    assert calls.count("process.create_session") == calls.count("process.delete_session") >= 1
+    assert _containers(job_label) == []
+
+
+async def test_coder_reviewer_two_roles_three_steps_on_daytona(tmp_path, job_label):
+    from benchflow.task import load_task
+
+    task_dir = REPO / "tasks" / "coder-reviewer"
+    scenes = load_task(task_dir).scenes.to_scenes("scripted", str(task_dir / "scripted.yaml"))
+    config = _config(tmp_path, job_label, "scripted", "coder-reviewer").model_copy(
+        update={"scenes": scenes})
     result = await benchflow.run(config)
+    assert result.error is None, result.error
+    assert (result.reward, result.n_prompts, result.n_tool_calls) == (1.0, 3, 6)
+    calls = daytona_sdk.FakeAsyncDaytona.calls
+    assert calls.count("process.create_session") == calls.count("process.delete_session") >= 3
+    assert _containers(job_label) == []
+
+
+async def test_acp_over_daytona_holds_a_5mb_line_and_10000_updates_in_order(tmp_path, job_label):
+    script = _script(tmp_path, {"actions": [
+        {"type": "huge_message", "bytes": 5_000_000},
+        {"type": "stream", "count": 10_000, "text": "u", "numbered": True}]})
+    result = await benchflow.run(_acp_config(tmp_path, job_label, script, verifier_disabled=True))
+    assert result.error is None, result.error
+    events = [json.loads(line) for line in
+              Path(result.trajectory_path).read_text().splitlines()[1:]]
+    texts = [e["text"] for e in events if e["type"] == "agent_message"]
+    assert len(texts[0]) == 5_000_000
+    assert texts[1:] == [f"u{i}\n" for i in range(10_000)]
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs)
+
+
+async def test_a_dropped_log_stream_mid_session_is_reopened(tmp_path, job_label):
+    script = _script(tmp_path, {"actions": [
+        {"type": "stream", "count": 2000, "text": "u", "numbered": True}, *FIX["actions"]]})
+    daytona_sdk.FakeAsyncDaytona.stream_drops.extend([
+        daytona_sdk.StreamDrop("agent.py", 3),  # closed cleanly, too early
+        daytona_sdk.StreamDrop("agent.py", 5, daytona.DaytonaError("close code 1011"))])
+    config = _acp_config(tmp_path, job_label, script,
+                         provider_config={**FAKE, "backoff_sec": 0.01})
+    result = await benchflow.run(config)
+    assert result.error is None, result.error
+    assert result.reward == 1.0
+    assert daytona_sdk.FakeAsyncDaytona.stream_drops == []  # both drops happened mid-session
+    streamed = [t for t in _agent_messages(result) if t.startswith("u")]
+    assert streamed == [f"u{i}\n" for i in range(2000)]  # in order, none lost or doubled
+
+
+async def test_a_log_stream_that_stays_down_fails_the_agent_typed(tmp_path, job_label):
+    import anyio
+
+    script = _script(tmp_path, {"actions": [{"type": "hang"}]})
+    daytona_sdk.FakeAsyncDaytona.stream_drops.extend(
+        daytona_sdk.StreamDrop("agent.py", 2) for _ in range(5))
+    config = _acp_config(tmp_path, job_label, script,
+                         provider_config={**FAKE, "backoff_sec": 0.01, "stream_retries": 1})
+    with anyio.fail_after(90):  # the agent hangs: only the lost stream can end the rollout
+        result = await benchflow.run(config)
     assert result.error is not None
-    assert "daytona sandbox backend cannot provide live processes" in result.error.message
-    assert "create" not in daytona_sdk.FakeAsyncDaytona.calls
+    assert result.error.type == "agent_execution_failed", result.error
+    assert len(daytona_sdk.FakeAsyncDaytona.stream_drops) == 3  # the first try and one re-open
+    assert _containers(job_label) == []
+
+
+async def _box(job_label: str):
+    from benchflow.sandbox.spec import SandboxSpec
+
+    box = get_provider("daytona", FAKE).create(SandboxSpec(
+        name="live", docker_image="debian:bookworm-slim", labels={"benchflow.job": job_label}))
+    await box.start()
+    return box
+
+
+async def _read_all(stream) -> bytes:
+    import anyio
+
+    out = b""
+    try:
+        while True:
+            out += await stream.receive()
+    except anyio.EndOfStream:
+        return out
+
+
+async def test_live_process_input_is_not_echoed_and_env_stays_off_command_lines(job_label):
+    box = await _box(job_label)
+    try:
+        async with await box.open_process(["sh", "-c", 'cat; echo "$TOKEN" >&2'],
+                                          env={"TOKEN": "s3cret value"}) as proc:
+            await proc.stdin.send("héllo\npartial".encode())
+            await proc.stdin.send_eof()
+            out, err = await _read_all(proc.stdout), await _read_all(proc.stderr)
+            assert await proc.wait() == 0
+        assert out == "héllo\npartial\n".encode()  # once (no echo); Daytona ends the line
+        assert err == b"s3cret value\n"
+        commands = [c.command for s in daytona_sdk.SessionCommands._sessions.values()
+                    for c in s.commands.values()]
+        assert not any("s3cret" in c for c in commands)
+        listing = (await box.exec(["ls", "-A", "/tmp/.benchflow/daytona"])).stdout
+        assert listing == b""  # the env file is gone once read
+    finally:
+        await box.stop()
+
+
+async def test_the_fake_echoes_input_unless_suppressed(job_label):
+    """What `suppress_input_echo` protects the adapter from: the daemon's echo."""
+    box = await _box(job_label)
+    try:
+        process = box._box.process
+        await process.create_session("echo-test")
+        started = await process.execute_session_command("echo-test", daytona.SessionExecuteRequest(
+            command="head -n 1", run_async=True))
+        await process.send_session_command_input("echo-test", started.cmd_id, "ping")
+        out: list[str] = []
+        await process.get_session_command_logs_async("echo-test", started.cmd_id, out.append,
+                                                     out.append)
+        assert "".join(out) == "ping\nping\n"  # the echo, then head's own output
+        command = await process.get_session_command("echo-test", started.cmd_id)
+        assert command.exit_code == 0
+        with pytest.raises(daytona.DaytonaError):
+            await process.send_session_command_input("echo-test", started.cmd_id, "late")
+        await process.delete_session("echo-test")
+    finally:
+        await box.stop()
 
 
 async def test_cleanup_removes_a_jobs_leftovers(tmp_path, job_label):
