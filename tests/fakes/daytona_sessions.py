@@ -181,16 +181,16 @@ class SessionCommands:
 
         async def recv() -> bytes | None:
             nonlocal offset, delivered
-            while offset >= len(command.log):
-                if command.exit_code is not None:
-                    return None  # close 1000
-                await command.changed.wait()
-            for drop in self.stream_drops:
+            for drop in self.stream_drops:  # a connection drops whether or not data flows
                 if drop.match in command.command and delivered >= drop.after_chunks:
                     self.stream_drops.remove(drop)
                     if drop.error is not None:
                         raise drop.error
                     return None
+            while offset >= len(command.log):
+                if command.exit_code is not None:
+                    return None  # close 1000
+                await command.changed.wait()
             chunk = bytes(command.log[offset:offset + _CHUNK])
             offset += len(chunk)
             delivered += 1

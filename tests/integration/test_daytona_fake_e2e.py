@@ -162,8 +162,9 @@ async def test_a_log_stream_that_stays_down_fails_the_agent_typed(tmp_path, job_
     import anyio
 
     script = _script(tmp_path, {"actions": [{"type": "hang"}]})
+    # mid-handshake, then at once on every re-open (a replay may come as one message)
     daytona_sdk.FakeAsyncDaytona.stream_drops.extend(
-        daytona_sdk.StreamDrop("agent.py", 2) for _ in range(5))
+        daytona_sdk.StreamDrop("agent.py", after) for after in (2, 0, 0, 0, 0))
     config = _acp_config(tmp_path, job_label, script,
                          provider_config={**FAKE, "backoff_sec": 0.01, "stream_retries": 1})
     with anyio.fail_after(90):  # the agent hangs: only the lost stream can end the rollout

@@ -235,7 +235,15 @@ class DaytonaProcess:
                 handler("stderr", self._stderr))
 
     async def wait(self) -> int:
+        """The exit code, once the log stream has ended with the command.
+
+        Raises:
+            SandboxExecError: the log stream was lost (`stream_retries` re-opens failed),
+                so the process can no longer be followed (it is killed at `aclose`).
+        """
         await self._pump_done.wait()  # the log ends when the command does
+        if self._stdout.failure is not None:
+            raise self._stdout.failure
         delay = 0.05
         while (code := await self._exit_code()) is None:
             await anyio.sleep(delay)
