@@ -215,6 +215,25 @@ async def test_live_process_input_is_not_echoed_and_env_stays_off_command_lines(
         await box.stop()
 
 
+async def test_live_process_stdin_goes_in_bounded_frames_and_is_byte_exact(job_label):
+    box = await _box(job_label)
+    try:
+        data = ("ü" * 1_500_000 + "\n" + "x" * 10).encode()  # 3 MB
+        async with await box.open_process(["sh", "-c", "wc -c; sleep 0.2"]) as proc:
+            await proc.stdin.send(data[:7])  # ends inside a two-byte character
+            await proc.stdin.send(data[7:])
+            await proc.stdin.send_eof()
+            out = await _read_all(proc.stdout)
+            assert await proc.wait() == 0
+        assert out.strip() == str(len(data)).encode()
+        frames = daytona_sdk.FakeAsyncDaytona.calls.count("process.send_session_command_input")
+        # "üüü" (the half character waits for the next send), the rest as 1 MiB characters
+        # plus the remainder, then "eof"
+        assert frames == 4
+    finally:
+        await box.stop()
+
+
 async def test_the_fake_echoes_input_unless_suppressed(job_label):
     """What `suppress_input_echo` protects the adapter from: the daemon's echo."""
     box = await _box(job_label)
