@@ -234,6 +234,31 @@ async def test_live_process_stdin_goes_in_bounded_frames_and_is_byte_exact(job_l
         await box.stop()
 
 
+async def test_live_process_sdk_failures_are_typed_and_leave_no_session(job_label):
+    import anyio
+
+    from benchflow.errors import ConfigError, SandboxExecError
+
+    box = await _box(job_label)
+    inject = daytona_sdk.FakeAsyncDaytona.inject
+    try:
+        inject["process.execute_session_command"] = [
+            daytona.DaytonaBadRequestError("400 bad command", status_code=400)]
+        with pytest.raises(ConfigError, match="daytona rejected the request"):
+            await box.open_process(["cat"])
+        assert daytona_sdk.FakeAsyncDaytona.calls.count("process.delete_session") == 1
+        inject["process.send_session_command_input"] = [
+            daytona.DaytonaInternalServerError("500 boom", status_code=500)]
+        async with await box.open_process(["cat"]) as proc:
+            with pytest.raises(anyio.BrokenResourceError) as info:
+                await proc.stdin.send(b"x\n")
+            assert isinstance(info.value.__cause__, SandboxExecError)
+            assert info.value.__cause__.retryable
+        assert not any(key[0] == box.sandbox_id for key in daytona_sdk.SessionCommands._sessions)
+    finally:
+        await box.stop()
+
+
 async def test_the_fake_echoes_input_unless_suppressed(job_label):
     """What `suppress_input_echo` protects the adapter from: the daemon's echo."""
     box = await _box(job_label)
