@@ -36,7 +36,7 @@ def make_box(backend: str, spec: SandboxSpec) -> Sandbox:
 
 def needs_live(sandbox: Sandbox) -> None:
     if not sandbox.capabilities.live_processes:
-        pytest.skip(f"known gap: {sandbox.backend} has no live processes")
+        pytest.skip(f"{sandbox.backend} has no live processes")
 
 
 @pytest.fixture

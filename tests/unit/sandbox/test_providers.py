@@ -185,3 +185,14 @@ def test_sandbox_cleanup_on_modal_without_credentials_exits_2_with_one_line(tmp_
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert lines == ["error: modal credentials missing: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"]
+
+
+def test_daytona_runs_acp_agents_but_not_model_only_or_gpus():
+    provider = DaytonaSandboxProvider({"stream_retries": 1})
+    assert provider.config.stream_retries == 1
+    provider.require(SandboxNeeds(live_processes=True, other_user=True, network_policy="none"))
+    with pytest.raises(CapabilityError, match="daytona sandbox backend cannot provide network "
+                       "policy 'model-only'"):
+        provider.require(SandboxNeeds(network_policy="model-only"))
+    with pytest.raises(CapabilityError, match="daytona sandbox backend"):
+        provider.require(SandboxNeeds(gpus=1))
