@@ -171,9 +171,11 @@ class DaytonaProcess:
         return self._returncode
 
     async def _exited_within(self, seconds: float) -> bool:
+        delay = 0.05
         with anyio.move_on_after(seconds):
             while await self._exit_code() is None:
-                await anyio.sleep(0.05)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.5)
             return True
         return False
 
@@ -196,8 +198,9 @@ class DaytonaProcess:
                         return
                 except SandboxError as exc:
                     failure = exc
-                log.warning("daytona log stream of command %s ended early (%s): re-opening",
-                            self._command_id, failure or "closed")
+                if attempt < self._retries:
+                    log.warning("daytona log stream of command %s ended early (%s): re-opening",
+                                self._command_id, failure or "closed")
             failure = SandboxExecError(
                 f"daytona log stream of command {self._command_id} lost "
                 f"{self._retries + 1} times: {failure or 'closed before the command exited'}",
