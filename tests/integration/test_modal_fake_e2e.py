@@ -234,6 +234,41 @@ async def test_cleanup_removes_a_jobs_leftovers_and_only_them(tmp_path, job_labe
         await other.terminate.aio()
 
 
+def test_sandbox_cleanup_cli_takes_the_backend_and_settings_from_the_job_folder(
+        tmp_path, job_label, monkeypatch):
+    import anyio
+    from typer.testing import CliRunner
+
+    from benchflow.cli.main import app as cli
+
+    async def leave_one() -> str:
+        app = await modal_sdk.App.lookup.aio("benchflow", create_if_missing=True)
+        box = await modal_sdk.Sandbox.create.aio(
+            "sleep", "infinity", app=app, image=modal_sdk.Image.from_registry("debian:bookworm-slim"),
+            tags={"benchflow.managed": "true", "benchflow.job": job_label})
+        return box.object_id
+
+    left = anyio.run(leave_one)
+    job_dir = tmp_path / "jobs" / job_label
+    job_dir.mkdir(parents=True)
+    (job_dir / "config.json").write_text(json.dumps({
+        "name": job_label, "agents": [{"name": "oracle"}],
+        "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}],
+        "environment": {"type": "modal", "provider_config": FAKE}}))
+    monkeypatch.setenv("MODAL_TOKEN_ID", "ak-fake")
+    monkeypatch.setenv("MODAL_TOKEN_SECRET", "as-fake")
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["sandbox", "cleanup", "--job", job_label, "--jobs-dir",
+                              str(tmp_path / "jobs"), "--provider-config", "[1]"])
+    assert bad.exit_code == 2 and "--provider-config: give a JSON object" in bad.output
+    assert len(_left(job_label)) == 1
+    done = runner.invoke(cli, ["sandbox", "cleanup", "--job", job_label, "--jobs-dir",
+                               str(tmp_path / "jobs")])
+    assert done.exit_code == 0, done.output
+    assert f"removed 1 sandbox(es): {left}" in done.output
+    assert _left(job_label) == []
+
+
 async def test_provider_limiter_bounds_concurrent_sandboxes(tmp_path, job_label):
     import anyio
 
