@@ -55,7 +55,7 @@ from tests.fakes.modal_process import (
 )
 
 __all__ = ["FAKE_LABEL", "PROVIDER_CONFIG", "App", "ContainerProcess", "Image", "Sandbox",
-           "SandboxFilesystem", "StreamDrop", "containers", "reset"]
+           "SandboxFilesystem", "StreamDrop", "containers", "remove_snapshots", "reset"]
 
 FAKE_LABEL = "benchflow.fake-modal"
 _APP_LABEL = "fake-modal.app"
@@ -384,6 +384,7 @@ class Sandbox(_Injector):
         digest = _secrets.token_hex(12)
         await _io(self._container.commit, repository=_IMAGES, tag=digest,
                   conf={"Labels": {FAKE_LABEL: "", _APP_LABEL: ""}})
+        _snapshots.append(f"{_IMAGES}:{digest}")
         return Image(object_id=f"im-{digest}")
 
     @_Aio
@@ -428,6 +429,20 @@ def containers(**labels: str) -> list[Any]:
     """The fake's sandboxes (running or not) carrying `labels` (for tests' leak checks)."""
     wanted = [FAKE_LABEL] + [f"{k}={v}" for k, v in labels.items()]
     return _docker().containers.list(all=True, filters={"label": wanted})
+
+
+_snapshots: list[str] = []
+"""Images `snapshot_filesystem` committed in this process (`remove_snapshots` deletes them)."""
+
+
+def remove_snapshots() -> None:
+    """Delete the snapshots this process made (tests call it when they end: unlike built
+    images, which are cached by content, every snapshot is a new image)."""
+    while _snapshots:
+        try:
+            _docker().images.remove(_snapshots.pop(), noprune=False)
+        except docker.errors.NotFound:
+            pass
 
 
 def reset() -> None:

@@ -70,6 +70,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path,
     chosen.reset()
     yield chosen
     chosen.reset()
+    modal_sdk.remove_snapshots()
 
 
 def _config(backend: Backend, tmp_path: Path, job: str, task: Path, scenes: list[Scene],

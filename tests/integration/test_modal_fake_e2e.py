@@ -31,6 +31,7 @@ def _reset_fake(tmp_path, monkeypatch):
     modal_sdk.reset()
     yield
     modal_sdk.reset()
+    modal_sdk.remove_snapshots()
 
 
 def _config(tmp_path: Path, job_label: str, agent: str, task: str = "hello-world",
