@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 from benchflow._models import FrozenModel
 from benchflow.agents.model_agent import unknown_tool
 from benchflow.agents.model_tools import TOOL_NAMES
-from benchflow.config_files import read_config_file
+from benchflow._config_files import read_config_file
 from benchflow.errors import ConfigError
 from benchflow.task._suggest import suggest
 from benchflow.verify.metrics import METRICS
