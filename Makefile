@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance bench matrix parity clean
 
 setup: install docker
 
@@ -45,6 +45,10 @@ test-browser: setup
 test-ray: setup
 	$(BIN)/pip install --quiet -e '.[ray]'
 	$(BIN)/pytest -m slow tests/integration/test_ray.py
+
+# The reduced reward-hack matrix, hardened, on the Modal and Daytona SDK fakes (~10 min).
+test-cloud-fakes: setup
+	$(BIN)/pytest -m slow tests/integration/test_cloud_fakes_e2e.py
 
 bench: setup
 	$(BIN)/python labs/benchmarks/cli_overhead.py

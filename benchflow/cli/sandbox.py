@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import typer
 
 from benchflow.cli._common import console, user_errors
+from benchflow.errors import ConfigError
+from benchflow.job.config import load_job_config
+from benchflow.job.store import CONFIG
 from benchflow.sandbox import ledger
 from benchflow.sandbox.registry import get_provider
 
@@ -17,14 +21,29 @@ app = typer.Typer(help="Manage sandboxes.", no_args_is_help=True)
 
 @app.command("cleanup")
 def cleanup(job: Annotated[str | None, typer.Option("--job", help="only this job's")] = None,
-            env: Annotated[str, typer.Option("--env", help="sandbox backend")] = "docker",
+            env: Annotated[str | None, typer.Option(
+                "--env", help="sandbox backend (default: --job's, else docker)")] = None,
+            provider_config: Annotated[str | None, typer.Option(
+                "--provider-config",
+                help="the backend's provider_config as a JSON object (default: --job's)")] = None,
             jobs_dir: Annotated[Path, typer.Option(
                 "--jobs-dir", help="where --job's folder (and its sandboxes.jsonl) is")] = Path("jobs"),
             ) -> None:
     """Remove every sandbox (and model-only network) benchflow created on a backend (or one
-    job's: found by its labels and by the ids its sandboxes.jsonl never saw deleted)."""
+    job's: found by its labels and by the ids its sandboxes.jsonl never saw deleted).
+
+    With --job, the backend and its provider_config default to the ones in the job
+    folder's config.json, so a crashed cloud job is reclaimed with the settings it ran with.
+    """
     with user_errors():
-        provider = get_provider(env)
+        saved = _saved_environment(jobs_dir / job) if job is not None else None
+        if env is None:
+            env = saved[0] if saved else "docker"
+        if provider_config is not None:
+            settings = _parse_provider_config(provider_config)
+        else:
+            settings = saved[1] if saved and saved[0] == env else {}
+        provider = get_provider(env, settings)
 
         async def _all() -> tuple[list[str], list[str]]:
             await provider.preflight()
@@ -39,3 +58,24 @@ def cleanup(job: Annotated[str | None, typer.Option("--job", help="only this job
     console.print(f"removed {len(removed)} sandbox(es)" + (f": {', '.join(removed)}" if removed else ""))
     if extras:
         console.print(f"removed {len(extras)} other leftover(s): {', '.join(extras)}")
+
+
+def _saved_environment(job_dir: Path) -> tuple[str, dict[str, Any]] | None:
+    """The backend and provider_config a job ran with, from its config.json (None when the
+    folder has none: a job of `benchflow run` or a folder already removed)."""
+    if not (job_dir / CONFIG).is_file():
+        return None
+    environment = load_job_config(job_dir / CONFIG).environment
+    return environment.type, dict(environment.provider_config)
+
+
+def _parse_provider_config(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--provider-config: not JSON ({exc}): give an object such as "
+                          "'{\"app_name\": \"my-app\"}'") from None
+    if not isinstance(value, dict):
+        raise ConfigError("--provider-config: give a JSON object such as "
+                          "'{\"app_name\": \"my-app\"}'")
+    return value

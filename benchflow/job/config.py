@@ -34,11 +34,9 @@ directory, as in Harbor.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BeforeValidator,
     Discriminator,
@@ -52,6 +50,7 @@ from pydantic import (
 from benchflow._models import FrozenModel
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, BuiltinAgentName
 from benchflow.config import EnvironmentType, ModelEndpoint
+from benchflow._config_files import read_config_file
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer, load_mcp_config, merge_servers
 from benchflow.rollout.rollout import default_job_name
@@ -445,15 +444,7 @@ def load_job_config(path: Path | str) -> JobConfig:
         ConfigError: the file is missing, unparsable, or has a bad or unknown field.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the job file ({exc}): check the path") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                          f"{exc}") from None
+    data = read_config_file(path, "job file")
     return parse_job_config(data, path)
 
 

@@ -12,17 +12,16 @@ are accepted.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from benchflow._models import FrozenModel
 from benchflow.agents.model_agent import unknown_tool
 from benchflow.agents.model_tools import TOOL_NAMES
+from benchflow._config_files import read_config_file
 from benchflow.errors import ConfigError
 from benchflow.task._suggest import suggest
 from benchflow.verify.metrics import METRICS
@@ -173,15 +172,7 @@ def load_config(config_path: str | Path) -> QaRolloutConfig:
         ConfigError: unreadable, not JSON/YAML, or invalid (file and key named).
     """
     path = Path(config_path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the rollout config: {exc}") from exc
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                          f"{exc}") from exc
+    data = read_config_file(path, "rollout config")
     return parse_config(data, str(path))
 
 

@@ -48,6 +48,7 @@ from benchflow.errors import ConfigError
 from benchflow.rollout.secrets import Scrubber
 from benchflow.sandbox import network as netpolicy
 from benchflow.sandbox.base import PolicySandbox, Sandbox
+from benchflow.sandbox.registry import provider_class
 from benchflow.sandbox.spec import NetworkPolicy
 from benchflow.settings import host_env
 from benchflow.trajectory.writer import TrajectoryWriter
@@ -216,6 +217,10 @@ class RolloutNetwork:
 
             self.capture = ModelCallLog(capture_path, Scrubber())
         self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
+        self.backend = config.environment
+        # model-only as an outbound allowlist: the sandbox calls the endpoint itself
+        self.direct = provider_class(config.environment).capabilities.egress_allowlist
+        self.allowlist: tuple[str, ...] = ()
         self.base_network: str | None = config.provider_config.get("network")
         self.job_name = job_name
         self.log_dir = log_dir
@@ -237,6 +242,9 @@ class RolloutNetwork:
         if self.policy != "public" and self.base_network:
             raise ConfigError(f"provider_config network {self.base_network!r} conflicts with "
                               f"network policy {self.policy!r}")
+        if self.direct:
+            self._open_direct()
+            return
         if self.policy == "model-only":
             self.network = await netpolicy.acquire_model_only_network(self.job_name)
         if self.endpoint is None:
@@ -269,6 +277,38 @@ class RolloutNetwork:
         self.env = {PROVIDER_BASE_URL_ENV: self.url, PROVIDER_API_KEY_ENV: key}
         log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
 
+    def _open_direct(self) -> None:
+        """The endpoint as the sandbox calls it itself (no server, relay or network on the
+        host); under `model-only` its host is the sandbox's one allowed destination.
+
+        Raises:
+            ConfigError: the endpoint is one only the host reaches (a scripted server, the
+                host's loopback) or calls are to be captured (that needs the relay).
+        """
+        if self.endpoint is None:
+            return
+        where = (f"on the {self.backend} backend the sandbox calls the model endpoint "
+                 "directly (model-only is an outbound allowlist holding its host)")
+        if self.endpoint.script is not None:
+            raise ConfigError(f"--model-server: {where}, so benchflow's scripted model server "
+                              "on this host cannot serve it: use --env docker, or give "
+                              "--model-base-url with an address the sandbox reaches")
+        assert self.endpoint.base_url is not None
+        if _on_loopback(self.endpoint.base_url):
+            raise ConfigError(f"--model-base-url {self.endpoint.base_url}: {where}, and this "
+                              "address is the host's loopback: give an address the sandbox "
+                              "reaches, or use --env docker")
+        if self.capture is not None:
+            raise ConfigError(f"capture_model_calls: {where}, so no call passes through "
+                              "benchflow's relay: use --env docker to capture calls")
+        self.url = endpoint_root(self.endpoint.base_url)
+        host = urlsplit(self.url).hostname
+        self.allowlist = (host,) if host else ()
+        self.env = {PROVIDER_BASE_URL_ENV: self.url,
+                    PROVIDER_API_KEY_ENV: endpoint_api_key(self.endpoint)}
+        log.info("model endpoint for the agents: %s (network %s, called directly)", self.url,
+                 self.policy)
+
     def attribute_calls(self, trajectory: TrajectoryWriter) -> None:
         """Captured calls name the scene, role and turn of the trajectory's current prompt."""
         if self.capture is not None:
@@ -290,13 +330,14 @@ class RolloutNetwork:
         network (then `isolate()` applies the policy before the agent runs)."""
         if self.policy == "public":
             return {}
+        fields: dict[str, Any] = {"egress_allowlist": self.allowlist} if self.allowlist else {}
         self._start_policy = "public" if online_install else self.policy
         if self._start_policy == "public":
             log.info("installing the agents needs the network: the sandbox starts public and "
                      "is isolated (%s) before the agent runs", self.policy)
-            return {}
+            return fields
         name = self.network.name if self.network is not None else None
-        return {"network_policy": self.policy, "network": name}
+        return {**fields, "network_policy": self.policy, "network": name}
 
     async def isolate(self, sandbox: Sandbox) -> None:
         """Apply the policy to a sandbox that started public for its install (else a no-op).

@@ -86,6 +86,10 @@ class SandboxCapabilities(FrozenModel):
     `snapshots`: a started sandbox can be saved as an image to start from later (the agent
     install cache; without it agents are installed in every rollout).
     `gpus`: GPUs can be attached.
+    `egress_allowlist`: `model-only` is an outbound allowlist holding the model endpoint's
+    host (`SandboxSpec.egress_allowlist`): the sandbox calls the endpoint directly, so it
+    must be reachable from the sandbox. Without it (docker) `model-only` is an internal
+    network whose gateway relays to the endpoint.
     """
 
     live_processes: bool = True
@@ -93,6 +97,7 @@ class SandboxCapabilities(FrozenModel):
     gpus: bool = False
     snapshots: bool = False
     network_policies: frozenset[NetworkPolicy] = frozenset({"public"})
+    egress_allowlist: bool = False
 
 
 @runtime_checkable

@@ -91,6 +91,9 @@ async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError
                                               limiter=_docker_limiter)
 
 
+_storage_quotas: bool | None = None
+"""Whether the daemon honours `storage_opt` size quotas (None: not asked yet)."""
+
 CAPABILITIES = SandboxCapabilities(
     live_processes=True, root_exec=True, gpus=True, snapshots=True,
     network_policies=frozenset({"public", "none", "model-only"}))
@@ -191,15 +194,20 @@ class DockerSandbox:
 
     async def _create(self, client: docker.DockerClient, kwargs: dict[str, Any],
                       storage_mb: int | None) -> Any:
-        if storage_mb:
+        global _storage_quotas
+        if storage_mb and _storage_quotas is not False:
             try:
-                return await docker_call(client.containers.create, storage_opt={"size": f"{storage_mb}M"},
-                                   error=SandboxStartError, **kwargs)
+                container = await docker_call(client.containers.create,
+                                              storage_opt={"size": f"{storage_mb}M"},
+                                              error=SandboxStartError, **kwargs)
+                _storage_quotas = True
+                return container
             except SandboxStartError as exc:
                 # storage quotas need overlay2 on xfs with pquota: best effort only
                 if "storage" not in str(exc).lower():
                     raise _classify_start(exc) from exc
                 log.debug("storage limit not supported here: %s", exc)
+                _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
             return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
         except SandboxStartError as exc:

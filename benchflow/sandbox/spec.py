@@ -40,6 +40,10 @@ class SandboxSpec(FrozenModel):
                                 "`model-only`: the internal network)")
     network_policy: NetworkPolicy = Field(default="public", description="applied when the "
                                           "container is created (`none`: network_mode none)")
+    egress_allowlist: tuple[str, ...] = Field(default=(), description="hosts (names or IP "
+                                              "addresses) a `model-only` sandbox may reach on "
+                                              "backends that enforce `model-only` with an "
+                                              "outbound allowlist (`egress_allowlist` capability)")
     runtime: str | None = None
     volumes: dict[str, dict[str, str]] | list[str] | None = None
     build_log_path: Path | None = None

@@ -236,8 +236,11 @@ class Matrix:
 
 
 async def run_cells(specs: Sequence[CellSpec], *, exploits: Sequence[Exploit], jobs_dir: Path,
-                    job_name: str, concurrency: int = 4) -> dict[CellSpec, Cell]:
-    """Run every cell as its own rollout, at most `concurrency` at once.
+                    job_name: str, concurrency: int = 4, environment: str = "docker",
+                    provider_config: Mapping[str, object] | None = None
+                    ) -> dict[CellSpec, Cell]:
+    """Run every cell as its own rollout, at most `concurrency` at once, on the sandbox
+    backend `environment` (with its `provider_config`).
 
     Rollouts land in `<jobs_dir>/<job_name>/<row>/<mode>/<task>__1/`; containers carry the
     label `benchflow.job=<job_name>` and are removed as each rollout ends.
@@ -265,7 +268,8 @@ async def run_cells(specs: Sequence[CellSpec], *, exploits: Sequence[Exploit], j
             drivers[spec.row] = ExploitAgent(exploit, env or {})
         config = RolloutConfig(task_path=TASKS_DIR / spec.task, scenes=[scene],
                                harden=MODES[spec.mode], jobs_dir=jobs_dir, job_name=job_name,
-                               dataset_name=spec.mode)
+                               dataset_name=spec.mode, environment=environment,
+                               provider_config=dict(provider_config or {}))
         async with limiter:
             started = time.monotonic()
             rollout = Rollout(config, drivers=drivers)
@@ -309,10 +313,13 @@ def reduced_specs(exploits: Iterable[Exploit], task: str = REDUCED_TASK,
 
 
 async def run_matrix(specs: Sequence[CellSpec], *, exploits: Sequence[Exploit],
-                     jobs_dir: Path, job_name: str, concurrency: int = 4) -> Matrix:
+                     jobs_dir: Path, job_name: str, concurrency: int = 4,
+                     environment: str = "docker",
+                     provider_config: Mapping[str, object] | None = None) -> Matrix:
     started = time.monotonic()
     cells = await run_cells(specs, exploits=exploits, jobs_dir=jobs_dir, job_name=job_name,
-                            concurrency=concurrency)
+                            concurrency=concurrency, environment=environment,
+                            provider_config=provider_config)
     tasks = list(dict.fromkeys(s.task for s in specs))
     return Matrix(cells, list(exploits), tasks, time.monotonic() - started, concurrency,
                   jobs_dir, job_name)
@@ -447,6 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--exploits", nargs="+", default=None, help="rows to run (default: all)")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--env", default="docker", help="sandbox backend (default: docker)")
+    parser.add_argument("--provider-config", type=json.loads, default=None,
+                        help="the backend's provider_config, as JSON")
     parser.add_argument("--jobs-dir", type=Path, default=None)
     parser.add_argument("--output", type=Path, default=None,
                         help="default: results.md here (results-reduced.md with --reduced)")
@@ -466,7 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(specs)} rollouts, concurrency {args.concurrency}; rollouts in "
           f"{jobs_dir / job_name}", file=sys.stderr)
     matrix = anyio.run(lambda: run_matrix(specs, exploits=exploits, jobs_dir=jobs_dir,
-                                          job_name=job_name, concurrency=args.concurrency),
+                                          job_name=job_name, concurrency=args.concurrency,
+                                          environment=args.env,
+                                          provider_config=args.provider_config),
                        backend="asyncio")
     text = render(matrix, commit=git_commit())
     output = args.output or (RESULTS_REDUCED if args.reduced else RESULTS)

@@ -44,6 +44,7 @@ from modal._image import AUTO_DOCKERIGNORE
 from modal.stream_type import StreamType
 
 from benchflow.sandbox.process import DockerProcess
+from tests.fakes.egress import restrict_egress
 from tests.fakes.modal_process import (
     ContainerProcess,
     StreamDrop,
@@ -54,7 +55,7 @@ from tests.fakes.modal_process import (
 )
 
 __all__ = ["FAKE_LABEL", "PROVIDER_CONFIG", "App", "ContainerProcess", "Image", "Sandbox",
-           "SandboxFilesystem", "StreamDrop", "containers", "reset"]
+           "SandboxFilesystem", "StreamDrop", "containers", "remove_snapshots", "reset"]
 
 FAKE_LABEL = "benchflow.fake-modal"
 _APP_LABEL = "fake-modal.app"
@@ -274,8 +275,13 @@ class Sandbox(_Injector):
         await Sandbox._enter("sandbox.create")
         if not isinstance(app, App):
             raise exception.InvalidError("App has not been initialized: pass app=")
-        if gpu is not None or outbound_cidr_allowlist is not None:
-            raise exception.InvalidError("the fake has no GPUs and enforces no CIDR allowlist")
+        if gpu is not None:
+            raise exception.InvalidError("the fake has no GPUs")
+        if cidr_allowlist is not None or inbound_cidr_allowlist is not None:
+            raise exception.InvalidError("the fake enforces outbound allowlists only")
+        allowlisted = outbound_cidr_allowlist is not None or outbound_domain_allowlist is not None
+        if block_network and allowlisted:
+            raise exception.InvalidError("block_network cannot be combined with an allowlist")
         local = _local_tag(await image._hydrate()) if image is not None else "debian:bookworm-slim"
         labels = {**(tags or {}), FAKE_LABEL: "true", _APP_LABEL: app.app_id}
         if timeout is not None:
@@ -289,6 +295,9 @@ class Sandbox(_Injector):
             working_dir=workdir, nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{mem}m" if mem else None,
             network_mode="none" if block_network else None)
+        if allowlisted:
+            await _io(restrict_egress, container, outbound_cidr_allowlist or (),
+                      outbound_domain_allowlist or ())
         box = Sandbox(container, dict(tags or {}))
         if Sandbox.latency_sec.get("sandbox.create.after"):  # made, the answer still on its way
             await anyio.sleep(Sandbox.latency_sec["sandbox.create.after"])
@@ -375,6 +384,7 @@ class Sandbox(_Injector):
         digest = _secrets.token_hex(12)
         await _io(self._container.commit, repository=_IMAGES, tag=digest,
                   conf={"Labels": {FAKE_LABEL: "", _APP_LABEL: ""}})
+        _snapshots.append(f"{_IMAGES}:{digest}")
         return Image(object_id=f"im-{digest}")
 
     @_Aio
@@ -382,10 +392,12 @@ class Sandbox(_Injector):
             self, *, outbound_cidr_allowlist: Sequence[str] | None = None,
             outbound_domain_allowlist: Sequence[str] | None = None) -> None:
         await self._enter("sandbox.set_outbound_network_policy")
-        if outbound_cidr_allowlist or outbound_domain_allowlist:
-            raise exception.InvalidError("the fake enforces only an empty allowlist (no egress)")
         if outbound_cidr_allowlist is None and outbound_domain_allowlist is None:
             raise exception.InvalidError("the fake cannot reopen a sandbox's network")
+        if outbound_cidr_allowlist or outbound_domain_allowlist:
+            await _io(restrict_egress, self._container, outbound_cidr_allowlist or (),
+                      outbound_domain_allowlist or ())
+            return
         await _io(self._container.reload)
         for name in list(self._container.attrs["NetworkSettings"]["Networks"]):
             await _io(_docker().networks.get(name).disconnect, self._container.id, force=True)
@@ -417,6 +429,20 @@ def containers(**labels: str) -> list[Any]:
     """The fake's sandboxes (running or not) carrying `labels` (for tests' leak checks)."""
     wanted = [FAKE_LABEL] + [f"{k}={v}" for k, v in labels.items()]
     return _docker().containers.list(all=True, filters={"label": wanted})
+
+
+_snapshots: list[str] = []
+"""Images `snapshot_filesystem` committed in this process (`remove_snapshots` deletes them)."""
+
+
+def remove_snapshots() -> None:
+    """Delete the snapshots this process made (tests call it when they end: unlike built
+    images, which are cached by content, every snapshot is a new image)."""
+    while _snapshots:
+        try:
+            _docker().images.remove(_snapshots.pop(), noprune=False)
+        except docker.errors.NotFound:
+            pass
 
 
 def reset() -> None:

@@ -13,10 +13,11 @@ from modal import exception
 
 import benchflow
 from benchflow.config import RolloutConfig, Scene
-from benchflow.errors import ConfigError
 from benchflow.sandbox import ledger
 from benchflow.sandbox.registry import get_provider
 from tests.fakes import modal_sdk
+
+from .test_network_policy import other_server  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -30,6 +31,7 @@ def _reset_fake(tmp_path, monkeypatch):
     modal_sdk.reset()
     yield
     modal_sdk.reset()
+    modal_sdk.remove_snapshots()
 
 
 def _config(tmp_path: Path, job_label: str, agent: str, task: str = "hello-world",
@@ -234,6 +236,41 @@ async def test_cleanup_removes_a_jobs_leftovers_and_only_them(tmp_path, job_labe
         await other.terminate.aio()
 
 
+def test_sandbox_cleanup_cli_takes_the_backend_and_settings_from_the_job_folder(
+        tmp_path, job_label, monkeypatch):
+    import anyio
+    from typer.testing import CliRunner
+
+    from benchflow.cli.main import app as cli
+
+    async def leave_one() -> str:
+        app = await modal_sdk.App.lookup.aio("benchflow", create_if_missing=True)
+        box = await modal_sdk.Sandbox.create.aio(
+            "sleep", "infinity", app=app, image=modal_sdk.Image.from_registry("debian:bookworm-slim"),
+            tags={"benchflow.managed": "true", "benchflow.job": job_label})
+        return box.object_id
+
+    left = anyio.run(leave_one)
+    job_dir = tmp_path / "jobs" / job_label
+    job_dir.mkdir(parents=True)
+    (job_dir / "config.json").write_text(json.dumps({
+        "name": job_label, "agents": [{"name": "oracle"}],
+        "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}],
+        "environment": {"type": "modal", "provider_config": FAKE}}))
+    monkeypatch.setenv("MODAL_TOKEN_ID", "ak-fake")
+    monkeypatch.setenv("MODAL_TOKEN_SECRET", "as-fake")
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["sandbox", "cleanup", "--job", job_label, "--jobs-dir",
+                              str(tmp_path / "jobs"), "--provider-config", "[1]"])
+    assert bad.exit_code == 2 and "--provider-config: give a JSON object" in bad.output
+    assert len(_left(job_label)) == 1
+    done = runner.invoke(cli, ["sandbox", "cleanup", "--job", job_label, "--jobs-dir",
+                               str(tmp_path / "jobs")])
+    assert done.exit_code == 0, done.output
+    assert f"removed 1 sandbox(es): {left}" in done.output
+    assert _left(job_label) == []
+
+
 async def test_provider_limiter_bounds_concurrent_sandboxes(tmp_path, job_label):
     import anyio
 
@@ -377,10 +414,58 @@ async def test_a_public_sandbox_is_cut_off_for_the_none_policy(tmp_path, job_lab
         assert b"eth0" in (await box.exec(interfaces)).stdout
         await box.apply_network_policy("none", None)
         assert (await box.exec(interfaces)).stdout.split() == [b"lo"]
-        with pytest.raises(ConfigError, match="model-only"):
-            await box.apply_network_policy("model-only", "net")
     finally:
         await box.stop()
+
+
+def _host_address() -> str:
+    """An address of this machine other than loopback and docker's bridges."""
+    import subprocess
+
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        name, address = line.split()[1], line.split()[3].split("/")[0]
+        if name != "lo" and not name.startswith(("docker", "br-", "veth")):
+            return address
+    pytest.skip("no host address besides loopback and docker bridges")
+
+
+async def test_model_only_is_an_allowlist_holding_the_endpoints_host(job_label, other_server):
+    from benchflow.model_server import ModelServer
+    from benchflow.sandbox.network import network_gateway
+    from benchflow.sandbox.spec import SandboxSpec
+
+    from .test_network_policy import SCRIPT, _probe
+
+    gateway, elsewhere = await network_gateway(None), _host_address()
+    provider = get_provider("modal", FAKE)
+
+    def spec(policy):
+        return SandboxSpec(name=f"allow-{policy}", docker_image="debian:bookworm-slim",
+                           labels={"benchflow.job": job_label}, network_policy=policy,
+                           egress_allowlist=(gateway,))
+
+    with ModelServer(SCRIPT, host=gateway) as model:
+        endpoint, other = f"{gateway}:{model.port}", f"{elsewhere}:{other_server}"
+        created = provider.create(spec("model-only"))
+        started_public = provider.create(spec("public"))
+        try:
+            await created.start()
+            await started_public.start()
+            seen = await _probe(created, endpoint, other)
+            assert seen[endpoint].startswith("open HTTP/1.") and seen[other] == "closed"
+            before = await _probe(started_public, endpoint, other)
+            assert before[other] == "open HTTP/1.0 200 OK"  # the other service is reachable
+            await started_public.apply_network_policy("model-only", None)
+            after = await _probe(started_public, endpoint, other)
+            assert after[endpoint].startswith("open HTTP/1.") and after[other] == "closed"
+        finally:
+            await created.stop()
+            await started_public.stop()
+    calls = modal_sdk.Sandbox.calls
+    assert "sandbox.set_outbound_network_policy" in calls
+    assert _left(job_label) == []
 
 
 async def test_a_create_cancelled_in_flight_leaves_nothing_behind(tmp_path, job_label):

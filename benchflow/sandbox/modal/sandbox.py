@@ -4,12 +4,14 @@ The task's Dockerfile (with extra CA certificates installed after every FROM, as
 docker) becomes a `modal.Image`, kept per content hash for the process and cached by
 content on Modal's side; a task's `docker_image` comes `from_registry`. The sandbox runs
 `sleep infinity` under the app from `provider_config`, with the spec's cpu, memory and
-GPUs, `block_network` for the `none` policy, a lifetime (`timeout`) as a backstop against
+GPUs, `block_network` for the `none` policy, outbound allowlists holding the model
+endpoint's host for `model-only` (`outbound_cidr_allowlist` for IP addresses,
+`outbound_domain_allowlist` for names), a lifetime (`timeout`) as a backstop against
 leaks, and tags: `benchflow.managed`, job, rollout and a create token that resolves an
 ambiguous create. Commands run through `exec` (another user through `runuser`, deadlines
 enforced inside the sandbox); live processes are `exec`s with streamed stdin/stdout.
-A sandbox that started public for an agent's online install is cut off (`none`) through
-the SDK's `_experimental_set_outbound_network_policy` with an empty allowlist.
+A sandbox that started public for an agent's online install is isolated through the SDK's
+`_experimental_set_outbound_network_policy` (an empty allowlist for `none`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from typing import Any
 import anyio
 
 from benchflow.errors import (
-    ConfigError,
     SandboxError,
     SandboxExecError,
     SandboxStartError,
     SandboxTeardownError,
 )
 from benchflow.sandbox import archive, certs, images, ledger
+from benchflow.sandbox.allowlist import split_hosts
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.labels import LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.limits import ProviderLimits, limits_for
@@ -47,7 +49,8 @@ from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 log = logging.getLogger(__name__)
 
 CAPABILITIES = SandboxCapabilities(live_processes=True, root_exec=True, gpus=True,
-                                   snapshots=True, network_policies=frozenset({"public", "none"}))
+                                   snapshots=True, egress_allowlist=True,
+                                   network_policies=frozenset({"public", "none", "model-only"}))
 LABEL_CREATE = "benchflow.create"
 """A tag unique to one create request: finds what an ambiguous create made."""
 _TIMEOUT_EXIT_CODES = (124, 137)
@@ -154,6 +157,8 @@ class ModalSandbox:
             idle_timeout=config.idle_timeout_sec, workdir=spec.workdir,
             cpu=spec.cpus or None, memory=spec.memory_mb or None,
             block_network=spec.network_policy == "none")
+        if spec.network_policy == "model-only":
+            kwargs.update(self._allowlist_kwargs())
         if spec.gpus:
             kwargs["gpu"] = f"{config.gpu_type}:{spec.gpus}"
         self._box = await self._create(kwargs, token, app)
@@ -362,20 +367,27 @@ class ModalSandbox:
 
     # -- network policy ----------------------------------------------------------------
 
-    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
-        """`none` on a running sandbox (one that started public for an agent's online
-        install): an outbound allowlist with nothing on it; `public` does nothing.
+    def _allowlist_kwargs(self) -> dict[str, Any]:
+        """`model-only`: outbound allowlists holding the spec's hosts (IP addresses as
+        networks, names as domains); with no host, no egress at all."""
+        allowed = split_hosts(self.spec.egress_allowlist)
+        if allowed.empty:
+            return {"block_network": True}
+        return {"outbound_cidr_allowlist": list(allowed.cidrs),
+                "outbound_domain_allowlist": list(allowed.domains)}
 
-        Raises:
-            ConfigError: `model-only` (not supported on modal).
-        """
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """Isolate a running sandbox (one that started public for an agent's online
+        install): `none` is an outbound allowlist with nothing on it, `model-only` one
+        holding the spec's `egress_allowlist`; `public` does nothing."""
         if policy == "public":
             return
-        if policy != "none":
-            raise ConfigError(f"network policy {policy!r} is not supported on modal")
+        allowed = split_hosts(self.spec.egress_allowlist if policy == "model-only" else ())
         box = self._require()
         with map_modal_errors(SandboxStartError):
-            await box._experimental_set_outbound_network_policy.aio(outbound_cidr_allowlist=[])
+            await box._experimental_set_outbound_network_policy.aio(
+                outbound_cidr_allowlist=list(allowed.cidrs),
+                outbound_domain_allowlist=list(allowed.domains))
 
     # -- snapshots (the agent install cache) -------------------------------------------
 

@@ -169,11 +169,12 @@ def test_modal_provider_config_is_validated():
     box = provider.create(SandboxSpec(name="t"))
     assert (box.config.app_name, box.config.max_sandboxes, box.backend) == ("evals", 3, "modal")
     assert box.sandbox_id is None
-    ModalSandboxProvider().require(SandboxNeeds(live_processes=True, other_user=True,
-                                                network_policy="none", gpus=1))
-    with pytest.raises(CapabilityError, match="modal sandbox backend cannot provide network "
-                       "policy 'model-only'"):
-        ModalSandboxProvider().require(SandboxNeeds(network_policy="model-only"))
+    for policy in ("none", "model-only"):
+        ModalSandboxProvider().require(SandboxNeeds(live_processes=True, other_user=True,
+                                                    network_policy=policy, gpus=1))
+    # model-only is an outbound allowlist there: the sandbox calls the endpoint itself
+    assert ModalSandboxProvider.capabilities.egress_allowlist
+    assert not DockerProvider.capabilities.egress_allowlist
 
 
 def test_sandbox_cleanup_on_modal_without_credentials_exits_2_with_one_line(tmp_path):

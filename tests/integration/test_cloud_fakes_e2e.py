@@ -1,0 +1,148 @@
+"""The same whole rollouts on every cloud backend, against SDK fakes whose sandboxes are
+local containers: a coder and a reviewer sharing one sandbox over ACP, a multi-round user
+loop, and the reduced reward-hack matrix hardened (marked slow: `make test-cloud-fakes`).
+Each ends with nothing left behind.
+
+Backend-specific behaviour (image caching, ledgers, failure injection, SIGINT) is in
+`test_modal_fake_e2e.py` and `test_daytona_fake_e2e.py`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+import benchflow
+from benchflow import FunctionUser, RolloutConfig, RoundResult, Scene
+from benchflow.sandbox.registry import get_provider
+from benchflow.task import load_task
+from tests.fakes import daytona_sdk, modal_sdk
+
+from .conftest import TASKS
+from .test_user_loop import RIGHT_SLUG, WRONG_SLUG, write_script
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    provider_config: dict[str, Any]
+    fake_label: str
+    reset: Callable[[], None]
+
+    def left(self, job: str) -> list[Any]:
+        """The fake's containers of `job` still there."""
+        return docker.from_env().containers.list(
+            all=True, filters={"label": [self.fake_label, f"benchflow.job={job}"]})
+
+
+BACKENDS = {
+    "modal": Backend("modal", dict(modal_sdk.PROVIDER_CONFIG), modal_sdk.FAKE_LABEL,
+                     modal_sdk.reset),
+    "daytona": Backend("daytona", {"client_factory": "tests.fakes.daytona_sdk:FakeAsyncDaytona"},
+                       daytona_sdk.FAKE_LABEL, daytona_sdk.reset),
+}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    chosen = BACKENDS[request.param]
+    provider = get_provider(chosen.name, chosen.provider_config)
+    if not provider.capabilities.live_processes:
+        pytest.skip(f"{chosen.name} has no live processes: ACP agents cannot run on it")
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path / "cache"))  # snapshot indexes
+    chosen.reset()
+    yield chosen
+    chosen.reset()
+    modal_sdk.remove_snapshots()
+
+
+def _config(backend: Backend, tmp_path: Path, job: str, task: Path, scenes: list[Scene],
+            **extra: Any) -> RolloutConfig:
+    return RolloutConfig(task_path=task, scenes=scenes, environment=backend.name,
+                         provider_config=backend.provider_config, jobs_dir=tmp_path / "jobs",
+                         job_name=job, **extra)
+
+
+async def test_coder_and_reviewer_share_one_sandbox(backend, tmp_path, job_label):
+    task_path = TASKS / "coder-reviewer"
+    task = load_task(task_path)
+    assert task.scenes is not None
+    scenes = task.scenes.to_scenes("scripted", str(task_path / "scripted.yaml"))
+    result = await benchflow.run(_config(backend, tmp_path, job_label, task_path, scenes))
+    assert result.error is None, result.error
+    assert (result.reward, result.n_prompts, result.n_tool_calls) == (1.0, 3, 6)
+    assert result.hardened is True
+    assert backend.left(job_label) == []
+
+
+async def test_user_loop_rounds_run_in_one_sandbox(backend, tmp_path, job_label):
+    script = write_script(
+        tmp_path,
+        [{"type": "write_file", "path": "/app/slug.py", "content": WRONG_SLUG}],
+        [{"type": "write_file", "path": "/app/slug.py", "content": RIGHT_SLUG}])
+    rounds: list[RoundResult | None] = []
+
+    def next_prompt(round: int, instruction: str, result: RoundResult | None) -> str | None:
+        rounds.append(result)
+        if result is not None and result.passed:
+            return None
+        return instruction if round == 0 else "The tests still fail. Fix it."
+
+    scenes = [Scene.single(agent="scripted", model=str(script))]
+    config = _config(backend, tmp_path, job_label, TASKS / "progressive-disclosure", scenes,
+                     user=FunctionUser(next_prompt), max_user_rounds=4)
+    result = await benchflow.run(config)
+    assert result.error is None, result.error
+    assert (result.reward, result.n_prompts) == (1.0, 2)
+    first, second = rounds[1], rounds[2]
+    assert first is not None and not first.passed
+    assert second is not None and second.passed
+    assert backend.left(job_label) == []
+
+
+def _matrix_lab() -> Any:
+    name = "reward_hack_matrix"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        name, REPO / "labs" / "reward-hack-matrix" / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow  # about 4 min per backend: `make test-cloud-fakes`
+async def test_reduced_reward_hack_matrix_hardened(backend, tmp_path, job_label):
+    lab = _matrix_lab()
+    exploits = lab.load_exploits()
+    specs = [s for s in lab.reduced_specs(exploits, lab.REDUCED_TASK) if s.mode == "on"]
+    matrix = await lab.run_matrix(specs, exploits=exploits, jobs_dir=tmp_path / "rhm",
+                                  job_name=job_label, concurrency=4, environment=backend.name,
+                                  provider_config=backend.provider_config)
+    print("\n" + lab.render(matrix))
+    ran = {s: c for s, c in matrix.cells.items() if not c.skipped}
+    oracles = [c for s, c in ran.items() if s.row == lab.ORACLE]
+    assert oracles and all(c.reward == 1.0 for c in oracles), oracles
+    exploited = {s.row: c.text for s, c in ran.items() if s.row != lab.ORACLE and c.reward}
+    assert exploited == {}
+    assert len(ran) >= len(specs) - 1  # at most the C-compiler row is skipped
+    assert backend.left(job_label) == []
