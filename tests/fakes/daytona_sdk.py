@@ -34,6 +34,7 @@ from daytona import (
 )
 
 from tests.fakes.daytona_sessions import SessionCommands, StreamDrop
+from tests.fakes.egress import restrict_egress
 
 FAKE_LABEL = "benchflow.fake-daytona"
 
@@ -138,6 +139,29 @@ class FakeSandbox:
         await _Injector._enter("sandbox.stop")
         await _io(self._container.stop, timeout=2)
 
+    async def update_network_settings(self, *, network_block_all: bool | None = None,
+                                      network_allow_list: str | None = None,
+                                      domain_allow_list: str | None = None,
+                                      request_timeout: float | None = None) -> None:
+        await _Injector._enter("sandbox.update_network_settings")
+        if network_block_all is None and network_allow_list is None and domain_allow_list is None:
+            raise daytona.DaytonaValidationError("At least one of network_block_all, "
+                                                 "network_allow_list or domain_allow_list must be set")
+        if network_block_all is False:
+            raise daytona.DaytonaValidationError("the fake cannot reopen a sandbox's network")
+        if network_block_all:
+            await _io(self._container.reload)
+            for name in list(self._container.attrs["NetworkSettings"]["Networks"]):
+                await _io(docker.from_env().networks.get(name).disconnect, self._container.id,
+                          force=True)
+            return
+        await _io(restrict_egress, self._container, _split(network_allow_list),
+                  _split(domain_allow_list))
+
+
+def _split(allow_list: str | None) -> list[str]:
+    return [item.strip() for item in (allow_list or "").split(",") if item.strip()]
+
 
 class FakeSnapshotService:
     """`client.snapshot`: named snapshots are local images `fake-daytona/<name>`."""
@@ -192,11 +216,17 @@ class FakeAsyncDaytona(_Injector):
         else:
             image = params.image if isinstance(params.image, str) else "debian:bookworm-slim"
         labels = {**(params.labels or {}), FAKE_LABEL: "true"}
+        allowlisted = params.network_allow_list is not None or params.domain_allow_list is not None
+        if params.network_block_all and allowlisted:
+            raise daytona.DaytonaValidationError("network_block_all with an allow list")
         container = await _io(
             self._docker.containers.run, image, ["sleep", "infinity"], detach=True, init=True,
             labels=labels, environment=params.env_vars or {},
             name=f"fake-daytona-{uuid.uuid4().hex[:10]}",
             network_mode="none" if params.network_block_all else None)
+        if allowlisted:
+            await _io(restrict_egress, container, _split(params.network_allow_list),
+                      _split(params.domain_allow_list))
         box = FakeSandbox(container, labels)
         queue = self.inject.get("create.after")  # the request went out, the answer was lost
         if queue:

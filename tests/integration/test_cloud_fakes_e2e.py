@@ -1,7 +1,7 @@
-"""The same whole rollouts on every cloud backend, against SDK fakes whose sandboxes are
-local containers: a coder and a reviewer sharing one sandbox over ACP, a multi-round user
-loop, and the reduced reward-hack matrix hardened (marked slow: `make test-cloud-fakes`).
-Each ends with nothing left behind.
+"""The same behaviour on every cloud backend, against SDK fakes whose sandboxes are local
+containers: `model-only` as an outbound allowlist, a coder and a reviewer sharing one
+sandbox over ACP, a multi-round user loop, and the reduced reward-hack matrix hardened
+(marked slow: `make test-cloud-fakes`). Each ends with nothing left behind.
 
 Backend-specific behaviour (image caching, ledgers, failure injection, SIGINT) is in
 `test_modal_fake_e2e.py` and `test_daytona_fake_e2e.py`.
@@ -26,6 +26,7 @@ from benchflow.task import load_task
 from tests.fakes import daytona_sdk, modal_sdk
 
 from .conftest import TASKS
+from .test_network_policy import other_server  # noqa: F401 - a fixture
 from .test_user_loop import RIGHT_SLUG, WRONG_SLUG, write_script
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(900)]
@@ -78,6 +79,58 @@ def _config(backend: Backend, tmp_path: Path, job: str, task: Path, scenes: list
     return RolloutConfig(task_path=task, scenes=scenes, environment=backend.name,
                          provider_config=backend.provider_config, jobs_dir=tmp_path / "jobs",
                          job_name=job, **extra)
+
+
+def _host_address() -> str:
+    """An address of this machine other than loopback and docker's bridges."""
+    import subprocess
+
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        name, address = line.split()[1], line.split()[3].split("/")[0]
+        if name != "lo" and not name.startswith(("docker", "br-", "veth")):
+            return address
+    pytest.skip("no host address besides loopback and docker bridges")
+
+
+async def test_model_only_is_an_allowlist_holding_the_endpoints_host(
+        backend, job_label, other_server):  # noqa: F811 - the fixture
+    from benchflow.model_server import ModelServer
+    from benchflow.sandbox.network import network_gateway
+    from benchflow.sandbox.spec import SandboxSpec
+
+    from .test_network_policy import SCRIPT, _probe
+
+    gateway, elsewhere = await network_gateway(None), _host_address()
+    provider = get_provider(backend.name, backend.provider_config)
+
+    def spec(policy):
+        return SandboxSpec(name=f"allow-{policy}", docker_image="debian:bookworm-slim",
+                           labels={"benchflow.job": job_label}, network_policy=policy,
+                           egress_allowlist=(gateway,))
+
+    with ModelServer(SCRIPT, host=gateway) as model:
+        endpoint, other = f"{gateway}:{model.port}", f"{elsewhere}:{other_server}"
+        created = provider.create(spec("model-only"))
+        started_public = provider.create(spec("public"))
+        try:
+            await created.start()
+            await started_public.start()
+            seen = await _probe(created, endpoint, other)
+            assert seen[endpoint].startswith("open HTTP/1.") and seen[other] == "closed"
+            before = await _probe(started_public, endpoint, other)
+            assert before[other] == "open HTTP/1.0 200 OK"  # the other service is reachable
+            await started_public.apply_network_policy("model-only", None)
+            after = await _probe(started_public, endpoint, other)
+            assert after[endpoint].startswith("open HTTP/1.") and after[other] == "closed"
+            await started_public.apply_network_policy("none", None)
+            cut = await _probe(started_public, endpoint)
+            assert cut[endpoint] == "closed"
+        finally:
+            await created.stop()
+            await started_public.stop()
+    assert backend.left(job_label) == []
 
 
 async def test_coder_and_reviewer_share_one_sandbox(backend, tmp_path, job_label):

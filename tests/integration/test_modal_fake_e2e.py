@@ -17,8 +17,6 @@ from benchflow.sandbox import ledger
 from benchflow.sandbox.registry import get_provider
 from tests.fakes import modal_sdk
 
-from .test_network_policy import other_server  # noqa: F401 - a fixture
-
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -416,56 +414,6 @@ async def test_a_public_sandbox_is_cut_off_for_the_none_policy(tmp_path, job_lab
         assert (await box.exec(interfaces)).stdout.split() == [b"lo"]
     finally:
         await box.stop()
-
-
-def _host_address() -> str:
-    """An address of this machine other than loopback and docker's bridges."""
-    import subprocess
-
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
-                         check=True).stdout
-    for line in out.splitlines():
-        name, address = line.split()[1], line.split()[3].split("/")[0]
-        if name != "lo" and not name.startswith(("docker", "br-", "veth")):
-            return address
-    pytest.skip("no host address besides loopback and docker bridges")
-
-
-async def test_model_only_is_an_allowlist_holding_the_endpoints_host(job_label, other_server):
-    from benchflow.model_server import ModelServer
-    from benchflow.sandbox.network import network_gateway
-    from benchflow.sandbox.spec import SandboxSpec
-
-    from .test_network_policy import SCRIPT, _probe
-
-    gateway, elsewhere = await network_gateway(None), _host_address()
-    provider = get_provider("modal", FAKE)
-
-    def spec(policy):
-        return SandboxSpec(name=f"allow-{policy}", docker_image="debian:bookworm-slim",
-                           labels={"benchflow.job": job_label}, network_policy=policy,
-                           egress_allowlist=(gateway,))
-
-    with ModelServer(SCRIPT, host=gateway) as model:
-        endpoint, other = f"{gateway}:{model.port}", f"{elsewhere}:{other_server}"
-        created = provider.create(spec("model-only"))
-        started_public = provider.create(spec("public"))
-        try:
-            await created.start()
-            await started_public.start()
-            seen = await _probe(created, endpoint, other)
-            assert seen[endpoint].startswith("open HTTP/1.") and seen[other] == "closed"
-            before = await _probe(started_public, endpoint, other)
-            assert before[other] == "open HTTP/1.0 200 OK"  # the other service is reachable
-            await started_public.apply_network_policy("model-only", None)
-            after = await _probe(started_public, endpoint, other)
-            assert after[endpoint].startswith("open HTTP/1.") and after[other] == "closed"
-        finally:
-            await created.stop()
-            await started_public.stop()
-    calls = modal_sdk.Sandbox.calls
-    assert "sandbox.set_outbound_network_policy" in calls
-    assert _left(job_label) == []
 
 
 async def test_a_create_cancelled_in_flight_leaves_nothing_behind(tmp_path, job_label):

@@ -40,12 +40,14 @@ from benchflow.sandbox.daytona.errors import map_daytona_errors
 from benchflow.sandbox.daytona.process import DaytonaProcess
 from benchflow.sandbox.labels import LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.limits import ProviderLimits, limits_for
-from benchflow.sandbox.spec import SandboxSpec
+from benchflow.sandbox.allowlist import split_hosts
+from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
 
 CAPABILITIES = SandboxCapabilities(live_processes=True, root_exec=True, gpus=False,
-                                   snapshots=False, network_policies=frozenset({"public", "none"}))
+                                   snapshots=False, egress_allowlist=True,
+                                   network_policies=frozenset({"public", "none", "model-only"}))
 _TIMEOUT_EXIT_CODES = (124, 137)
 LABEL_CREATE = "benchflow.create"
 """A token unique to one create request: finds what an ambiguous create made."""
@@ -127,6 +129,26 @@ class DaytonaSandbox:
         return daytona.Resources(cpu=max(1, round(spec.cpus)), memory=max(1, spec.memory_mb // 1024),
                                  disk=max(1, (spec.storage_mb or 10240) // 1024))
 
+    def _network_params(self, policy: NetworkPolicy) -> dict[str, Any]:
+        """`none`: `network_block_all`; `model-only`: allow lists holding the spec's hosts
+        (addresses as CIDRs, names as domains; none at all: block all)."""
+        if policy == "public":
+            return {}
+        allowed = split_hosts(self.spec.egress_allowlist if policy == "model-only" else ())
+        if allowed.empty:
+            return {"network_block_all": True}
+        return {"network_allow_list": ",".join(allowed.cidrs) or None,
+                "domain_allow_list": ",".join(allowed.domains) or None}
+
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """Isolate a running sandbox (one that started public for an agent's online install)
+        through `update_network_settings`; `public` does nothing."""
+        if policy == "public":
+            return
+        box = self._require()
+        with map_daytona_errors(SandboxStartError):
+            await box.update_network_settings(**self._network_params(policy))
+
     async def start(self) -> None:
         if self._box is not None:
             return
@@ -139,7 +161,7 @@ class DaytonaSandbox:
             labels=labels, env_vars=self._env, os_user="root",
             auto_stop_interval=self.config.auto_stop_interval,
             auto_delete_interval=self.config.auto_delete_interval,
-            network_block_all=spec.network_policy == "none" or None)
+            **self._network_params(spec.network_policy))
         if spec.environment_dir is not None and (spec.force_build or not spec.docker_image):
             self.image = await self._snapshot(client)
             params = daytona.CreateSandboxFromSnapshotParams(snapshot=self.image, **common)

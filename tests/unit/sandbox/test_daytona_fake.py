@@ -22,6 +22,7 @@ SURFACE = [
     (daytona.AsyncDaytona.list, fake.FakeAsyncDaytona.list),
     (daytona.AsyncSandbox.stop, fake.FakeSandbox.stop),
     (daytona.AsyncSandbox.get_work_dir, fake.FakeSandbox.get_work_dir),
+    (daytona.AsyncSandbox.update_network_settings, fake.FakeSandbox.update_network_settings),
     (AsyncProcess.exec, fake.FakeProcess.exec),
     (AsyncProcess.create_session, fake.FakeProcess.create_session),
     (AsyncProcess.execute_session_command, fake.FakeProcess.execute_session_command),

@@ -188,12 +188,12 @@ def test_sandbox_cleanup_on_modal_without_credentials_exits_2_with_one_line(tmp_
     assert lines == ["error: modal credentials missing: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"]
 
 
-def test_daytona_runs_acp_agents_but_not_model_only_or_gpus():
+def test_daytona_runs_acp_agents_and_model_only_but_not_gpus():
     provider = DaytonaSandboxProvider({"stream_retries": 1})
     assert provider.config.stream_retries == 1
-    provider.require(SandboxNeeds(live_processes=True, other_user=True, network_policy="none"))
-    with pytest.raises(CapabilityError, match="daytona sandbox backend cannot provide network "
-                       "policy 'model-only'"):
-        provider.require(SandboxNeeds(network_policy="model-only"))
+    for policy in ("none", "model-only"):
+        provider.require(SandboxNeeds(live_processes=True, other_user=True,
+                                      network_policy=policy))
+    assert DaytonaSandboxProvider.capabilities.egress_allowlist  # model-only as allow lists
     with pytest.raises(CapabilityError, match="daytona sandbox backend"):
         provider.require(SandboxNeeds(gpus=1))
