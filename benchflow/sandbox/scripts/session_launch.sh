@@ -10,6 +10,7 @@ shift 3
 in="$pidfile.in"
 rm -f "$in" && mkfifo -m 600 "$in" || exit 126
 if [ -n "$envfile" ]; then
+    # shellcheck source=/dev/null  # written by the adapter for this one process
     . "$envfile" || exit 126
     rm -f "$envfile"
 fi
