@@ -27,6 +27,7 @@ MAX_AGENT_TEXT_CHARS = 1_000_000
 """A turn's agent text kept for `PromptOutcome.agent_text` (the end is kept)."""
 
 _RUNNING = (None, "pending", "in_progress")
+_TOOL_CALL_KINDS = ("tool_call", "tool_call_update")
 
 
 _MAX_TEXT_PARTS = 1024
@@ -127,19 +128,34 @@ class UpdateRecorder:
         pending, self._pending = self._pending, []
         for seq, ts, ctx, _sid, update in pending:
             self._write_update(seq, ts, ctx, update)
+        self.flush()
 
     def _write_update(
         self, seq: int, ts: datetime, ctx: dict[str, Any], update: dict[str, Any]
     ) -> None:
-        if self._writer is None or self._writer.closed:
+        writer = self._writer
+        if writer is None or writer.closed:
             return
+        tool_call_id = None
+        if update.get("sessionUpdate") in _TOOL_CALL_KINDS:  # events with a tool_call_id
+            tool_call_id = update.get("toolCallId")
+            tool_call_id = None if tool_call_id is None else str(tool_call_id)
+        # stamped as built (trace ids, skills...): the writer need not copy the event
+        stamp = writer.stamp(tool_call_id)
         try:
-            event = event_from_update(update, seq=seq, ts=ts, **ctx)
+            event = event_from_update(update, seq=seq, ts=ts, **ctx, **stamp)
         except ValueError:  # malformed beyond what the converter tolerates: keep it raw
             event = event_from_update(
-                {"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts, **ctx
+                {"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts, **ctx,
+                **writer.stamp(),
             )
-        self._writer.write(event)
+        writer.write(event, flush=False)  # flushed when the burst is drained (`flush`)
+
+    def flush(self) -> None:
+        """Hand the updates written so far to the OS: the transport calls this before it
+        waits for more of the agent's output (one write per burst, not per update)."""
+        if self._writer is not None:
+            self._writer.flush()
 
     def _track(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")

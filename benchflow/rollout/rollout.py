@@ -64,6 +64,8 @@ from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
 
+_GIT_HEAD_MAX_AGE_SEC = 60.0
+"""How long one `git rev-parse HEAD` of a task folder serves rollouts of that task."""
 _CLEANUP_TIMEOUT_SEC = 60.0
 
 
@@ -136,7 +138,10 @@ class Rollout:
         self._mcp_servers, mcp_secrets = resolve_mcp_servers(config.mcp_servers)
         self._secrets = resolved.secrets | mcp_secrets
         mask_in_rollout_log(self._secrets)
-        self.result.task_git_commit_id = task.git_commit_id()
+        # `git rev-parse` off the event loop, once a minute per task folder however many
+        # rollouts of the task start together
+        self.result.task_git_commit_id = await anyio.to_thread.run_sync(
+            task.git_commit_id, _GIT_HEAD_MAX_AGE_SEC)
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
