@@ -6,7 +6,9 @@ exec, upload and download one 50 ms round trip. Files live in a dict (the verifi
 test.sh "writes" reward 1). `open_process` plays an in-memory ACP agent that answers the
 handshake and streams `updates` session/update notifications per prompt (message chunks
 and tool calls) over `turn_sec` seconds, in reads of 20 lines as a socket delivers them,
-so benchflow's real ACP client, recorder and trajectory writer do their full work. `BenchAcpDriver` connects to it with the real `AcpSession`.
+so benchflow's real ACP client, recorder and trajectory writer do their full work (the
+agent's own side is cheap: a turn's update lines are encoded once and replayed, while
+benchflow parses every line it receives). `BenchAcpDriver` connects to it with the real `AcpSession`.
 
 No container, socket or subprocess is involved: what the benchmark measures is benchflow.
 """
