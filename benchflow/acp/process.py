@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import anyio
 
@@ -77,9 +78,9 @@ class AgentProcess:
     async def _drain_stderr(self) -> None:
         file = None
         try:
-            if self.stderr_path is not None:
-                self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
-                file = self.stderr_path.open("ab")
+            if self.stderr_path is not None:  # created off the event loop (a busy disk)
+                with anyio.CancelScope(shield=True):  # not cancelled with the file open
+                    file = await anyio.to_thread.run_sync(_open_append, self.stderr_path)
             async for chunk in self.live.stderr:
                 if file is not None:
                     file.write(chunk)
@@ -128,3 +129,8 @@ class AgentProcess:
 
 
 __all__ = ["AgentProcess"]
+
+
+def _open_append(path: Path) -> IO[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("ab")

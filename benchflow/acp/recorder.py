@@ -10,8 +10,9 @@ timeout), which tool calls are running, and per-turn counters.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ MAX_AGENT_TEXT_CHARS = 1_000_000
 """A turn's agent text kept for `PromptOutcome.agent_text` (the end is kept)."""
 
 _RUNNING = (None, "pending", "in_progress")
+_TOOL_CALL_KINDS = ("tool_call", "tool_call_update")
 
 
 _MAX_TEXT_PARTS = 1024
@@ -46,7 +48,8 @@ class UpdateRecorder:
         self.round: int | None = None
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
-        self.last_activity = anyio.current_time()
+        self._now = _clock()
+        self.last_activity = self._now()
         self._running_tools: set[str] = set()
         self._client_busy = 0
         self.n_updates = 0
@@ -78,13 +81,13 @@ class UpdateRecorder:
         self.turn, self.round = turn, round
         self.turn_tool_calls = 0
         self._text_parts, self._text_len = [], 0
-        self.last_activity = anyio.current_time()
+        self.last_activity = self._now()
 
     # ---- the transport hook
 
     def on_receive(self, message: dict[str, Any]) -> None:
         """Called for every incoming message, in wire order, before the SDK sees it."""
-        self.last_activity = anyio.current_time()
+        self.last_activity = self._now()
         if message.get("method") == "session/update":
             params = message.get("params")
             params = params if isinstance(params, dict) else {}
@@ -127,19 +130,34 @@ class UpdateRecorder:
         pending, self._pending = self._pending, []
         for seq, ts, ctx, _sid, update in pending:
             self._write_update(seq, ts, ctx, update)
+        self.flush()
 
     def _write_update(
         self, seq: int, ts: datetime, ctx: dict[str, Any], update: dict[str, Any]
     ) -> None:
-        if self._writer is None or self._writer.closed:
+        writer = self._writer
+        if writer is None or writer.closed:
             return
+        tool_call_id = None
+        if update.get("sessionUpdate") in _TOOL_CALL_KINDS:  # events with a tool_call_id
+            tool_call_id = update.get("toolCallId")
+            tool_call_id = None if tool_call_id is None else str(tool_call_id)
+        # stamped as built (trace ids, skills...): the writer need not copy the event
+        stamp = writer.stamp(tool_call_id)
         try:
-            event = event_from_update(update, seq=seq, ts=ts, **ctx)
+            event = event_from_update(update, seq=seq, ts=ts, **ctx, **stamp)
         except ValueError:  # malformed beyond what the converter tolerates: keep it raw
             event = event_from_update(
-                {"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts, **ctx
+                {"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts, **ctx,
+                **writer.stamp(),
             )
-        self._writer.write(event)
+        writer.write(event, flush=False)  # flushed when the burst is drained (`flush`)
+
+    def flush(self) -> None:
+        """Hand the updates written so far to the OS: the transport calls this before it
+        waits for more of the agent's output (one write per burst, not per update)."""
+        if self._writer is not None:
+            self._writer.flush()
 
     def _track(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -192,7 +210,7 @@ class UpdateRecorder:
 
     def _touch_if_idle(self) -> None:
         if not self.busy:
-            self.last_activity = anyio.current_time()
+            self.last_activity = self._now()
 
     # ---- events benchflow itself records
 
@@ -201,6 +219,15 @@ class UpdateRecorder:
         if self._writer is None or self._writer.closed:
             return None
         return self._writer.record(type, seq=self.next_seq(), **self.context(session_id), **fields)
+
+
+def _clock() -> Callable[[], float]:
+    """`anyio.current_time`'s clock, looked up once (it is read for every message): on
+    asyncio, the running loop's own `time`."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:  # another backend (trio)
+        return anyio.current_time
 
 
 __all__ = ["MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]

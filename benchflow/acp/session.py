@@ -193,7 +193,8 @@ class AcpSession:
                     recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd), terminals
                 )
                 transport = ProcessTransport(
-                    agent.live, on_receive=recorder.on_receive, noise=session.noise
+                    agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
+                    noise=session.noise,
                 )
                 session._conn = connect_to_agent(client, transport)
                 try:

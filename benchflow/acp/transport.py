@@ -9,7 +9,9 @@ kept aside as "noise" instead of killing the session.
 `receive()` is called by exactly one task (the SDK's receive loop), in wire order;
 its `on_receive` hook runs synchronously there, before the message is handed to
 the SDK (which dispatches notifications as concurrent tasks). That is where the
-session numbers updates, so the trajectory keeps wire order.
+session numbers updates, so the trajectory keeps wire order. `on_drained` runs
+when every line read so far is handled, before waiting for more output (where
+the session flushes the trajectory: once per read, not once per update).
 """
 
 from __future__ import annotations
@@ -74,11 +76,13 @@ class ProcessTransport:
         process: LiveProcess,
         *,
         on_receive: Callable[[dict[str, Any]], None] | None = None,
+        on_drained: Callable[[], None] | None = None,
         noise: StdoutNoise | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self._process = process
         self._on_receive = on_receive
+        self._on_drained = on_drained
         self.noise = noise or StdoutNoise()
         self._max_line = max_line_bytes
         self._lines: deque[bytes] = deque()
@@ -118,6 +122,11 @@ class ProcessTransport:
                                 await anyio.lowlevel.checkpoint()
                             continue
                 return message
+            if self._on_drained is not None:
+                try:
+                    self._on_drained()  # all read lines handled: e.g. flush the trajectory
+                except Exception:
+                    logger.exception("on_drained hook failed")
             if self._eof:
                 return None
             try:

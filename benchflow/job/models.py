@@ -64,17 +64,18 @@ def _ref(r: RolloutResult) -> TrialRef:
 
 def _pass_at_k(results: list[RolloutResult]) -> dict[str, float] | None:
     """pass@k over (agent, dataset, task) groups, with the unbiased estimator."""
-    groups: dict[tuple[str, str, str], list[RolloutResult]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}  # [trials, passed] per group
     for r in results:
-        groups.setdefault((r.agent_name, r.dataset_name, r.task_name), []).append(r)
-    n_max = max((len(g) for g in groups.values()), default=0)
+        counts = groups.setdefault((r.agent_name, r.dataset_name, r.task_name), [0, 0])
+        counts[0] += 1
+        counts[1] += r.passed
+    n_max = max((n for n, _c in groups.values()), default=0)
     if n_max <= 1:
         return None
     out = {}
     for k in range(1, n_max + 1):
         scores = []
-        for group in groups.values():
-            n, c = len(group), sum(r.passed for r in group)
+        for n, c in groups.values():
             if n >= k:
                 scores.append(1.0 - comb(n - c, k) / comb(n, k))
         if scores:

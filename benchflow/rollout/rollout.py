@@ -64,6 +64,8 @@ from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
 
+_GIT_HEAD_MAX_AGE_SEC = 60.0
+"""How long one `git rev-parse HEAD` of a task folder serves rollouts of that task."""
 _CLEANUP_TIMEOUT_SEC = 60.0
 
 
@@ -127,8 +129,9 @@ class Rollout:
     async def setup(self) -> None:
         """Load the task, desugar scenes, resolve agents, and describe the sandbox. No container yet."""
         config = self.config
-        self.paths.mkdirs()
-        write_json_atomic(self.paths.config, redacted_config_json(config))
+        # file creation off the event loop: on a busy disk it takes a millisecond or more,
+        # times hundreds of rollouts in flight
+        await anyio.to_thread.run_sync(self._write_config, redacted_config_json(config))
         if self.task is None:
             self.task = load_task(config.task_path)
         resolved = resolve_task_env(self.task)  # ${VAR} in env tables, from the host
@@ -136,7 +139,10 @@ class Rollout:
         self._mcp_servers, mcp_secrets = resolve_mcp_servers(config.mcp_servers)
         self._secrets = resolved.secrets | mcp_secrets
         mask_in_rollout_log(self._secrets)
-        self.result.task_git_commit_id = task.git_commit_id()
+        # `git rev-parse` off the event loop, once a minute per task folder however many
+        # rollouts of the task start together
+        self.result.task_git_commit_id = await anyio.to_thread.run_sync(
+            task.git_commit_id, _GIT_HEAD_MAX_AGE_SEC)
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_name,
@@ -248,7 +254,8 @@ class Rollout:
         if self.network is not None:  # the policy holds from the first agent step on
             await self.network.isolate(self.ctx.sandbox)
         self._emit(RolloutEventKind.AGENT_START)
-        self.ctx.trajectory = self._open_trajectory()
+        with anyio.CancelScope(shield=True):  # a cancellation must not drop the open file
+            self.ctx.trajectory = await anyio.to_thread.run_sync(self._open_trajectory)
         await self.skills.stage(self.ctx)
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
@@ -389,7 +396,7 @@ class Rollout:
 
     async def run(self) -> RolloutResult:
         """Run every phase; never raises for a rollout failure (it is in `result.error`)."""
-        self.paths.mkdirs()
+        self.paths.mkdirs()  # not in a thread: a cancellation here would skip result.json
         with rollout_log(self.paths.log, self.rollout_name):
             return await self._run()
 
@@ -436,7 +443,8 @@ class Rollout:
             if self.ctx is not None and self.ctx.trajectory is not None:
                 self.ctx.trajectory.close()
             self.clock.end()
-            self._write_result()
+            with anyio.CancelScope(shield=True):  # written even when cancelled
+                await anyio.to_thread.run_sync(self._write_result)
             log.info("rollout ends: reward %s, error %s", self.result.reward,
                      self.result.error.type if self.result.error else None)
             self._emit(RolloutEventKind.END)
@@ -463,6 +471,10 @@ class Rollout:
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
             run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         return TrajectoryWriter(self.paths.trajectory, header)
+
+    def _write_config(self, config_json: str) -> None:
+        self.paths.mkdirs()
+        write_json_atomic(self.paths.config, config_json)
 
     def _write_result(self) -> None:
         if self.paths.trajectory.exists():

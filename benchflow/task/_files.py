@@ -6,6 +6,8 @@ import hashlib
 import os
 import re
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from benchflow.errors import TaskInvalidError
@@ -80,8 +82,33 @@ def content_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def git_commit_id(folder: Path) -> str | None:
-    """HEAD of the git repository containing `folder`, or None (no git, no repo, any failure)."""
+_git_heads: dict[str, tuple[float, str | None]] = {}
+_git_locks: dict[str, threading.Lock] = {}
+_git_locks_lock = threading.Lock()
+
+
+def git_commit_id(folder: Path, max_age_sec: float = 0.0) -> str | None:
+    """HEAD of the git repository containing `folder`, or None (no git, no repo, any failure).
+
+    With `max_age_sec` > 0 an answer looked up for the same folder less than that long ago
+    is reused, and concurrent callers for one folder wait for a single `git` process:
+    hundreds of rollouts of one task starting at once run git once, not hundreds of times.
+    """
+    if max_age_sec <= 0:
+        return _rev_parse_head(folder)
+    key = str(folder)
+    with _git_locks_lock:
+        lock = _git_locks.setdefault(key, threading.Lock())
+    with lock:
+        hit = _git_heads.get(key)
+        if hit is not None and time.monotonic() - hit[0] < max_age_sec:
+            return hit[1]
+        commit = _rev_parse_head(folder)
+        _git_heads[key] = (time.monotonic(), commit)
+        return commit
+
+
+def _rev_parse_head(folder: Path) -> str | None:
     try:
         proc = subprocess.run(
             ["git", "-C", str(folder), "rev-parse", "HEAD"],

@@ -109,9 +109,14 @@ class Task:
         """The file the config was read from (`task.md` or `task.toml`)."""
         return self.path / _CONFIG_FILE[self.layout]
 
-    def git_commit_id(self) -> str | None:
-        """HEAD of the git repository containing the task folder, or None. Never raises."""
-        return _files.git_commit_id(self.path)
+    def git_commit_id(self, max_age_sec: float = 0.0) -> str | None:
+        """HEAD of the git repository containing the task folder, or None. Never raises.
+
+        `max_age_sec` > 0 reuses an answer for this folder at most that old (one `git`
+        process for many rollouts of the task starting together). Blocks on a subprocess:
+        from async code, call it in a worker thread.
+        """
+        return _files.git_commit_id(self.path, max_age_sec)
 
     def content_hash(self) -> str:
         """sha256 over every file of the task folder (relative path + bytes, sorted)."""

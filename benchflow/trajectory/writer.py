@@ -1,8 +1,11 @@
 """The streaming trajectory writer: one file, opened once, appended and flushed per event.
 
-A killed run leaves a valid prefix (at most the line in flight is lost, and the
-reader skips a torn last line). Nothing is kept in memory but the next sequence
-number, so a rollout streaming millions of updates stays flat.
+A killed run leaves a valid prefix (at most the lines not yet flushed are lost, and
+the reader skips a torn last line). Nothing is kept in memory but the next sequence
+number and an OS-sized write buffer, so a rollout streaming millions of updates stays
+flat. The ACP recorder writes a burst of updates unflushed and flushes once the burst
+is drained (`write(..., flush=False)`, then `flush()`): one system call per read of
+the agent's output rather than one per update.
 """
 
 from __future__ import annotations
@@ -60,11 +63,30 @@ class TrajectoryWriter:
         self._seq += 1
         return seq
 
-    def write(self, event: Event) -> None:
-        """Append one event and flush it to the OS.
+    def stamp(self, tool_call_id: str | None = None) -> dict[str, Any]:
+        """The fields `write()` would add to a new event: the trace id and current span
+        (a tool call's events: the tool call's own span) and `context`.
+
+        Build an event with them (`event_from_update(..., **writer.stamp(id))`) and
+        `write()` has nothing to add, so it does not copy the event.
+        """
+        stamp: dict[str, Any] = {}
+        if self.trace_id is not None:
+            stamp["trace_id"] = self.trace_id
+            stamp["span_id"] = (tool_call_span_id(self.trace_id, tool_call_id)
+                                if tool_call_id else self.span_id)
+        for key, value in self.context.items():
+            if value is not None:
+                stamp[key] = value
+        return stamp
+
+    def write(self, event: Event, *, flush: bool = True) -> None:
+        """Append one event; with `flush` (the default) hand it, and any unflushed
+        events before it, to the OS before returning.
 
         Events without trace ids get the rollout's trace id and the current span
-        (a tool call's events: the tool call's own span).
+        (a tool call's events: the tool call's own span), and fields of `context`
+        they lack (see `stamp()`).
         """
         stamp: dict[str, Any] = {}
         if self.trace_id is not None and event.trace_id is None:
@@ -76,13 +98,18 @@ class TrajectoryWriter:
         for key, value in self.context.items():
             if value is not None and getattr(event, key) is None:
                 stamp[key] = value
-        if stamp:  # one copy per event (the recorder's hot path)
+        if stamp:
             event = event.model_copy(update=stamp)
-        self._write_line(event.model_dump_json(exclude_none=True).encode())
+        self._write_line(event.model_dump_json(exclude_none=True).encode(), flush)
         self.n_events += 1
         if isinstance(event, UserMessageEvent) and event.update is None:
             self.place = {"scene": event.scene, "role": event.role, "turn": event.turn,
                           "round": event.round}
+
+    def flush(self) -> None:
+        """Hand events written with `flush=False` to the OS (no-op when closed)."""
+        if self._file is not None:
+            self._file.flush()
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.
@@ -98,11 +125,12 @@ class TrajectoryWriter:
         self.write(event)
         return event
 
-    def _write_line(self, data: bytes) -> None:
+    def _write_line(self, data: bytes, flush: bool = True) -> None:
         if self._file is None:
             raise ValueError(f"trajectory writer for {self.path} is closed")
         self._file.write(data + b"\n")
-        self._file.flush()
+        if flush:
+            self._file.flush()
 
     @property
     def closed(self) -> bool:

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
 from benchflow.errors import VerifierFailed, VerifierTimeout
 from benchflow.sandbox.base import ExecResult, Sandbox
 from benchflow.verify.rewards import read_rewards
@@ -68,9 +70,7 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
     result = await sandbox.exec(["sh", "-c", launch, script, logs_mode],
                                 user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "stdout.txt").write_bytes(result.stdout)
-    (out_dir / "stderr.txt").write_bytes(result.stderr)
+    await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,
                               f"test.sh exceeded verifier timeout of {run.timeout_sec:g} s")
@@ -78,6 +78,12 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         raise VerifierFailed(f"test.sh exited with code {result.exit_code} (any reward file is "
                              f"ignored); output tail:\n{result.text(1500)}")
     return result
+
+
+def _keep_output(out_dir: Path, result: ExecResult) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "stdout.txt").write_bytes(result.stdout)
+    (out_dir / "stderr.txt").write_bytes(result.stderr)
 
 
 async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:

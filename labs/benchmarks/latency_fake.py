@@ -6,7 +6,9 @@ exec, upload and download one 50 ms round trip. Files live in a dict (the verifi
 test.sh "writes" reward 1). `open_process` plays an in-memory ACP agent that answers the
 handshake and streams `updates` session/update notifications per prompt (message chunks
 and tool calls) over `turn_sec` seconds, in reads of 20 lines as a socket delivers them,
-so benchflow's real ACP client, recorder and trajectory writer do their full work. `BenchAcpDriver` connects to it with the real `AcpSession`.
+so benchflow's real ACP client, recorder and trajectory writer do their full work (the
+agent's own side is cheap: a turn's update lines are encoded once and replayed, while
+benchflow parses every line it receives). `BenchAcpDriver` connects to it with the real `AcpSession`.
 
 No container, socket or subprocess is involved: what the benchmark measures is benchflow.
 """
@@ -131,8 +133,7 @@ class InMemoryAgent:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        replies = [json.dumps(r).encode() + b"\n"
-                                   for r in _answer(json.loads(line), updates)]
+                        replies = _encoded_answer(json.loads(line), updates)
                         # as a socket delivers them: reads of many lines each, spread
                         # over the turn as a model streams (the last one is the answer)
                         chunks = range(0, len(replies), CHUNK_LINES)
@@ -148,6 +149,23 @@ class InMemoryAgent:
             stdout.close()
             self._err_send.close()
             self._exited.set()
+
+
+_ENCODED_UPDATES: dict[tuple[str, int], list[bytes]] = {}
+"""A turn's update lines, encoded once per (session, count): the benchmark measures
+benchflow's side (which parses every line), not the fake agent's JSON encoding."""
+
+
+def _encoded_answer(message: dict[str, Any], updates: int) -> list[bytes]:
+    """`_answer` as wire lines; a prompt's updates come from `_ENCODED_UPDATES`."""
+    if message.get("method") != "session/prompt" or "id" not in message:
+        return [json.dumps(r).encode() + b"\n" for r in _answer(message, updates)]
+    key = (message["params"]["sessionId"], updates)
+    if key not in _ENCODED_UPDATES:
+        _ENCODED_UPDATES[key] = [json.dumps(_update(key[0], i)).encode() + b"\n"
+                                 for i in range(updates)]
+    answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"stopReason": "end_turn"}}
+    return [*_ENCODED_UPDATES[key], json.dumps(answer).encode() + b"\n"]
 
 
 def _answer(message: dict[str, Any], updates: int) -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ updates per turn over 2 s (`--turn-sec 0`: all at once, the worst case). Nothing
 - peak RSS per in-flight rollout (target <= 2 MB): (peak RSS - RSS before) / C;
 - event-loop lag p99 (target <= 100 ms): a task sleeping 10 ms, how late it wakes;
 - open file descriptors at the peak and after the job (no leak: back to the start);
-- wall time against the ideal: the simulated latency of one rollout x ceil(N / C).
+- wall time against the ideal: the simulated latency of one rollout x ceil(N / C);
+- garbage collection: full (generation 2) collections and their longest pause, which
+  grows with the objects of every rollout in flight and shows up in the lag's tail.
 
     python labs/benchmarks/scale.py [--concurrency 100 500] [--per-slot 2] [--updates 200]
                                     [--turn-sec 2]
@@ -55,6 +57,29 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+class GcPauses:
+    """Full garbage collections during the run: how many, and the longest pause."""
+
+    def __init__(self) -> None:
+        self.full = 0
+        self.longest = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif info["generation"] == 2:
+            self.full += 1
+            self.longest = max(self.longest, time.perf_counter() - self._started)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
 class Sampler:
     """Event-loop lag, RSS and fds, sampled every 10 ms while the job runs."""
 
@@ -90,15 +115,16 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
     console = Console(file=open(os.devnull, "w"), force_terminal=True, width=120)
     metrics = [MetricConfig(type="mean"), MetricConfig(type="sum")]
     started, cpu0 = time.perf_counter(), time.process_time()
-    async with anyio.create_task_group() as agents:
-        LatencyProvider.tg = agents
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sampler.run)
-            with MetricsProgress(console, n, f"scale {concurrency}", metrics) as progress:
-                job = Job(f"scale-{concurrency}", jobs_dir, trials, concurrency=concurrency,
-                          listener=progress)
-                result = await job.run()
-            tg.cancel_scope.cancel()
+    with GcPauses() as pauses:
+        async with anyio.create_task_group() as agents:
+            LatencyProvider.tg = agents
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sampler.run)
+                with MetricsProgress(console, n, f"scale {concurrency}", metrics) as progress:
+                    job = Job(f"scale-{concurrency}", jobs_dir, trials,
+                              concurrency=concurrency, listener=progress)
+                    result = await job.run()
+                tg.cancel_scope.cancel()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
     console.file.close()
     gc.collect()
@@ -114,6 +140,7 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
         "fds_before": fds0, "fds_peak": sampler.peak_fds, "fds_after": open_fds(),
         "wall_s": wall, "ideal_s": ideal, "per_rollout_latency_s": per_rollout,
         "cpu_ms_per_rollout": cpu / n * 1000,
+        "gc_full": pauses.full, "gc_longest_ms": pauses.longest * 1000,
     }
 
 
@@ -138,6 +165,8 @@ def main(concurrencies: list[int], per_slot: int, updates: int, turn_sec: float)
                   f"({r['wall_s'] / r['ideal_s']:.2f}x; one rollout waits "
                   f"{r['per_rollout_latency_s']:.2f} s on the backend)")
             print(f"  orchestrator CPU: {r['cpu_ms_per_rollout']:.1f} ms per rollout")
+            print(f"  garbage collection: {r['gc_full']} full collections, longest pause "
+                  f"{r['gc_longest_ms']:.0f} ms")
 
 
 if __name__ == "__main__":

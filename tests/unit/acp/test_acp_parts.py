@@ -162,6 +162,33 @@ def _update(session_id: str, text: str) -> dict[str, Any]:
 
 
 @pytest.mark.anyio
+async def test_a_burst_of_updates_is_on_disk_before_the_transport_waits_for_more(
+    tmp_path: Path,
+) -> None:
+    writer = TrajectoryWriter(tmp_path / "t.jsonl")
+    recorder = UpdateRecorder(writer, scene="main", role="coder")
+    recorder.add_session("s1")
+    burst = b"".join(json.dumps(_update("s1", f"u{i}")).encode() + b"\n" for i in range(30))
+    seen_at_read: list[list[str]] = []
+
+    class _Watching(_Chunks):
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            seen_at_read.append([e.text for e in iter_events(writer.path)])  # type: ignore[union-attr]
+            return await super().receive(max_bytes)
+
+    process = _FakeProcess([])
+    process.stdout = _Watching([burst, burst[:10]])  # the second read: a partial line
+    transport = ProcessTransport(process, on_receive=recorder.on_receive,  # type: ignore[arg-type]
+                                 on_drained=recorder.flush)
+    assert await _drain(transport) == []  # updates are recorded, not handed to the SDK
+    texts = [f"u{i}" for i in range(30)]
+    # before each read, everything read before it is in the file (flushed once per burst)
+    assert seen_at_read == [[], texts, texts]
+    assert writer.n_events == 30
+    writer.close()
+
+
+@pytest.mark.anyio
 async def test_recorder_buffers_updates_for_unknown_sessions(tmp_path: Path) -> None:
     writer = TrajectoryWriter(tmp_path / "t.jsonl")
     recorder = UpdateRecorder(writer, scene="main", role="coder")
@@ -170,6 +197,7 @@ async def test_recorder_buffers_updates_for_unknown_sessions(tmp_path: Path) -> 
     recorder.on_receive(_update("other", "stray"))  # a session that never becomes known
     recorder.on_receive({"jsonrpc": "2.0", "id": 3, "result": {"sessionId": "s1"}})
     recorder.on_receive(_update("s1", "late"))
+    recorder.flush()  # what the transport does once it has handled what it read
     assert [e.text for e in iter_events(writer.path)] == ["early", "late"]  # type: ignore[union-attr]
     recorder.flush_pending()
     writer.close()

@@ -127,3 +127,33 @@ def test_git_commit_id_without_git(native, monkeypatch: pytest.MonkeyPatch) -> N
     task = load_task(native("no-git"))
     monkeypatch.setenv("PATH", "/nonexistent")
     assert task.git_commit_id() is None
+
+
+def test_git_commit_id_cached_per_folder_when_asked(native, monkeypatch: pytest.MonkeyPatch
+                                                    ) -> None:
+    import threading
+
+    from benchflow.task import _files
+
+    calls: list[list[str]] = []
+
+    def fake_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout=f"{len(calls):040x}\n", stderr="")
+
+    monkeypatch.setattr(_files.subprocess, "run", fake_run)
+    monkeypatch.setattr(_files, "_git_heads", {})
+    task = load_task(native("cached-git"))
+    assert task.git_commit_id() == f"{1:040x}"  # no max age: always asks git
+    assert task.git_commit_id() == f"{2:040x}"
+    heads: list[str | None] = []
+    threads = [threading.Thread(target=lambda: heads.append(task.git_commit_id(60.0)))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert heads == [f"{3:040x}"] * 8 and len(calls) == 3  # one git for eight callers
+    (key, (at, head)), = _files._git_heads.items()
+    _files._git_heads[key] = (at - 61.0, head)  # looked up over a minute ago: stale
+    assert task.git_commit_id(60.0) == f"{4:040x}"

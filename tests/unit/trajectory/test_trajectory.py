@@ -315,3 +315,39 @@ def test_writer_stamps_trace_and_span_ids(tmp_path: Path) -> None:
     tool_span = tool_call_span_id(ids.trace_id, "c1")
     assert [e["span_id"] for e in events] == [ids.span_id, tool_span, tool_span,
                                                "00000000000000aa"]
+
+
+@pytest.mark.parametrize("update", [
+    _msg("hi"),
+    {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "ls", "status": "pending"},
+    {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"},
+    {"sessionUpdate": "tool_call_update", "toolCallId": "", "status": "failed"},
+    {"sessionUpdate": "agent_message_chunk", "toolCallId": "x", "content": {"type": "text"}},
+])
+def test_an_event_built_with_the_stamp_is_written_as_the_writer_would_stamp_it(
+    tmp_path: Path, update: dict[str, Any]
+) -> None:
+    from benchflow.telemetry.ids import TraceIds
+
+    ids = TraceIds.new("run_x")
+    header = TrajectoryHeader(trace_id=ids.trace_id, span_id=ids.span_id)
+    lines = []
+    for name, stamped in (("plain", False), ("stamped", True)):
+        path = tmp_path / f"{name}.jsonl"
+        with TrajectoryWriter(path, header) as writer:
+            writer.span_id = "00000000000000aa"
+            writer.context.update(skills=["pdf"], task_step=None)
+            tool_call_id = update.get("toolCallId") if "tool_call" in update["sessionUpdate"] else None
+            stamp = writer.stamp(tool_call_id) if stamped else {}
+            writer.write(event_from_update(update, seq=writer.next_seq(), ts=TS, role="coder",
+                                           **stamp), flush=False)
+            writer.flush()
+            lines.append(path.read_text().splitlines()[1])  # flushed: visible before close
+    assert lines[0] == lines[1]
+    event = json.loads(lines[1])
+    assert (event["trace_id"], event["skills"]) == (ids.trace_id, ["pdf"])
+    assert "task_step" not in event
+    if update.get("toolCallId") and "tool_call" in update["sessionUpdate"]:
+        assert event["span_id"] not in (ids.span_id, "00000000000000aa")  # the tool call's own
+    else:
+        assert event["span_id"] == "00000000000000aa"
