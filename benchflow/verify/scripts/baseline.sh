@@ -178,7 +178,12 @@ for dir in $safe_path; do
 done
 IFS=$old_ifs
 set +f
-printf '%s\n' pytest _pytest py pluggy iniconfig sitecustomize usercustomize \
+# The test runner and what it imports at startup (pytest's dependencies, the import hooks of
+# uv- and virtualenv-made environments): a new workspace module with one of these names
+# would run inside the verifier when the workspace is on PYTHONPATH, even in an environment
+# uvx builds at verify time.
+printf '%s\n' pytest _pytest py pluggy iniconfig packaging pygments exceptiongroup tomli \
+    colorama _virtualenv _distutils_hack sitecustomize usercustomize \
     benchflow_verifier_plugins > "$base/modules"
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"
