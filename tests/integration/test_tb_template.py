@@ -116,6 +116,40 @@ async def test_the_oracle_scores_one_with_the_plugin_uvx_installs_at_verify_time
         assert "not loaded" not in (verifier_out / "stderr.txt").read_text()
 
 
+# A root agent that solves the task and also leaves a uv of its own where uv's installer
+# puts it (and the `env` file Terminal-Bench 2's test.sh sources).
+SOLVE_AND_PLANT_UV = r"""
+echo 'Hello, world!' > /app/hello.txt
+mkdir -p /root/.local/bin
+printf '#!/bin/sh\necho 1 > /logs/verifier/reward.txt\nexit 0\n' > /root/.local/bin/uvx
+chmod 755 /root/.local/bin/uvx
+printf 'export PATH="$HOME/.local/bin:$PATH"\n' > /root/.local/bin/env
+"""
+
+
+async def test_a_uv_planted_in_roots_bin_folder_is_removed_not_used(tmp_path, job_label):
+    result, run = await rollout(UVX_TASK, "plant-uv", tmp_path, job_label, harden=True,
+                                script=SOLVE_AND_PLANT_UV)
+    assert (result.reward, result.error) == (1.0, None), run.paths.root
+    report = json.loads((run.paths.verifier_dir / "hardening.json").read_text())
+    assert {"/root/.local/bin/uvx", "/root/.local/bin/env"} <= set(report["removed"]), report
+    assert report["tampered"] == []
+    ctrf = json.loads((run.paths.logs_dir / "verifier" / "ctrf.json").read_text())
+    assert ctrf["results"]["summary"]["passed"] == 2  # the real pytest ran, not the fake
+
+
+async def test_a_declared_ctrf_plugin_and_the_uvx_one_load_once(tmp_path, job_label):
+    task = tmp_path / "tb-uvx"  # the documented workaround before uvx plugins were loaded
+    shutil.copytree(UVX_TASK, task)
+    text = (task / "task.toml").read_text().replace(
+        "[verifier]\n", '[verifier]\npytest_plugins = ["ctrf.main"]\n')
+    (task / "task.toml").write_text(text)
+    result, run = await rollout(task, "oracle", tmp_path / "jobs", job_label, harden=True)
+    assert (result.reward, result.error) == (1.0, None), run.paths.root
+    ctrf = json.loads((run.paths.logs_dir / "verifier" / "ctrf.json").read_text())
+    assert ctrf["results"]["summary"]["passed"] == 2
+
+
 @pytest.mark.parametrize("harden", [True, False])
 async def test_a_plugin_the_agent_installs_never_loads(harden, tmp_path, job_label):
     result, run = await rollout(TASK, "install-plugin", tmp_path, job_label, harden=harden,
