@@ -3,7 +3,9 @@
 Every exploit runs as a real rollout with hardening on and must score 0 or fail closed as
 `verifier_tampered`; the oracle must still score 1.0 hardened (no false positives). A few
 strong exploits also run with hardening off and must score 1.0, so the exploits are
-known to be real. The full matrix (both tasks, both modes) is the lab's command.
+known to be real. The pytest-plugin attacks also run on `tb-ctrf` (the plugin in the
+image) and the attacks on tools installed at verify time on `tb-uvx` (uvx installs pytest and
+the plugin), both modes. The full matrix (every task, both modes) is the lab's command.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 async def matrix(job_label: str, tmp_path_factory: pytest.TempPathFactory
                  ) -> AsyncIterator[object]:
-    """The reduced matrix, run once for the module (about 35 rollouts, 4 at a time)."""
+    """The reduced matrix, run once for the module (about 60 rollouts, 4 at a time)."""
     specs = lab.reduced_specs(EXPLOITS, TASK)
     result = await lab.run_matrix(specs, exploits=EXPLOITS, jobs_dir=tmp_path_factory.mktemp("rhm"),
                                   job_name=job_label, concurrency=4)
