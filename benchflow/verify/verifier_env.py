@@ -34,8 +34,6 @@ FIXED_KEYS = frozenset({
     "PATH", "PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
     "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "PYTHONSTARTUP", "LD_PRELOAD", "LD_AUDIT",
     "BASH_ENV", "ENV", "HOME",
-    "UV_NO_CONFIG", "UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR",
-    "PIP_CONFIG_FILE", "PIP_CACHE_DIR",
 })
 """Variables `verifier_env()` sets; a task's own value for one of them is ignored."""
 
@@ -45,7 +43,10 @@ def tool_env(tools_dir: str = VERIFIER_TOOLS_DIR) -> dict[str, str]:
     `pip.conf` the agent planted could name another index, wheels or cache), and every cache,
     tool environment and managed Python is built anew under `tools_dir`, a folder only
     root can write that `seal()` recreates before test.sh. So `uvx` installs from the
-    package index (through the image's CA variables, which stay as they are)."""
+    package index (through the image's CA variables, which stay as they are). A task's own
+    `[verifier.env]` value for one of these wins (the agent cannot edit the task): e.g.
+    `UV_CACHE_DIR` for a cache the image filled for offline verification; plugins installed
+    outside `tools_dir` are then loaded only when the task declares them."""
     return {
         "UV_NO_CONFIG": "1",
         "UV_CACHE_DIR": f"{tools_dir}/uv-cache",
@@ -88,7 +89,8 @@ def verifier_env(*, workspace: str | None, verifier_dir: str, task_env: Mapping[
     the baseline wrote and PYTEST_ADDOPTS loads the loader, which imports exactly the
     image's plugins from the site folder they were recorded in, and the `pytest11` plugins
     of distributions found on `sys.path` inside `VERIFIER_TOOLS_DIR` (what `uvx -w ...`
-    installed there during this verification). uv and pip get `tool_env()`. With
+    installed there during this verification). uv and pip get `tool_env()`, under the
+    task's own values. With
     `config.fixed_verifier_env` off, `task_env` is returned as is.
     """
     env = dict(task_env)
@@ -122,6 +124,5 @@ def verifier_env(*, workspace: str | None, verifier_dir: str, task_env: Mapping[
         "BASH_ENV": "",
         "ENV": "",
         "HOME": "/root",
-        **tool_env(),
     }
-    return {**env, **fixed}
+    return {**tool_env(), **env, **fixed}
