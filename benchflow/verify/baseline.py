@@ -31,6 +31,13 @@ of the image's pytest plugins it loads (checked against the baseline's sha256 su
 
 PLUGIN_LOADER = "benchflow_verifier_plugins"
 
+VERIFIER_TOOLS_DIR = "/var/lib/benchflow-tools"
+"""Where uv and pip build the verifier's tools during a verification (`tool_env()`):
+`seal()` deletes and recreates it root-owned (0755) after the agent's processes are gone,
+right before test.sh, so everything in it was installed from the package index by the
+verifier itself. The loader trusts the `pytest11` plugins of distributions installed
+there (the same path is written in benchflow_verifier_plugins.py)."""
+
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 

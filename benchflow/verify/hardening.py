@@ -30,7 +30,7 @@ from benchflow.errors import VerifierTampered
 from benchflow.sandbox.base import Sandbox
 from benchflow.task.models import HardeningConfig
 from benchflow.verify._scripts import run_script
-from benchflow.verify.baseline import Baseline, take_baseline
+from benchflow.verify.baseline import VERIFIER_TOOLS_DIR, Baseline, take_baseline
 from benchflow.verify.rewards import read_rewards
 from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, run_test_script
 from benchflow.verify.verifier_env import verifier_env
@@ -139,9 +139,10 @@ async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None
 
 async def seal(sandbox: Sandbox, verifier_mount: str, *, lock: bool) -> None:
     """After the verifier upload: make the folder root's; with `lock`, root-only (0700), and
-    /logs/verifier and /logs unwritable by anyone but root."""
+    /logs/verifier and /logs unwritable by anyone but root. Always recreates
+    `VERIFIER_TOOLS_DIR` empty and root-owned, for the tools test.sh installs with uv or pip."""
     await run_script(sandbox, "seal.sh", verifier_mount, VERIFIER_LOGS, "1" if lock else "0",
-                     timeout=60, parse=False)
+                     VERIFIER_TOOLS_DIR, timeout=60, parse=False)
 
 
 async def protect_paths(sandbox: Sandbox, paths: Sequence[str], agent_user: str | None = None

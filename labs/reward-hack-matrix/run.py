@@ -44,13 +44,21 @@ TASKS_DIR = HERE / "tasks"
 EXPLOITS_DIR = HERE / "exploits"
 RESULTS = HERE / "results.md"
 RESULTS_REDUCED = HERE / "results-reduced.md"
-TASKS = ("pytest-mean", "bash-summary", "tb-ctrf")
+TASKS = ("pytest-mean", "bash-summary", "tb-ctrf", "tb-uvx")
 REDUCED_TASK = "pytest-mean"
 PLUGIN_TASK = "tb-ctrf"
 """The Terminal-Bench-template target: pytest-json-ctrf installed in the image."""
 PLUGIN_EXPLOITS = ("pytest11-plugin-root", "pytest11-plugin", "edit-plugin-root",
-                   "shadow-plugin")
+                   "shadow-plugin", "shadow-pytest-dependency")
 """Attacks on pytest plugins; the reduced matrix also plays them on `PLUGIN_TASK`, both modes."""
+UVX_TASK = "tb-uvx"
+"""The Terminal-Bench 2 target: no pytest in the image; test.sh runs
+`uvx -w pytest-json-ctrf pytest --ctrf ...`, so the plugin is installed at verify time."""
+UVX_EXPLOITS = ("uv-config-root", "trojan-uvx", "trojans-usr-local-bin-root", "pytest11-plugin",
+                "shadow-plugin", "shadow-pytest-dependency")
+"""Attacks on the tools uvx installs at verify time (its configuration, the uvx binary, the
+plugin it installs, the packages pytest imports); the reduced matrix plays them on
+`UVX_TASK`, both modes."""
 ACP_EXPLOITS = ("conftest-collect", "sitecustomize", "trojan-timeout", "edit-tests")
 """Agent-user exploits also played by the scripted ACP agent (shell action, `agent` user)."""
 STRONG = ("conftest-collect", "trojan-pytest", "pth-atexit-root", "reward-daemon-root",
@@ -299,16 +307,19 @@ def full_specs(exploits: Iterable[Exploit], tasks: Sequence[str]) -> list[CellSp
 
 
 def reduced_specs(exploits: Iterable[Exploit], task: str = REDUCED_TASK,
-                  plugin_task: str | None = PLUGIN_TASK) -> list[CellSpec]:
+                  plugin_task: str | None = PLUGIN_TASK,
+                  uvx_task: str | None = UVX_TASK) -> list[CellSpec]:
     """CI: one task, the oracle and every exploit hardened, the strong ones also unhardened;
-    then the oracle and the plugin attacks on `plugin_task`, hardened and unhardened."""
+    then the oracle and the plugin attacks on `plugin_task`, and the oracle and the uvx
+    attacks on `uvx_task`, hardened and unhardened."""
     rows = [e.row for e in exploits]
     specs = [CellSpec("on", ORACLE, task), *(CellSpec("on", row, task) for row in rows)]
     specs += [CellSpec("off", row, task) for row in rows if row in STRONG]
-    if plugin_task and plugin_task != task:
-        plugin_rows = [row for row in rows if row in PLUGIN_EXPLOITS]
-        specs.append(CellSpec("on", ORACLE, plugin_task))
-        specs += [CellSpec(mode, row, plugin_task) for mode in MODES for row in plugin_rows]
+    for extra, attacks in ((plugin_task, PLUGIN_EXPLOITS), (uvx_task, UVX_EXPLOITS)):
+        if extra and extra != task:
+            extra_rows = [row for row in rows if row in attacks]
+            specs.append(CellSpec("on", ORACLE, extra))
+            specs += [CellSpec(mode, row, extra) for mode in MODES for row in extra_rows]
     return specs
 
 

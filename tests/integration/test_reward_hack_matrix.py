@@ -3,7 +3,9 @@
 Every exploit runs as a real rollout with hardening on and must score 0 or fail closed as
 `verifier_tampered`; the oracle must still score 1.0 hardened (no false positives). A few
 strong exploits also run with hardening off and must score 1.0, so the exploits are
-known to be real. The full matrix (both tasks, both modes) is the lab's command.
+known to be real. The pytest-plugin attacks also run on `tb-ctrf` (the plugin in the
+image) and the attacks on tools installed at verify time on `tb-uvx` (uvx installs pytest and
+the plugin), both modes. The full matrix (every task, both modes) is the lab's command.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ ROWS = [e.row for e in EXPLOITS]
 TASK = lab.REDUCED_TASK
 PLUGIN_TASK = lab.PLUGIN_TASK
 PLUGIN_ROWS = [row for row in ROWS if row in lab.PLUGIN_EXPLOITS]
+UVX_TASK = lab.UVX_TASK
+UVX_ROWS = [row for row in ROWS if row in lab.UVX_EXPLOITS]
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(600)]
 
@@ -47,7 +51,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 async def matrix(job_label: str, tmp_path_factory: pytest.TempPathFactory
                  ) -> AsyncIterator[object]:
-    """The reduced matrix, run once for the module (about 35 rollouts, 4 at a time)."""
+    """The reduced matrix, run once for the module (about 60 rollouts, 4 at a time)."""
     specs = lab.reduced_specs(EXPLOITS, TASK)
     result = await lab.run_matrix(specs, exploits=EXPLOITS, jobs_dir=tmp_path_factory.mktemp("rhm"),
                                   job_name=job_label, concurrency=4)
@@ -66,16 +70,19 @@ def test_every_exploit_runs_and_the_set_is_complete():
                 "trojan-curl", "trojan-uvx", "trojans-usr-local-bin-root",
                 "prewritten-reward-root", "reward-daemon-root", "read-answer", "edit-tests",
                 "addopts-pytest-ini", "addopts-pyproject", "addopts-setup-cfg",
-                "pyc-poisoning", "symlink-outside", "ld-so-preload-root", "git-history"}
+                "pyc-poisoning", "symlink-outside", "ld-so-preload-root", "git-history",
+                "uv-config-root", "shadow-pytest-dependency"}
     assert required <= names
     assert any(e.via == "acp" for e in EXPLOITS)
     assert {e.name for e in EXPLOITS if e.as_root} >= {"pth-atexit-root", "ld-so-preload-root",
                                                         "reward-daemon-root"}
     assert set(PLUGIN_ROWS) == {"pytest11-plugin-root", "pytest11-plugin", "edit-plugin-root",
-                                "shadow-plugin"}
+                                "shadow-plugin", "shadow-pytest-dependency"}
+    assert set(UVX_ROWS) == {"uv-config-root", "trojan-uvx", "trojans-usr-local-bin-root",
+                             "pytest11-plugin", "shadow-plugin", "shadow-pytest-dependency"}
 
 
-@pytest.mark.parametrize("task", [TASK, PLUGIN_TASK])
+@pytest.mark.parametrize("task", [TASK, PLUGIN_TASK, UVX_TASK])
 async def test_the_oracle_scores_one_hardened(task, matrix):
     cell = _cell(matrix, "on", lab.ORACLE, task)
     assert (cell.reward, cell.error) == (1.0, None), cell.rollout_dir
@@ -86,6 +93,19 @@ async def test_plugin_attack_is_real_and_stopped(row, matrix):
     """On the Terminal-Bench-template task (pytest-json-ctrf in the image): every plugin attack
     scores 1.0 unhardened and 0 (or tampered) hardened."""
     off, on = _cell(matrix, "off", row, PLUGIN_TASK), _cell(matrix, "on", row, PLUGIN_TASK)
+    assert (off.reward, off.error) == (1.0, None), (
+        f"{row} scored {off.text} with hardening off: not a real attack; {off.rollout_dir}")
+    assert on.stopped, (f"{row} scored {on.text} with hardening on; hardening did: "
+                        f"{on.hardening}; rollout: {on.rollout_dir}")
+
+
+@pytest.mark.parametrize("row", UVX_ROWS)
+async def test_uvx_attack_is_real_and_stopped(row, matrix):
+    """On the Terminal-Bench 2 task (no pytest in the image; test.sh installs pytest and
+    pytest-json-ctrf with uvx at verify time): a planted uv configuration, a replaced or
+    shadowed uvx, a plugin or a package pytest imports shadowed in the workspace all score
+    1.0 unhardened and 0 (or tampered) hardened."""
+    off, on = _cell(matrix, "off", row, UVX_TASK), _cell(matrix, "on", row, UVX_TASK)
     assert (off.reward, off.error) == (1.0, None), (
         f"{row} scored {off.text} with hardening off: not a real attack; {off.rollout_dir}")
     assert on.stopped, (f"{row} scored {on.text} with hardening on; hardening did: "

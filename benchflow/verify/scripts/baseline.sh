@@ -9,7 +9,7 @@
 #   ws.tar     a copy of those files, to restore them from
 #   ws.top     the names directly under WORKSPACE
 #   sys.tree   Python library folders, /etc/python3*, /etc/ld.so.conf.d (watched recursively)
-#   sys.flat   PATH folders (their direct entries are watched)
+#   sys.flat   PATH folders, /root/.local/bin and /root/.cargo/bin (their direct entries are watched)
 #   sys.self   PATH entries as written, /etc/ld.so.preload, /etc/ld.so.conf
 #   sys.sig    signatures of every watched system entry
 #   modules    module names a new file must not shadow; plugins: dists with pytest11 plugins
@@ -143,6 +143,14 @@ for p in $path_of_image; do
     fi
 done
 IFS=$old_ifs
+# root's own bin folders, where uv's installer puts uv, uvx and the `env` file that
+# Terminal-Bench 2's test.sh sources (`source $HOME/.local/bin/env`, HOME=/root when the
+# verifier runs): watched like PATH folders even when absent, so that a uv, uvx or env a
+# root agent plants there is removed and a changed one is tampering.
+for p in /root/.local/bin /root/.cargo/bin; do
+    if resolve "$p"; then p=$resolved; fi
+    printf '%s\n' "$p" >> "$base/sys.flat"
+done
 safe_pythonpath=
 : > "$base/sys.tree"
 IFS=:
@@ -170,7 +178,12 @@ for dir in $safe_path; do
 done
 IFS=$old_ifs
 set +f
-printf '%s\n' pytest _pytest py pluggy iniconfig sitecustomize usercustomize \
+# The test runner and what it imports at startup (pytest's dependencies, the import hooks of
+# uv- and virtualenv-made environments): a new workspace module with one of these names
+# would run inside the verifier when the workspace is on PYTHONPATH, even in an environment
+# uvx builds at verify time.
+printf '%s\n' pytest _pytest py pluggy iniconfig packaging pygments exceptiongroup tomli \
+    colorama _virtualenv _distutils_hack sitecustomize usercustomize \
     benchflow_verifier_plugins > "$base/modules"
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"

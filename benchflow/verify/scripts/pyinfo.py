@@ -20,8 +20,10 @@ import pkgutil
 import site
 import sys
 
-TOOLS = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "sitecustomize", "usercustomize",
-         "benchflow_verifier_plugins")
+TOOLS = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments",
+         "exceptiongroup", "tomli", "colorama", "_virtualenv", "_distutils_hack", "sitecustomize",
+         "usercustomize", "benchflow_verifier_plugins")
+"""The test runner and what it imports at startup (also in an environment uvx builds)."""
 MAX_FILES = 5000
 
 

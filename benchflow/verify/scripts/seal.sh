@@ -1,5 +1,5 @@
 #!/bin/sh
-# seal.sh MOUNT LOGS LOCK: after the verifier upload, make the verifier folder root's
+# seal.sh MOUNT LOGS LOCK TOOLS: after the verifier upload, make the verifier folder root's
 # (common.sh is prepended). /logs/verifier itself is emptied and recreated by the exec that
 # starts test.sh (runner.run_test_script), so nothing can be planted between the two.
 #   MOUNT  the verifier folder; always chowned to root (an upload keeps the host's uid,
@@ -7,14 +7,17 @@
 #   LOGS   /logs/verifier
 #   LOCK   1: MOUNT becomes root-only (0700), LOGS root's, and LOGS's parent unwritable by
 #          others, so that nobody but root can replace LOGS
+#   TOOLS  where uv and pip build the verifier's tools (verifier_env.tool_env): deleted and
+#          recreated empty, root-owned 0755, whatever was there (only root can write it)
 # Exit codes: benchflow/sandbox/exit_codes.py.
 set -eu
 
-if [ $# -ne 3 ]; then exit 64; fi  # USAGE
+if [ $# -ne 4 ]; then exit 64; fi  # USAGE
 mount=$1
 logs=$2
 lock=$3
-for p in "$mount" "$logs"; do
+tools=$4
+for p in "$mount" "$logs" "$tools"; do
     case $p in
         /?*) ;;
         *) exit 64 ;;  # USAGE
@@ -33,3 +36,8 @@ if [ "$lock" = 1 ]; then
     chown 0:0 -- "$logs" "${parent:-/}"
     chmod go-w -- "$logs" "${parent:-/}"
 fi
+
+rm -rf -- "$tools"
+mkdir -p -- "$tools"
+chown 0:0 -- "$tools"
+chmod 0755 -- "$tools"

@@ -15,7 +15,14 @@ from benchflow.errors import VerifierError, VerifierTampered
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
 from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.task.models import HardeningConfig
-from benchflow.verify.baseline import DEFAULT_PATH, Baseline, take_baseline
+from benchflow.verify.baseline import (
+    DEFAULT_PATH,
+    PLUGIN_LOADER,
+    PLUGIN_LOADER_DIR,
+    VERIFIER_TOOLS_DIR,
+    Baseline,
+    take_baseline,
+)
 from benchflow.verify.hardening import harden, protect_paths
 from benchflow.verify.verifier_env import FIXED_KEYS, pytest_addopts, verifier_env
 
@@ -152,20 +159,36 @@ def env(**kw) -> dict[str, str]:
 def test_fixed_env_pins_every_hijackable_variable():
     result = env(pytest_plugins=["xdist", "pytest_json_ctrf"])
     assert set(FIXED_KEYS) <= set(result)
-    assert result["PATH"] == "/usr/bin:/bin" and result["PYTHONPATH"] == "/app"
+    assert result["PATH"] == "/usr/bin:/bin"
+    assert result["PYTHONPATH"] == f"{PLUGIN_LOADER_DIR}:/app"
     assert result["HOME"] == "/root" and result["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert result["LD_PRELOAD"] == "" and result["PYTHONSTARTUP"] == ""
     assert result["PYTHONDONTWRITEBYTECODE"] == "1" and result["PYTHONNOUSERSITE"] == "1"
     assert shlex.split(result["PYTEST_ADDOPTS"]) == [
         "-c", "/dev/null", "--confcutdir=/tests", "--rootdir=/app", "-p", "no:cacheprovider",
-        "-p", "xdist", "-p", "pytest_json_ctrf"]
+        "-p", PLUGIN_LOADER, "-p", "xdist", "-p", "pytest_json_ctrf"]
+
+
+def test_uv_and_pip_read_no_config_and_build_in_the_fresh_tools_folder():
+    result = env()
+    assert result["UV_NO_CONFIG"] == "1" and result["PIP_CONFIG_FILE"] == "/dev/null"
+    for key in ("UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR", "PIP_CACHE_DIR"):
+        assert result[key].startswith(VERIFIER_TOOLS_DIR + "/"), key
+    assert len({result[k] for k in ("UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR",
+                                     "PIP_CACHE_DIR")}) == 4
+    # The task (never the agent) may choose its own, e.g. a cache its image filled.
+    own = env(task_env={"UV_CACHE_DIR": "/opt/uv-cache"})
+    assert own["UV_CACHE_DIR"] == "/opt/uv-cache" and own["UV_NO_CONFIG"] == "1"
+    # The CA variables the sandbox set stay as they are: uv reads SSL_CERT_FILE.
+    ca = {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"}
+    assert env(task_env=ca)["SSL_CERT_FILE"] == ca["SSL_CERT_FILE"]
 
 
 def test_task_variables_stay_but_cannot_override_fixed_ones():
     result = env(task_env={"FOO": "1", "PATH": "/home/agent/bin:/usr/bin", "HOME": "/tmp",
                            "PYTHONPATH": "/app/src:/home/agent/lib"})
     assert result["FOO"] == "1" and result["PATH"] == "/usr/bin:/bin" and result["HOME"] == "/root"
-    assert result["PYTHONPATH"] == "/app:/app/src"
+    assert result["PYTHONPATH"] == f"{PLUGIN_LOADER_DIR}:/app:/app/src"
 
 
 def test_without_a_baseline_the_default_path_is_used():

@@ -72,7 +72,7 @@ def test_values_travel_as_arguments_never_as_code():
 @needs_root
 @pytest.mark.parametrize("name", ["baseline.sh", "seal.sh", "protect.sh"])
 def test_relative_paths_are_usage_errors(name):
-    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1"],
+    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1", "/tools"],
             "protect.sh": ["relative"]}[name]
     assert run(name, *args).returncode == ExitCode.USAGE
     assert run("protect.sh", "/").returncode == ExitCode.USAGE
@@ -150,10 +150,17 @@ def test_seal_makes_the_verifier_root_only(tmp_path):
     os.chown(mount / "test.sh", 1000, 1000)
     os.chmod(mount, 0o777)
     logs = tmp_path / "logs" / "verifier"
-    assert run("seal.sh", str(mount), str(logs), "1").returncode == 0
+    tools = tmp_path / "tools"  # what the agent left there is gone; a fresh, root-only folder
+    (tools / "uv-cache").mkdir(parents=True)
+    (tools / "uv-cache" / "planted.whl").write_text("evil")
+    os.chown(tools, 1000, 1000)
+    os.chmod(tools, 0o777)
+    assert run("seal.sh", str(mount), str(logs), "1", str(tools)).returncode == 0
     assert (mount / "test.sh").stat().st_uid == 0
     assert stat.S_IMODE(mount.stat().st_mode) == 0o700
     assert logs.is_dir() and not logs.stat().st_mode & 0o022
+    assert list(tools.iterdir()) == [] and tools.stat().st_uid == 0
+    assert stat.S_IMODE(tools.stat().st_mode) == 0o755
 
 
 def json_helper(function: str, *args: str) -> str:

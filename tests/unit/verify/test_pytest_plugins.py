@@ -18,7 +18,7 @@ import pytest
 
 from benchflow.task.models import HardeningConfig
 from benchflow.verify._scripts import resource_text
-from benchflow.verify.baseline import PLUGIN_LOADER, PLUGIN_LOADER_DIR, Baseline
+from benchflow.verify.baseline import PLUGIN_LOADER, PLUGIN_LOADER_DIR, VERIFIER_TOOLS_DIR, Baseline
 from benchflow.verify.verifier_env import verifier_env
 
 
@@ -107,16 +107,76 @@ def test_the_loader_without_a_list_loads_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("plugins", [(), ("ctrf.main",)])
-def test_the_verifier_env_loads_the_loader_only_when_the_image_has_plugins(plugins):
+def test_the_verifier_env_always_loads_the_loader_with_a_baseline(plugins):
+    """With no image plugin, the loader still runs: uvx may install one at verify time."""
     baseline = Baseline(workspace="/app", digest="d" * 64, path="/usr/bin:/bin",
                         pythonpath="/app", pytest_plugins=plugins)
     env = verifier_env(workspace="/app", verifier_dir="/tests", task_env={},
                        pytest_plugins=["xdist"], config=HardeningConfig(), baseline=baseline)
     args = shlex.split(env["PYTEST_ADDOPTS"])
     assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
-    if plugins:
-        assert args[-4:] == ["-p", PLUGIN_LOADER, "-p", "xdist"]
-        assert env["PYTHONPATH"] == f"{PLUGIN_LOADER_DIR}:/app"
-    else:
-        assert PLUGIN_LOADER not in args and args[-2:] == ["-p", "xdist"]
-        assert env["PYTHONPATH"] == "/app"
+    assert args[-4:] == ["-p", PLUGIN_LOADER, "-p", "xdist"]
+    assert env["PYTHONPATH"] == f"{PLUGIN_LOADER_DIR}:/app"
+
+
+def test_without_a_baseline_there_is_no_loader():
+    env = verifier_env(workspace="/app", verifier_dir="/tests", task_env={},
+                       pytest_plugins=["xdist"], config=HardeningConfig(), baseline=None)
+    args = shlex.split(env["PYTEST_ADDOPTS"])
+    assert PLUGIN_LOADER not in args and args[-2:] == ["-p", "xdist"]
+    assert PLUGIN_LOADER_DIR not in env["PYTHONPATH"]
+
+# -- plugins installed at verify time (uvx -w pytest-json-ctrf ...) ------------------------
+
+
+def tools_site(tools: Path) -> Path:
+    """A uv-built environment's site folder under the verifier's tools folder."""
+    site = tools / "uv-cache" / "archive-v0" / "abc" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    return site
+
+
+def reload_with_tools(loader: ModuleType, tools: Path, *, safe: bool = True) -> list[str]:
+    loader.TOOLS = str(tools)
+    if safe:  # tmp_path sits under the world-writable /tmp; in the sandbox it is root's 0755
+        loader._safe = lambda path: True
+    return loader._allowed()
+
+
+def test_the_loader_trusts_plugins_installed_into_the_tools_folder(tmp_path, monkeypatch):
+    tools = tmp_path / "tools"
+    site = tools_site(tools)
+    make_dist(site, "pytest_json_ctrf", "ctrf_mod")
+    other = tmp_path / "elsewhere"  # the same kind of dist outside the tools folder
+    other.mkdir()
+    make_dist(other, "evilplug", "evil_mod")
+    monkeypatch.setattr(sys, "path", [str(other), str(site), *sys.path])
+    loader = load_loader(tmp_path / "loader", [])
+    assert reload_with_tools(loader, tools) == ["ctrf_mod"]
+
+
+def test_a_tools_plugin_shadowed_outside_the_tools_folder_is_refused(tmp_path, monkeypatch,
+                                                                    capsys):
+    tools, ws = tmp_path / "tools", tmp_path / "ws"
+    site = tools_site(tools)
+    make_dist(site, "pytest_json_ctrf", "ctrf_mod")
+    ws.mkdir()
+    (ws / "ctrf_mod.py").write_text("FAKE = 1\n")  # the agent's module, earlier on sys.path
+    monkeypatch.setattr(sys, "path", [str(ws), str(site), *sys.path])
+    loader = load_loader(tmp_path / "loader", [])
+    assert reload_with_tools(loader, tools) == []
+    assert f"ctrf_mod not loaded: found at {ws}/ctrf_mod.py" in capsys.readouterr().err
+
+
+def test_a_tools_folder_others_can_write_is_not_trusted(tmp_path, monkeypatch):
+    tools = tmp_path / "tools"  # under /tmp (sticky, world-writable): never trusted
+    site = tools_site(tools)
+    make_dist(site, "pytest_json_ctrf", "ctrf_mod")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    loader = load_loader(tmp_path / "loader", [])
+    assert reload_with_tools(loader, tools, safe=False) == []
+
+
+def test_the_loader_and_benchflow_name_the_same_tools_folder(tmp_path):
+    loader = load_loader(tmp_path / "loader", [])
+    assert loader.TOOLS == VERIFIER_TOOLS_DIR

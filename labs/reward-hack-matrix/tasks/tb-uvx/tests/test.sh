@@ -1,0 +1,13 @@
+#!/bin/bash
+# Terminal-Bench 2's verifier line: pytest and its ctrf plugin come from uvx at verify time
+# (Terminal-Bench also passes `-p 3.13`, which downloads a Python; none is reachable here).
+if ! command -v uvx >/dev/null 2>&1; then
+    curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
+    source "$HOME/.local/bin/env"
+fi
+uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA
+if [ $? -eq 0 ]; then
+    echo 1 > /logs/verifier/reward.txt
+else
+    echo 0 > /logs/verifier/reward.txt
+fi
