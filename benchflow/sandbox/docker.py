@@ -38,6 +38,7 @@ from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.docker_errors import is_transient
+from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
@@ -51,7 +52,6 @@ LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 
 _SCRIPTS = Path(__file__).parent / "scripts"
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
-_TIMEOUT_EXIT_CODES = (124, 137)
 _docker_limiter = anyio.CapacityLimiter(32)
 _build_locks: dict[str, anyio.Lock] = {}
 _known_images: set[str] = set()  # tags seen locally in this process: skip the inspect call
@@ -306,7 +306,7 @@ class DockerSandbox:
                                workdir=cwd, environment={**self._ca_env, **(env or {})}))["Id"]
         stdout, stderr = await docker_call(api.exec_start, exec_id, demux=True)
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
-        timed_out = (timeout is not None and code in _TIMEOUT_EXIT_CODES
+        timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
         return ExecResult(code if code is not None else -1, stdout or b"", stderr or b"", timed_out)
 

@@ -31,4 +31,7 @@ class ExitCode(IntEnum):
     """The command was killed (SIGKILL), e.g. by `timeout -k` after the grace period."""
 
 
-__all__ = ["ExitCode"]
+TIMEOUT_EXIT_CODES = (ExitCode.TIMEOUT, ExitCode.KILLED)
+"""What a command `Sandbox.exec` ran under its deadline leaves when the deadline struck."""
+
+__all__ = ["ExitCode", "TIMEOUT_EXIT_CODES"]

@@ -12,6 +12,7 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Self
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -118,7 +119,48 @@ class _SendStream(ByteSendStream):
         await self.send_eof()
 
 
-class DockerProcess:
+class StreamedProcess:
+    """What every backend's `LiveProcess` shares: its three streams, the exit code once
+    known, `kill` through the backend's `killer` while it runs, and `async with` (closing at
+    the end). Subclasses set the attributes and implement `wait` and `aclose`."""
+
+    _stdin: ByteSendStream
+    _stdout: ByteReceiveStream
+    _stderr: ByteReceiveStream
+    _returncode: int | None
+    _killer: Callable[[], Awaitable[None]]
+
+    @property
+    def stdin(self) -> ByteSendStream:
+        return self._stdin
+
+    @property
+    def stdout(self) -> ByteReceiveStream:
+        return self._stdout
+
+    @property
+    def stderr(self) -> ByteReceiveStream:
+        return self._stderr
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    async def kill(self) -> None:
+        if self._returncode is None:
+            await self._killer()
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class DockerProcess(StreamedProcess):
     """`LiveProcess` over a Docker exec: stdin, demultiplexed stdout/stderr, exit code, kill."""
 
     def __init__(
@@ -139,22 +181,6 @@ class DockerProcess:
         self._killer = killer
         self._returncode: int | None = None
 
-    @property
-    def stdin(self) -> ByteSendStream:
-        return self._stdin
-
-    @property
-    def stdout(self) -> ByteReceiveStream:
-        return self._stdout
-
-    @property
-    def stderr(self) -> ByteReceiveStream:
-        return self._stderr
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
-
     async def wait(self) -> int:
         while self._returncode is None:
             code = await self._exit_code()
@@ -163,10 +189,6 @@ class DockerProcess:
                 break
             await anyio.sleep(0.05)
         return self._returncode
-
-    async def kill(self) -> None:
-        if self._returncode is None:
-            await self._killer()
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -178,9 +200,3 @@ class DockerProcess:
             if close is not None:
                 close()
             self._sock.close()
-
-    async def __aenter__(self) -> DockerProcess:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

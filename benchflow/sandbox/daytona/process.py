@@ -34,6 +34,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from benchflow.errors import SandboxError, SandboxExecError
 from benchflow.sandbox.daytona.errors import map_daytona_errors
+from benchflow.sandbox.process import StreamedProcess
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class _Input(ByteSendStream):
         self._closed = True
 
 
-class DaytonaProcess:
+class DaytonaProcess(StreamedProcess):
     """`LiveProcess` over one Daytona session command (`process` is `sandbox.process`);
     `kill` runs `killer`, which signals the process group inside the sandbox."""
 
@@ -141,22 +142,6 @@ class DaytonaProcess:
         self._pump_done = anyio.Event()
         self._pump = asyncio.get_running_loop().create_task(
             self._run_pump(), name=f"daytona-logs-{command_id}")
-
-    @property
-    def stdin(self) -> ByteSendStream:
-        return self._stdin
-
-    @property
-    def stdout(self) -> ByteReceiveStream:
-        return self._stdout
-
-    @property
-    def stderr(self) -> ByteReceiveStream:
-        return self._stderr
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
 
     async def _send_input(self, data: str) -> None:
         await self._process.send_session_command_input(self._session_id, self._command_id, data)
@@ -253,10 +238,6 @@ class DaytonaProcess:
             delay = min(delay * 2, 1.0)
         return code
 
-    async def kill(self) -> None:
-        if self._returncode is None:
-            await self._killer()
-
     async def aclose(self) -> None:
         if self._closed:
             return
@@ -276,12 +257,6 @@ class DaytonaProcess:
                 log.info("could not delete daytona session %s: %s", self._session_id, exc)
             await self._stdout.aclose()
             await self._stderr.aclose()
-
-    async def __aenter__(self) -> DaytonaProcess:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 __all__ = ["DaytonaProcess"]

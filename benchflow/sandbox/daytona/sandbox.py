@@ -34,13 +34,14 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import archive, certs, images, ledger
+from benchflow.sandbox.allowlist import split_hosts
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.daytona.config import DaytonaConfig
 from benchflow.sandbox.daytona.errors import map_daytona_errors
 from benchflow.sandbox.daytona.process import DaytonaProcess
-from benchflow.sandbox.labels import LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
+from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.limits import ProviderLimits, limits_for
-from benchflow.sandbox.allowlist import split_hosts
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,6 @@ log = logging.getLogger(__name__)
 CAPABILITIES = SandboxCapabilities(live_processes=True, root_exec=True, gpus=False,
                                    snapshots=False, egress_allowlist=True,
                                    network_policies=frozenset({"public", "none", "model-only"}))
-_TIMEOUT_EXIT_CODES = (124, 137)
-LABEL_CREATE = "benchflow.create"
-"""A token unique to one create request: finds what an ambiguous create made."""
 _SCRIPTS = Path(__file__).parents[1] / "scripts"
 _KILL_SCRIPT = (_SCRIPTS / "kill_process.sh").read_text()
 _LAUNCH_SCRIPT = (_SCRIPTS / "session_launch.sh").read_text()
@@ -298,7 +296,7 @@ class DaytonaSandbox:
             rc_text = (await box.fs.download_file(f"{out}.rc") or b"-1").decode().strip()
             await box.process.exec(f"rm -f {out}.out {out}.err {out}.rc")
         code = int(rc_text) if rc_text.lstrip("-").isdigit() else -1
-        timed_out = (timeout is not None and code in _TIMEOUT_EXIT_CODES
+        timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and anyio.current_time() - started >= timeout * 0.99)
         return ExecResult(code, stdout, stderr, timed_out)
 

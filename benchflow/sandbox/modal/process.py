@@ -18,6 +18,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from benchflow.errors import SandboxError
 from benchflow.sandbox.modal.errors import map_modal_errors, transient_classes
+from benchflow.sandbox.process import StreamedProcess
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class _Input(ByteSendStream):
             pass
 
 
-class ModalProcess:
+class ModalProcess(StreamedProcess):
     """`LiveProcess` over a Modal `ContainerProcess`; `kill` runs `killer` (which signals the
     process group inside the sandbox: Modal has no kill call for an exec)."""
 
@@ -122,31 +123,11 @@ class ModalProcess:
         self._returncode: int | None = None
         self._closed = False
 
-    @property
-    def stdin(self) -> ByteSendStream:
-        return self._stdin
-
-    @property
-    def stdout(self) -> ByteReceiveStream:
-        return self._stdout
-
-    @property
-    def stderr(self) -> ByteReceiveStream:
-        return self._stderr
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
-
     async def wait(self) -> int:
         if self._returncode is None:
             with map_modal_errors():
                 self._returncode = int(await self._process.wait.aio())
         return self._returncode
-
-    async def kill(self) -> None:
-        if self._returncode is None:
-            await self._killer()
 
     async def aclose(self) -> None:
         if self._closed:
@@ -160,12 +141,6 @@ class ModalProcess:
             await self._stdin.aclose()
             await self._stdout.aclose()
             await self._stderr.aclose()
-
-    async def __aenter__(self) -> ModalProcess:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 __all__ = ["ModalProcess"]

@@ -37,8 +37,9 @@ from benchflow.errors import (
 )
 from benchflow.sandbox import archive, certs, images, ledger
 from benchflow.sandbox.allowlist import split_hosts
+from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
-from benchflow.sandbox.labels import LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.limits import ProviderLimits, limits_for
 from benchflow.sandbox.modal.config import ModalConfig
 from benchflow.sandbox.modal.errors import map_modal_errors
@@ -51,9 +52,6 @@ log = logging.getLogger(__name__)
 CAPABILITIES = SandboxCapabilities(live_processes=True, root_exec=True, gpus=True,
                                    snapshots=True, egress_allowlist=True,
                                    network_policies=frozenset({"public", "none", "model-only"}))
-LABEL_CREATE = "benchflow.create"
-"""A tag unique to one create request: finds what an ambiguous create made."""
-_TIMEOUT_EXIT_CODES = (124, 137)
 _KILL_SCRIPT = (Path(__file__).parents[1] / "scripts" / "kill_process.sh").read_text()
 _images: dict[tuple[str, str], Any] = {}
 """(sdk module, content key) -> modal.Image, hydrated by the first sandbox that used it."""
@@ -309,7 +307,7 @@ class ModalSandbox:
                 tg.start_soon(drain, proc.stderr, err)
                 code = int(await proc.wait.aio())
         timed_out = timeout is not None and (code == -1 or (
-            code in _TIMEOUT_EXIT_CODES and anyio.current_time() - started >= timeout * 0.99))
+            code in TIMEOUT_EXIT_CODES and anyio.current_time() - started >= timeout * 0.99))
         return ExecResult(code, bytes(out), bytes(err), timed_out)
 
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
