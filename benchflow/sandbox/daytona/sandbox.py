@@ -6,10 +6,13 @@ task's `docker_image`) with the spec's resources, the job/rollout labels and
 `auto_stop_interval`/`auto_delete_interval` as a backstop against leaks. Commands go
 through `process.exec` with stdout/stderr redirected to files that are then downloaded,
 so output stays binary-safe. Live processes (ACP agents) are session commands
-(`DaytonaProcess`). Daytona's exceptions are mapped in `map_daytona_errors`.
+(`DaytonaProcess`). Network `none` is `network_block_all`; `model-only` is an allow list
+holding the model endpoint's host (`network_allow_list` / `domain_allow_list`), set at
+create or later through `update_network_settings`. Daytona's exceptions are mapped in
+`map_daytona_errors`.
 
 Not implemented yet (and so not claimed in `CAPABILITIES`): snapshots of a running
-sandbox, the `model-only` network policy, GPUs.
+sandbox, GPUs.
 """
 
 from __future__ import annotations
