@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
@@ -13,6 +13,7 @@ from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
 from benchflow.sandbox.base import SYSTEM_PATH
+from benchflow.sandbox.spec import SpecTree
 from benchflow.steps import Step
 
 if TYPE_CHECKING:
@@ -45,6 +46,25 @@ class NopAgent:
     async def connect(self, ctx: AgentContext, role: Role, scene: str
                       ) -> AsyncIterator[AgentConnection]:
         yield _NopConnection()
+
+
+def solution_tree(task: Task, drivers: Collection[object]) -> SpecTree | None:
+    """The task's solution as a tree the sandbox's start places (its one initial upload)
+    at /oracle, with /solution a link to it and the same owner and modes as
+    `place_solution` gives, or None where it must be placed at install as before: a
+    multi-step task (a solution per step), or a rollout with any agent but the built-in
+    ones (an agent's install must not see the solution, nor the agent image cache keep it)."""
+    if (task.solution_dir is None or task.steps
+            or not any(isinstance(d, OracleAgent) for d in drivers)
+            or not all(isinstance(d, (OracleAgent, NopAgent)) for d in drivers)):
+        return None
+    return SpecTree(src=task.solution_dir, dst=ORACLE_DIR, link=SOLUTION_DIR,
+                    root_only=not task.config.agent.user)
+
+
+def solution_placed(ctx: AgentContext, tree: SpecTree) -> None:
+    """Record that the sandbox's start placed `tree` (from `solution_tree`)."""
+    ctx.extras["oracle:placed"] = tree.src
 
 
 async def place_solution(ctx: AgentContext) -> None:

@@ -15,6 +15,7 @@ from datetime import datetime
 import anyio
 
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
+from benchflow.agents.builtin import solution_placed, solution_tree
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
@@ -48,7 +49,7 @@ from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
-from benchflow.sandbox.spec import SandboxSpec
+from benchflow.sandbox.spec import SandboxSpec, SpecTree
 from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar, session_groups
 from benchflow.task import Task, load_task
@@ -110,6 +111,7 @@ class Rollout:
         self._logs_collected = False
         self._started = False
         self._agent_image: AgentImagePlan | None = None
+        self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
         self._mcp_servers: list[McpServer] = []
@@ -158,6 +160,8 @@ class Rollout:
                         for scene in config.scenes for role in scene.roles}
         settings = get_settings()
         sandbox_cfg = task.config.sandbox
+        # the oracle's solution in the start's one upload, when only built-in agents run
+        self._solution_tree = solution_tree(task, list(self.drivers.values()))
         spec = SandboxSpec(
             name=task.path.name,
             environment_dir=task.environment_dir if task.dockerfile else None,
@@ -171,6 +175,7 @@ class Rollout:
             workdir=sandbox_cfg.workdir,
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
             files={config.instruction_path: task.instruction.encode()},
+            trees=(self._solution_tree,) if self._solution_tree else (),
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
@@ -204,6 +209,8 @@ class Rollout:
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
         )
+        if self._solution_tree is not None:
+            solution_placed(self.ctx, self._solution_tree)
 
     async def install_agent(self) -> None:
         """Install each distinct agent once; cache registered agents as an image layer.

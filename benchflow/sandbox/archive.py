@@ -6,16 +6,23 @@ import io
 import logging
 import tarfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchflow.sandbox.spec import SpecTree
 
 log = logging.getLogger(__name__)
 
 
-def tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:
-    """A tar of `{path: (data, mode)}`; a path ending in "/" is a directory."""
+def tar_bytes(files: Mapping[str, tuple[bytes, int]], trees: Sequence[SpecTree] = ()) -> bytes:
+    """A tar of `{path: (data, mode)}` (a path ending in "/" is a directory), then `trees`
+    (see `add_tree`)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        for tree in trees:
+            add_tree(tar, tree)
         for name, (data, mode) in files.items():
             info = tarfile.TarInfo(name.strip("/"))
             info.mode, info.mtime = mode, int(time.time())
@@ -26,6 +33,26 @@ def tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def add_tree(tar: tarfile.TarFile, tree: SpecTree) -> None:
+    """Add the host folder `tree.src` as `tree.dst` (modes and links as on the host, as
+    `tar_path` does); `root_only`: uid/gid 0 and no group/other permission bits; `link`:
+    a symbolic link to `dst`."""
+
+    def member(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        if tree.root_only:
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mode &= ~0o077
+        return info
+
+    tar.add(tree.src, arcname=tree.dst.strip("/"), filter=member)
+    if tree.link is not None:
+        info = tarfile.TarInfo(tree.link.strip("/"))
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, tree.dst, 0o777
+        info.mtime = int(time.time())
+        tar.addfile(info)
 
 
 def tar_path(src: Path, arcname: str) -> bytes:
@@ -54,4 +81,4 @@ def extract(chunks: Iterator[bytes], src: str, dst: Path) -> None:
 
 
 
-__all__ = ["extract", "tar_bytes", "tar_path"]
+__all__ = ["add_tree", "extract", "tar_bytes", "tar_path"]

@@ -214,7 +214,8 @@ class DockerSandbox:
             raise _classify_start(exc) from exc
 
     async def _init_container(self) -> None:
-        """Log folders, the kill helper and CA certificates: one upload, an exec only if needed."""
+        """Log folders, the kill helper, CA certificates and the spec's files and trees: one
+        upload, an exec only if needed."""
         files: dict[str, tuple[bytes, int]] = {
             "/logs/agent/": (b"", 0o777),
             "/logs/verifier/": (b"", 0o700),  # the agent must not read or plant verifier output
@@ -226,7 +227,9 @@ class DockerSandbox:
         if install_ca:
             for fname, data in certs.ca_files(self._pems).items():
                 files[f"{certs.CA_DIR}/{fname}"] = (data, 0o755 if fname.endswith(".sh") else 0o644)
-        await self._put_archive("/", _tar_bytes(files))
+        trees = self.spec.trees  # host folders: read off the event loop
+        await self._put_archive("/", await anyio.to_thread.run_sync(_tar_bytes, files, trees)
+                                if trees else _tar_bytes(files))
         steps = []
         if self.spec.workdir:  # mkdir only: an existing workdir keeps its owner and mode
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")

@@ -16,6 +16,18 @@ interface but loopback) or `model-only` (an internal network where only the mode
 answers; see `benchflow.sandbox.network`)."""
 
 
+class SpecTree(FrozenModel):
+    """A host folder `start` places at `dst` with the spec's files, as `upload(src, dst)`
+    would (file modes and symbolic links kept): one upload at start instead of its own."""
+
+    src: Path
+    dst: str = Field(description="absolute path of the folder inside the sandbox")
+    root_only: bool = Field(default=False, description="owned by root (uid and gid 0) and "
+                            "unreadable by every other user (mode bits go-rwx cleared)")
+    link: str | None = Field(default=None, description="an absolute path made a symbolic "
+                             "link to `dst`")
+
+
 class SandboxSpec(FrozenModel):
     """Everything a backend needs to start one rollout's sandbox.
 
@@ -53,3 +65,5 @@ class SandboxSpec(FrozenModel):
                                     "content (mode 0644) placed by `start`, before anything "
                                     "runs in the sandbox (in the same upload as the backend's "
                                     "own files where it can: one round trip less)")
+    trees: tuple[SpecTree, ...] = Field(default=(), description="host folders placed by "
+                                        "`start`, with `files`")

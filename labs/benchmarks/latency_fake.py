@@ -228,6 +228,8 @@ class LatencySandbox:
         await Latency.wait(CREATE_SEC)
         self._id = f"fake-{id(self):x}"
         self.files.update(self.spec.files)
+        for tree in self.spec.trees:
+            self._place(tree.src, tree.dst)
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None
@@ -239,6 +241,9 @@ class LatencySandbox:
 
     async def upload(self, src: Path, dst: str) -> None:
         await Latency.wait(RTT_SEC)
+        self._place(src, dst)
+
+    def _place(self, src: Path, dst: str) -> None:
         for path in Path(src).rglob("*"):
             if path.is_file():
                 self.files[f"{dst}/{path.relative_to(src).as_posix()}"] = path.read_bytes()

@@ -6,6 +6,7 @@ test (`needs_live`); every backend here has them all.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from benchflow.sandbox.base import LiveProcess, Sandbox
 from benchflow.sandbox.factory import create_sandbox
-from benchflow.sandbox.spec import SandboxSpec
+from benchflow.sandbox.spec import SandboxSpec, SpecTree
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -175,6 +176,38 @@ async def test_spec_files_are_placed_by_start(tmp_path, job_label, backend):
         assert (await box.exec(["cat", "/tmp/instruction.md"])).stdout == b"do the thing\n"
         listing = await box.exec(["stat", "-c", "%a", "/opt/nested/dir/f.txt"])
         assert listing.stdout.strip() == b"644"
+    finally:
+        await box.stop()
+
+
+async def test_spec_trees_are_placed_by_start_with_modes_owner_and_links(tmp_path, job_label,
+                                                                          backend):
+    env_dir, tree = tmp_path / "e", tmp_path / "tree"
+    env_dir.mkdir()
+    (env_dir / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    (tree / "sub").mkdir(parents=True)
+    (tree / "run.sh").write_text("echo hi\n")
+    (tree / "run.sh").chmod(0o755)
+    (tree / "sub" / "f.txt").write_text("f\n")
+    (tree / "sub" / "f.txt").chmod(0o644)
+    (tree / "to-f").symlink_to("sub/f.txt")
+    box = make_box(backend, SandboxSpec(
+        name="contract", environment_dir=env_dir, labels={"benchflow.job": job_label},
+        trees=(SpecTree(src=tree, dst="/opt/private", root_only=True, link="/opt/alias"),
+               SpecTree(src=tree, dst="/opt/shared"))))
+    await box.start()
+    try:
+        stat = await box.exec(["stat", "-c", "%n %u %a %F", "/opt/private", "/opt/private/run.sh",
+                               "/opt/private/sub/f.txt", "/opt/shared/run.sh",
+                               "/opt/shared/sub/f.txt"])
+        assert stat.stdout.decode().splitlines() == [
+            "/opt/private 0 700 directory", "/opt/private/run.sh 0 700 regular file",
+            "/opt/private/sub/f.txt 0 600 regular file",
+            f"/opt/shared/run.sh {os.getuid()} 755 regular file",
+            f"/opt/shared/sub/f.txt {os.getuid()} 644 regular file"]
+        links = await box.exec(["readlink", "/opt/alias", "/opt/private/to-f", "/opt/shared/to-f"])
+        assert links.stdout.decode().split() == ["/opt/private", "sub/f.txt", "sub/f.txt"]
+        assert (await box.exec(["cat", "/opt/alias/to-f"])).stdout == b"f\n"
     finally:
         await box.stop()
 

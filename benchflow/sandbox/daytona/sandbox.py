@@ -197,6 +197,9 @@ class DaytonaSandbox:
             raise SandboxStartError(f"sandbox init failed: {result.text(2000)}")
         for path, data in self.spec.files.items():
             await self.upload_bytes(data, path)
+        if self.spec.trees:
+            await self._upload_tar(await anyio.to_thread.run_sync(
+                archive.tar_bytes, {}, self.spec.trees), "the spec's trees")
 
     async def stop(self, delete: bool = True) -> None:
         box, client = self._box, self._client
@@ -314,12 +317,15 @@ class DaytonaSandbox:
     async def upload(self, src: Path, dst: str) -> None:
         if not src.exists():
             raise SandboxExecError(f"upload source {src} does not exist")
-        data = await anyio.to_thread.run_sync(archive.tar_path, src, dst)
+        await self._upload_tar(await anyio.to_thread.run_sync(archive.tar_path, src, dst), dst)
+
+    async def _upload_tar(self, data: bytes, what: str) -> None:
+        """Unpack the tar `data` at / (as root: owners and modes as archived)."""
         tmp = f"/tmp/.benchflow/up-{secrets.token_hex(6)}.tar"
         await self.upload_bytes(data, tmp)
         result = await self.exec(["sh", "-c", f"tar -xf {tmp} -C / && rm -f {tmp}"], user="root")
         if not result.ok:
-            raise SandboxExecError(f"upload to {dst} failed: {result.text(2000)}")
+            raise SandboxExecError(f"upload to {what} failed: {result.text(2000)}")
 
     async def download(self, src: str, dst: Path) -> None:
         box = self._require()

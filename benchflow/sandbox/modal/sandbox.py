@@ -230,7 +230,7 @@ class ModalSandbox:
             sandbox_id=sandbox_id, create_token=token))
 
     async def _init(self) -> None:
-        """One upload (the CA certificates and the spec's files, as a tar) and one exec:
+        """One upload (the CA certificates and the spec's files and trees, as a tar) and one exec:
         benchflow's folders, the files unpacked, the CAs installed, the image's working dir."""
         steps = ["mkdir -p /logs/agent /logs/verifier /tmp/.benchflow",
                  "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow"]
@@ -239,10 +239,11 @@ class ModalSandbox:
         files = {f"{certs.CA_DIR}/{name}": (data, 0o755 if name.endswith(".sh") else 0o644)
                  for name, data in certs.ca_files(self._pems).items()} if self._pems else {}
         files.update({path: (data, 0o644) for path, data in self.spec.files.items()})
-        if files:
+        if files or self.spec.trees:
             bundle = f"/tmp/bf-init-{secrets.token_hex(4)}.tar"
+            data = await anyio.to_thread.run_sync(archive.tar_bytes, files, self.spec.trees)
             with map_modal_errors(SandboxStartError):
-                await self._box.filesystem.write_bytes.aio(archive.tar_bytes(files), bundle)
+                await self._box.filesystem.write_bytes.aio(data, bundle)
             steps.append(f"tar -xf {bundle} -C / && rm -f {bundle}")
         if self._pems:
             steps.append(f"sh {certs.INSTALL_SCRIPT}")
