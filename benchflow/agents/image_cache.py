@@ -70,6 +70,11 @@ def cache_tag(base_image_id: str, manifests: Sequence[AgentManifest], ca_digest:
 
 
 def _manifests(agent_names: Sequence[str]) -> list[AgentManifest]:
+    from benchflow.agents.registry import BUILTIN_AGENTS
+
+    agent_names = [n for n in agent_names if n not in BUILTIN_AGENTS]  # as get_driver does
+    if not agent_names:  # built-in agents only: no catalog to read
+        return []
     catalog = load_catalog()
     found: dict[str, AgentManifest] = {}
     for name in agent_names:

@@ -141,11 +141,13 @@ def _exit_now(exc: SystemExit) -> None:
     Freeing every module and object at exit costs ~150 ms after a run (pydantic schemas,
     the Docker SDK); the output is written by then. Exit handlers run first (logging
     flushes its files, temporary folders are removed), then the standard streams are
-    flushed. Returns (the caller re-raises) while a non-daemon thread still runs: the
-    interpreter then joins it as usual.
+    flushed. Returns (the caller re-raises) while a non-daemon thread still runs (the
+    interpreter then joins it as usual) or under a profiler or tracer (which write their
+    results after the program ends).
     """
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
-           if t is not threading.main_thread()):
+    if sys.getprofile() is not None or sys.gettrace() is not None or any(
+            t.is_alive() and not t.daemon for t in threading.enumerate()
+            if t is not threading.main_thread()):
         return
     code = exc.code
     if code is not None and not isinstance(code, int):

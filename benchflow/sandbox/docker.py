@@ -248,13 +248,13 @@ class DockerSandbox:
     async def stop(self, delete: bool = True) -> None:
         if self.container_id is None:
             return
-        container_id, client = self.container_id, docker_client()
-        try:
-            container = await docker_call(client.containers.get, container_id, error=SandboxTeardownError)
+        container_id, api = self.container_id, docker_client().api
+        try:  # by id: no lookup round trip first
             if delete:
-                await docker_call(container.remove, force=True, v=True, error=SandboxTeardownError)
+                await docker_call(api.remove_container, container_id, force=True, v=True,
+                                  error=SandboxTeardownError)
             else:
-                await docker_call(container.stop, timeout=5, error=SandboxTeardownError)
+                await docker_call(api.stop, container_id, timeout=5, error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if "No such container" not in str(exc) and "404" not in str(exc):
                 raise
@@ -377,10 +377,17 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
     return exc
 
 
+def _ping() -> None:
+    if docker_client.cache_info().currsize:  # made earlier: does the daemon still answer?
+        docker_client().ping()
+    else:  # making the client asks the daemon its API version: the same check
+        docker_client()
+
+
 async def preflight() -> None:
     """Check once per job that the daemon answers. Raises SandboxStartError saying what to do."""
     try:
-        await docker_call(lambda: docker_client().ping(), error=SandboxStartError)
+        await docker_call(_ping, error=SandboxStartError)
     except SandboxStartError as exc:
         raise SandboxStartError(
             f"no Docker daemon answers ({exc}). Start Docker, or run "
