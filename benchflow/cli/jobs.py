@@ -32,7 +32,6 @@ from benchflow.job.config import MetricConfig, load_job_config, with_absolute_pa
 from benchflow.job.job import Job
 from benchflow.job.metrics import RunningMetrics
 from benchflow.job.models import JobResult, aggregate
-from benchflow.job.resume import prepare_resume, previous_start
 from benchflow.rollout.events import combine
 from benchflow.telemetry import recorder
 from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished, start_new_job
@@ -88,6 +87,8 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
         spans = recorder(otel, config.name)  # also on with OTEL_EXPORTER_OTLP_ENDPOINT
         job = make_job(prepared, listener=combine(progress, spans))
         if resuming:
+            from benchflow.job.resume import previous_start
+
             job.started_at = previous_start(prepared.job_dir)
         if spans is not None:
             spans.run_id = job.run_id
@@ -185,6 +186,8 @@ def run_command(
 
 def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,
             n_concurrent: int | None) -> int:
+    from benchflow.job.resume import prepare_resume
+
     prepared = prepare_resume(job_dir, retry_errors=retry_errors, config_file=config_file,
                               n_concurrent_trials=n_concurrent)
     err_console.print(f"{len(prepared.finished)} trial(s) already finished; running "

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import RolloutResult
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 class JobProgress:
@@ -24,23 +27,34 @@ class JobProgress:
         self.errors = 0
         self.started = time.monotonic()
         self.live = console.is_terminal
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=console,
-            transient=False, disable=not self.live,
-        )
-        self.task_id = self.progress.add_task(title, total=total, stats=self._stats())
+        self.progress: Progress | None = None  # a bar on a terminal only; lines elsewhere
+        if self.live:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=console,
+                transient=False)
+            self.task_id = self.progress.add_task(title, total=total, stats=self._stats())
 
     def _stats(self) -> str:
         rate = f"{self.passed / self.done:.0%}" if self.done else "-"
         return f"pass {rate}  errors {self.errors}"
 
     def __enter__(self) -> JobProgress:
-        self.progress.start()
+        if self.progress is not None:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()
 
     def __call__(self, event: RolloutEvent) -> None:
         if event.kind is not RolloutEventKind.END or event.result is None:
@@ -49,8 +63,9 @@ class JobProgress:
         self.done += 1
         self.passed += result.passed
         self.errors += result.error is not None
-        self.progress.update(self.task_id, completed=self.done, stats=self._stats())
-        if not self.live:
+        if self.progress is not None:
+            self.progress.update(self.task_id, completed=self.done, stats=self._stats())
+        else:
             self.console.print(f"[{self.done}/{self.total}] {_line(result)}  "
                                f"({time.monotonic() - self.started:.1f}s)", highlight=False)
 

@@ -220,21 +220,23 @@ def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
              registry: str | None, qa: QaOptions) -> dict[str, Any]:
     """The job's one dataset: a task folder, a dataset folder, a QA dataset file, or
     NAME[@VERSION] of a registry (pulled into the cache first; a second run fetches nothing)."""
-    from benchflow.job.pull import looks_like_spec, parse_spec, pull, registry_ref
     from benchflow.task import is_task_dir, resolve_run_target
-    from benchflow.task.qa import is_qa_file
 
     limit = {} if max_tasks is None else {"max_tasks": max_tasks}
-    if is_qa_file(path):
-        return {"qa": Path(path).expanduser().resolve(), "metric": qa.metric,
-                "answer_pattern": qa.answer_pattern, "judge_model": qa.judge_model,
-                "tasks": task_filter, **limit}
-    if looks_like_spec(str(path)):
-        ref = registry_ref(registry)
-        pulled = pull(str(path), ref)
-        name, version = parse_spec(str(path))
-        return {"registry": ref.model_dump(mode="python", exclude_none=True), "name": name,
-                "version": version or pulled.version, "tasks": task_filter, **limit}
+    if not Path(path).expanduser().is_dir():  # a folder is neither a QA file nor NAME@VERSION
+        from benchflow.job.pull import looks_like_spec, parse_spec, pull, registry_ref
+        from benchflow.task.qa import is_qa_file
+
+        if is_qa_file(path):
+            return {"qa": Path(path).expanduser().resolve(), "metric": qa.metric,
+                    "answer_pattern": qa.answer_pattern, "judge_model": qa.judge_model,
+                    "tasks": task_filter, **limit}
+        if looks_like_spec(str(path)):
+            ref = registry_ref(registry)
+            pulled = pull(str(path), ref)
+            name, version = parse_spec(str(path))
+            return {"registry": ref.model_dump(mode="python", exclude_none=True), "name": name,
+                    "version": version or pulled.version, "tasks": task_filter, **limit}
     _, tasks = resolve_run_target(path, task_filter)
     if is_task_dir(path):
         return {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}

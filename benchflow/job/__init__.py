@@ -9,9 +9,18 @@ from benchflow.job.config import JobConfig, load_job_config, parse_job_config
 from benchflow.job.datasets import ResolvedDataset, TaskEntry, resolve_datasets
 from benchflow.job.job import Job, Trial
 from benchflow.job.models import Aggregates, JobResult, TrialRef, aggregate
-from benchflow.job.resume import prepare_resume
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.runner import PreparedJob, make_job, prepare_job, start_new_job
+
+
+
+def __getattr__(name: str) -> object:
+    if name == "prepare_resume":  # on demand: only `jobs resume` needs it
+        from benchflow.job.resume import prepare_resume
+
+        return prepare_resume
+    raise AttributeError(f"module 'benchflow.job' has no attribute {name!r}")
+
 
 __all__ = [
     "Aggregates",

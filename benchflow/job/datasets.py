@@ -14,12 +14,8 @@ from pathlib import Path
 
 from benchflow.errors import ConfigError, TaskInvalidError, TaskNotFoundError
 from benchflow.job.config import DatasetConfig, JobConfig, LocalDatasetConfig, QaDatasetConfig
-from benchflow.job.registry import RegistryTask, fetch_task, load_registry
 from benchflow.task import Task, load_dataset, load_task
 from benchflow.task._suggest import suggest
-from benchflow.task.qa import QaScoring, load_qa_items, select_items
-from benchflow.task.qa_tasks import qa_dataset_name, qa_task
-from benchflow.verify.answers import check_scoring
 
 
 @dataclass(frozen=True)
@@ -82,6 +78,8 @@ def _load(path: Path) -> tuple[Task | None, ConfigError | None]:
 
 def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> ResolvedDataset:
     assert not isinstance(spec, LocalDatasetConfig)
+    from benchflow.job.registry import RegistryTask, fetch_task, load_registry  # on demand
+
     dataset = load_registry(spec.registry).find(spec.name, spec.version)
     by_name: dict[str, RegistryTask] = {}
     for task in dataset.tasks:  # a repeated name: the first entry wins
@@ -103,6 +101,11 @@ def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> Resolv
 
 
 def _qa(spec: QaDatasetConfig, where: str) -> ResolvedDataset:
+    # QA machinery on demand: a task run never imports it
+    from benchflow.task.qa import QaScoring, load_qa_items, select_items
+    from benchflow.task.qa_tasks import qa_dataset_name, qa_task
+    from benchflow.verify.answers import check_scoring
+
     path = spec.qa.expanduser()
     try:
         scoring = check_scoring(QaScoring(metric=spec.metric,

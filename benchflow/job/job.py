@@ -28,7 +28,6 @@ from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
-from benchflow.rollout.qa import rollout_class
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.task import Task
@@ -202,7 +201,7 @@ class Job:
                 attempt += 1
                 async with limiter:
                     self._started.add(index)
-                    rollout = rollout_class(trial.task)(
+                    rollout = _rollout_class(trial.task)(
                         config, task=trial.task, listener=self._listener(attempt),
                         drivers=trial.drivers)
                     rollout.result.retried_errors = list(retried)
@@ -222,3 +221,12 @@ class Job:
         finally:
             if last is not None:
                 self._record(index, last)
+
+
+def _rollout_class(task: Task | None) -> type[Rollout]:
+    """`rollout.qa.rollout_class`, importing the QA rollout only for a QA item."""
+    if task is not None and task.qa is not None:
+        from benchflow.rollout.qa import rollout_class
+
+        return rollout_class(task)
+    return Rollout

@@ -42,7 +42,6 @@ from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
-from benchflow.rollout.user_loop import resolve_user, run_user_loop
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
@@ -58,7 +57,6 @@ from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
-from benchflow.verify.judged import judge_run, judged_verify
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -325,6 +323,8 @@ class Rollout:
                                      baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
                                      out_dir=self.paths.verifier_dir / f"round-{round_index}")
 
+        from benchflow.rollout.user_loop import resolve_user, run_user_loop  # users drive
+
         user, max_rounds = resolve_user(self.config, self.task, self.ctx.model_endpoint)
         async with self.skills.session(self.ctx, self.drivers[role.agent], self.steps[0]):
             n_prompts, n_tool_calls = await run_user_loop(
@@ -360,6 +360,8 @@ class Rollout:
 
     async def _judged_verify(self, judge: JudgeVerifier, run: VerifierRun) -> dict[str, float]:
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
+        from benchflow.verify.judged import judge_run, judged_verify  # an LLM judge scores
+
         endpoint = self.config.judge_endpoint or self.ctx.model_endpoint
         verifier = self.task.config.verifier
         return await judged_verify(
