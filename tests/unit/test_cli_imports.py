@@ -1,0 +1,60 @@
+"""`benchflow run` starts fast because it imports only what a task run needs: the modules
+of other commands, optional SDKs and the QA / registry / resume / LLM-judge / user-loop
+machinery load on demand. `tests/integration/test_cli_run_imports.py` checks a whole
+oracle run on Docker; this checks everything `run` imports before it starts anything."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+NEVER_FOR_A_TASK_RUN = {
+    # optional SDKs and servers
+    "acp", "openai", "anthropic", "google.genai", "starlette", "uvicorn", "ray",
+    "opentelemetry", "daytona", "modal", "rapidfuzz", "jinja2",
+    # the other commands
+    "benchflow.cli.tasks", "benchflow.cli.agents", "benchflow.cli.sandbox",
+    "benchflow.cli.datasets", "benchflow.cli.view", "benchflow.cli.export",
+    "benchflow.cli.model_server", "benchflow.model_server", "benchflow.view",
+    # what only some runs need
+    "benchflow.acp", "benchflow.task.qa", "benchflow.rollout.qa", "benchflow.job.registry",
+    "benchflow.job.pull", "benchflow.job.resume", "benchflow.verify.judged",
+    "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
+    "benchflow.telemetry.otel",
+    # the progress bar (a terminal only)
+    "rich.progress", "rich.live",
+}
+
+
+def loaded_by(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\n"
+                          "print(' '.join(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def forbidden(loaded: set[str]) -> list[str]:
+    return sorted(m for m in loaded
+                  if any(m == f or m.startswith(f + ".") for f in NEVER_FOR_A_TASK_RUN))
+
+
+def test_the_run_command_imports_nothing_a_task_run_does_not_need():
+    loaded = loaded_by("from benchflow.cli.main import build_app\n"
+                       "build_app('run')\n"
+                       "import benchflow.cli.jobs  # what run_command imports to run the job")
+    assert "benchflow.cli.run" in loaded and "benchflow.rollout.rollout" in loaded
+    assert forbidden(loaded) == []
+
+
+def test_version_imports_neither_typer_nor_a_command():
+    loaded = loaded_by("import sys\nsys.argv = ['benchflow', '--version']\n"
+                       "from benchflow.cli.main import main\nmain()")
+    assert not {m for m in loaded if m.split(".")[0] in ("typer", "rich", "pydantic", "docker")}
+    assert not {m for m in loaded if m.startswith("benchflow.cli.") and m != "benchflow.cli.main"}
+
+
+@pytest.mark.parametrize("name", ["benchflow.job.resume", "rich.progress"])
+def test_the_pin_can_fail(name):
+    assert forbidden({name, "benchflow.cli.run"}) == [name]
