@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from benchflow.cli._common import user_errors
+from benchflow.cli import jobs  # with the app: main() imports the job machinery GC-paused
 from benchflow.errors import ConfigError
 from benchflow.sandbox.registry import check_backend
 
@@ -116,7 +117,6 @@ def run_command(
         "--max-turns", min=1, help="model agent: model calls per prompt")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
-    from benchflow.cli.jobs import run_prepared
 
     with user_errors():
         check_backend(env)  # one line naming the registered backends, before anything else
@@ -135,7 +135,7 @@ def run_command(
             judge=(judge_base_url, judge_api_key_env, judge_model),
             tools=None if tools is None else [t for t in tools if t != "none"],
             max_turns=max_turns)
-        code = run_prepared(prepared, resuming=False, otel=otel)
+        code = jobs.run_prepared(prepared, resuming=False, otel=otel)
     raise typer.Exit(code)
 
 

@@ -58,3 +58,13 @@ def test_version_imports_neither_typer_nor_a_command():
 @pytest.mark.parametrize("name", ["benchflow.job.resume", "rich.progress"])
 def test_the_pin_can_fail(name):
     assert forbidden({name, "benchflow.cli.run"}) == [name]
+
+
+def test_gc_is_paused_while_the_command_imports_then_frozen_and_back_on():
+    code = ("import gc\nfrom benchflow.cli.main import gc_paused\n"
+            "with gc_paused():\n    inside = gc.isenabled()\n    import benchflow.cli.run\n"
+            "print(inside, gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+            "gc.disable()\nwith gc_paused():\n    pass\nprint(gc.isenabled())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "True", "False"]  # a disabled collector stays off
