@@ -52,8 +52,8 @@ def job_gc() -> Iterator[None]:
     """Fewer and shorter full garbage collections while jobs run in this process.
 
     A full collection walks every tracked object, and 500 rollouts in flight hold about
-    300,000 of them: each one stopped the event loop for 200-300 ms, several times a
-    minute (`labs/benchmarks/scale.py`). Inside this context the objects that existed
+    300,000 of them: each one stopped the event loop for 200-300 ms, every few seconds
+    (`labs/benchmarks/scale.py`). Inside this context the objects that existed
     before the first job (imports, loaded tasks) are frozen out of collections
     (`gc.freeze`) and full collections are ten times rarer; both are undone when the
     last job ends. A process that tuned its collector itself (thresholds changed, objects
