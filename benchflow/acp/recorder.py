@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from benchflow.trajectory.events import Event, event_from_update, utc_now
+from benchflow.trajectory.events import Event, update_line, utc_now
 from benchflow.trajectory.writer import TrajectoryWriter
 
 logger = logging.getLogger(__name__)
@@ -145,13 +145,11 @@ class UpdateRecorder:
         # stamped as built (trace ids, skills...): the writer need not copy the event
         stamp = writer.stamp(tool_call_id)
         try:
-            event = event_from_update(update, seq=seq, ts=ts, **ctx, **stamp)
+            line = update_line(update, seq=seq, ts=ts, **ctx, **stamp)
         except ValueError:  # malformed beyond what the converter tolerates: keep it raw
-            event = event_from_update(
-                {"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts, **ctx,
-                **writer.stamp(),
-            )
-        writer.write(event, flush=False)  # flushed when the burst is drained (`flush`)
+            line = update_line({"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts,
+                               **ctx, **writer.stamp())
+        writer.write_line(line, flush=False)  # flushed when the burst is drained (`flush`)
 
     def flush(self) -> None:
         """Hand the updates written so far to the OS: the transport calls this before it

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import orjson
 
 from benchflow.sandbox.base import LiveProcess
 
@@ -64,7 +65,7 @@ class StdoutNoise:
             self._file = None
 
 
-_UPDATES_PER_STEP = 4
+_UPDATES_PER_STEP = 16
 """Recorded update notifications handled between two yields to the event loop."""
 
 
@@ -171,9 +172,12 @@ class ProcessTransport:
             return None
         if stripped[:1] == b"{":
             try:
-                message = json.loads(stripped)
-            except ValueError:
-                message = None
+                message = orjson.loads(stripped)
+            except ValueError:  # strict JSON failed: what Python's json accepts (NaN...)
+                try:
+                    message = json.loads(stripped)
+                except ValueError:
+                    message = None
             if isinstance(message, dict):
                 return message
         self.noise.add(line.rstrip(b"\r"))

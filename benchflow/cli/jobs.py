@@ -30,6 +30,7 @@ from benchflow.cli.progress import JobProgress, results_table
 from benchflow.errors import ConfigError
 from benchflow.job.config import MetricConfig, load_job_config, with_absolute_paths, with_overrides
 from benchflow.job.job import Job
+from benchflow.job.loop import run_job_loop
 from benchflow.job.metrics import RunningMetrics
 from benchflow.job.models import JobResult, aggregate
 from benchflow.rollout.events import combine
@@ -116,8 +117,8 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
             reset_unfinished(prepared)
         else:
             start_new_job(prepared)
-        result, job = anyio.run(lambda: _execute(prepared, provider, resuming=resuming,
-                                                 otel=otel or prepared.config.otel))
+        result, job = run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
+                                                    otel=otel or prepared.config.otel))
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward

@@ -22,7 +22,7 @@ import anyio
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
 from benchflow.job.config import MetricConfig
-from benchflow.job.limits import ensure_fd_limit
+from benchflow.job.limits import ensure_fd_limit, job_gc
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
@@ -123,7 +123,7 @@ class Job:
         ensure_fd_limit(min(self.concurrency, len(self.trials)))
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         try:
-            with anyio.CancelScope() as self._scope:
+            with job_gc(), anyio.CancelScope() as self._scope:
                 if self.cancelled:
                     self._scope.cancel()
                 async with anyio.create_task_group() as tg:

@@ -14,12 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from benchflow.agents.model_agent import ModelAgentConfig
 from benchflow.config import ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.job import Job
+from benchflow.job.loop import run_job_loop
 from benchflow.job.qa_trials import qa_trials
 from benchflow.qa.config import QaRolloutConfig, load_config, parse_config
 from benchflow.qa.outputs import evaluation, result_line, write_json, write_jsonl
@@ -161,7 +160,7 @@ def rollout(*, config_path: str | Path, data_path: str | None = None,
                               str(config_path))
     if metric is not None:
         parse_config({"evaluation_metric": metric}, "metric=")
-    return anyio.run(_arollout_kw, config, evaluate, metric, max_tasks, task_ids)
+    return run_job_loop(lambda: _arollout_kw(config, evaluate, metric, max_tasks, task_ids))
 
 
 async def _arollout_kw(config: QaRolloutConfig, evaluate: bool, metric: str | None,
@@ -187,7 +186,8 @@ def quick_rollout(question: str, *, tools: list[str] | None = None,
                                "available_tools": list(tools or []), "environment": sandbox,
                                "evaluation_metric": metric, "save_summary": False,
                                "benchmark_name": "quick"}, "quick_rollout")
-        summary = anyio.run(_arollout_kw, config, answer is not None, None, None, None)
+        summary = run_job_loop(lambda: _arollout_kw(config, answer is not None, None, None,
+                                                    None))
         line = _first_line(Path(summary["results_file"]))
     return {"question": question, "answer": line["predicted_answer"],
             "success": line["success"], "error": line["error"], "score": line["score"],

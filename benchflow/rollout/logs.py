@@ -3,16 +3,21 @@
 Records are routed by a context variable set for the rollout's task (anyio copies the
 context into child tasks), so concurrent rollouts of a job never mix their logs. One
 router handler on the `benchflow` logger picks the current rollout's file handler, so a
-record costs the same with 500 rollouts in flight as with one.
+record costs the same with 500 rollouts in flight as with one; a background thread writes
+the lines (`RolloutLogFile`), so logging never makes the event loop wait on a disk.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
+from typing import IO
 
 from benchflow.rollout.secrets import REDACTED, host_secret_values
 
@@ -63,13 +68,94 @@ def mask_in_rollout_log(values: Iterable[str]) -> None:
                                reverse=True)
 
 
+class RolloutLogFile(logging.Handler):
+    """A rollout's `rollout.log`. A record is formatted where it is made and queued; one
+    background thread writes and flushes the queued lines of every rollout a few times a
+    second. The event loop never waits on the disk and never wakes a thread per record
+    (hundreds of rollouts log at once), and a crashed run loses at most the last
+    `FLUSH_INTERVAL_SEC` of its log.
+
+    Opening makes the folder and the file, and `close()` writes what is queued: both
+    block, so a job calls them in a worker thread.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(logging.INFO)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        self._queued: deque[str] = deque()
+        self._write_lock = threading.Lock()
+        self.setFormatter(logging.Formatter(_FORMAT))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + "\n"
+        except Exception:  # noqa: BLE001 - logging's own convention: report, never raise
+            self.handleError(record)
+            return
+        self._queued.append(line)  # thread-safe (deque): no lock on the hot path
+        _Flusher.dirty.add(self)
+        _Flusher.ensure_running()
+
+    def write_queued(self) -> None:
+        """Write and flush the lines queued so far (the flusher thread, and `close`)."""
+        with self._write_lock:
+            if self._file is None or not self._queued:
+                return
+            lines = []
+            with contextlib.suppress(IndexError):
+                while True:  # popleft, not a swap: a line appended meanwhile is not lost
+                    lines.append(self._queued.popleft())
+            self._file.write("".join(lines))
+            self._file.flush()
+
+    def close(self) -> None:
+        """Write what is queued, then close the file (idempotent; blocks)."""
+        self.write_queued()
+        with self._write_lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+        _Flusher.dirty.discard(self)
+        super().close()
+
+
+FLUSH_INTERVAL_SEC = 0.2
+
+
+class _Flusher:
+    """The daemon thread that writes queued rollout.log lines every `FLUSH_INTERVAL_SEC`."""
+
+    dirty: set[RolloutLogFile] = set()
+    _thread: threading.Thread | None = None
+    _start_lock = threading.Lock()
+
+    @classmethod
+    def ensure_running(cls) -> None:
+        if cls._thread is None or not cls._thread.is_alive():
+            with cls._start_lock:
+                if cls._thread is None or not cls._thread.is_alive():
+                    cls._thread = threading.Thread(target=cls._run, daemon=True,
+                                                   name="benchflow-rollout-log")
+                    cls._thread.start()
+
+    @classmethod
+    def _run(cls) -> None:
+        while True:
+            time.sleep(FLUSH_INTERVAL_SEC)
+            while cls.dirty:
+                handler = cls.dirty.pop()
+                try:
+                    handler.write_queued()
+                except (OSError, ValueError):  # a full disk, a file closed meanwhile
+                    pass
+
+
 @contextlib.contextmanager
-def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
-    """Send benchflow's log records made inside this context to `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
-    handler.setLevel(logging.INFO)
-    handler.setFormatter(logging.Formatter(_FORMAT))
+def rollout_log(handler: RolloutLogFile, rollout_name: str) -> Iterator[None]:
+    """Send benchflow's log records made inside this context to `handler`; the caller
+    closes it (`await anyio.to_thread.run_sync(handler.close)`)."""
     rollout_filter = _RolloutFilter(rollout_name)
     handler.addFilter(rollout_filter)
     _filters[rollout_name] = rollout_filter
@@ -88,4 +174,3 @@ def rollout_log(path: Path, rollout_name: str) -> Iterator[None]:
         _handlers.pop(rollout_name, None)
         if not _handlers:
             logger.removeHandler(_ROUTER)
-        handler.close()

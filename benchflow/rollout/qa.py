@@ -27,7 +27,6 @@ from benchflow.errors import BenchflowError, ConfigError
 from benchflow.rollout.events import RolloutEventKind, RolloutListener
 from benchflow.rollout.result import write_json_atomic
 from benchflow.rollout.rollout import Rollout
-from benchflow.rollout.secrets import redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.steps import desugar
 from benchflow.task import Task
@@ -73,8 +72,6 @@ class QaRollout(Rollout):
             await super().setup()
             return
         assert self.task is not None
-        self.paths.mkdirs()
-        write_json_atomic(self.paths.config, redacted_config_json(self.config))
         self.skills = RolloutSkills(self.config, self.task, self.scenes)
         if self.skills.any:
             raise ConfigError(f"{self.task.path}: skills are folders in a sandbox, and this QA "

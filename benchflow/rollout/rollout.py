@@ -26,7 +26,7 @@ from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
-from benchflow.rollout.logs import mask_in_rollout_log, rollout_log
+from benchflow.rollout.logs import RolloutLogFile, mask_in_rollout_log, rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.result import (
     ErrorInfo,
@@ -84,8 +84,9 @@ class Rollout:
         self.listener = listener
         self._given_drivers = dict(drivers or {})
         # The task folder's name, as the job spec's layout uses it (a task.md name may hold "/").
-        task_name = (task.path if task else config.task_path.expanduser().resolve()).name
-        self.dataset_name = config.dataset_name or config.task_path.expanduser().resolve().parent.name
+        folder = task.path if task else config.task_path.expanduser().resolve()
+        task_name = folder.name
+        self.dataset_name = config.dataset_name or folder.parent.name
         self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
                                             self.dataset_name, task_name, config.attempt)
         self.rollout_name = rollout_name(config.agent_name, self.dataset_name, task_name,
@@ -129,9 +130,6 @@ class Rollout:
     async def setup(self) -> None:
         """Load the task, desugar scenes, resolve agents, and describe the sandbox. No container yet."""
         config = self.config
-        # file creation off the event loop: on a busy disk it takes a millisecond or more,
-        # times hundreds of rollouts in flight
-        await anyio.to_thread.run_sync(self._write_config, redacted_config_json(config))
         if self.task is None:
             self.task = load_task(config.task_path)
         resolved = resolve_task_env(self.task)  # ${VAR} in env tables, from the host
@@ -141,7 +139,8 @@ class Rollout:
         mask_in_rollout_log(self._secrets)
         # `git rev-parse` off the event loop, once a minute per task folder however many
         # rollouts of the task start together
-        self.result.task_git_commit_id = await anyio.to_thread.run_sync(
+        known, commit = task.recent_git_commit_id(_GIT_HEAD_MAX_AGE_SEC)
+        self.result.task_git_commit_id = commit if known else await anyio.to_thread.run_sync(
             task.git_commit_id, _GIT_HEAD_MAX_AGE_SEC)
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
@@ -405,9 +404,24 @@ class Rollout:
 
     async def run(self) -> RolloutResult:
         """Run every phase; never raises for a rollout failure (it is in `result.error`)."""
-        self.paths.mkdirs()  # not in a thread: a cancellation here would skip result.json
-        with rollout_log(self.paths.log, self.rollout_name):
-            return await self._run()
+        # shielded: a cancellation here would skip result.json; in a thread: hundreds of
+        # rollouts starting at once must not each hold the event loop on the file system
+        config_json = redacted_config_json(self.config)
+        with anyio.CancelScope(shield=True):
+            log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
+        try:
+            with rollout_log(log_file, self.rollout_name):
+                return await self._run()
+        finally:
+            with anyio.CancelScope(shield=True):  # every line on disk when run() returns
+                await anyio.to_thread.run_sync(log_file.close)
+
+    def _open_folder(self, config_json: str) -> RolloutLogFile:
+        """The rollout's folder with its config.json, and its open rollout.log (one trip
+        to a worker thread for all three)."""
+        self.paths.mkdirs()
+        write_json_atomic(self.paths.config, config_json)
+        return RolloutLogFile(self.paths.log)
 
     async def _run(self) -> RolloutResult:
         self.clock.begin()
@@ -480,10 +494,6 @@ class Rollout:
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
             run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         return TrajectoryWriter(self.paths.trajectory, header)
-
-    def _write_config(self, config_json: str) -> None:
-        self.paths.mkdirs()
-        write_json_atomic(self.paths.config, config_json)
 
     def _write_result(self) -> None:
         if self.paths.trajectory.exists():

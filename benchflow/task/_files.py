@@ -108,6 +108,15 @@ def git_commit_id(folder: Path, max_age_sec: float = 0.0) -> str | None:
         return commit
 
 
+def recent_git_commit_id(folder: Path, max_age_sec: float) -> tuple[bool, str | None]:
+    """(True, HEAD) when `git_commit_id(folder, max_age_sec)` has an answer at most that
+    old, without blocking; (False, None) when it would have to run git."""
+    hit = _git_heads.get(str(folder))
+    if hit is not None and time.monotonic() - hit[0] < max_age_sec:
+        return True, hit[1]
+    return False, None
+
+
 def _rev_parse_head(folder: Path) -> str | None:
     try:
         proc = subprocess.run(

@@ -118,6 +118,11 @@ class Task:
         """
         return _files.git_commit_id(self.path, max_age_sec)
 
+    def recent_git_commit_id(self, max_age_sec: float) -> tuple[bool, str | None]:
+        """`(True, HEAD)` when `git_commit_id(max_age_sec)` would answer from what it looked
+        up at most `max_age_sec` ago (never blocks), else `(False, None)`."""
+        return _files.recent_git_commit_id(self.path, max_age_sec)
+
     def content_hash(self) -> str:
         """sha256 over every file of the task folder (relative path + bytes, sorted)."""
         if self.qa is not None:  # a QA item has no folder: hash the item itself

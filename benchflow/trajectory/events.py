@@ -13,9 +13,11 @@ reader needs most (text, tool call id, status...) beside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import Field, TypeAdapter, model_validator
 
 from benchflow._models import StrictModel
@@ -302,6 +304,37 @@ def usage_from_acp(data: dict[str, Any] | None) -> Usage | None:
     )
 
 
+def _message_fields(update: dict[str, Any]) -> dict[str, Any]:
+    return {"text": _text_of(update.get("content"))}
+
+
+def _tool_call_fields(update: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_call_id": _opt_str(update.get("toolCallId")),
+            "title": _opt_str(update.get("title")), "kind": _opt_str(update.get("kind")),
+            "status": _opt_str(update.get("status"))}
+
+
+def _tool_call_update_fields(update: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_call_id": _opt_str(update.get("toolCallId")),
+            "title": _opt_str(update.get("title")), "status": _opt_str(update.get("status"))}
+
+
+_STREAMED: dict[str, tuple[type[_Event], Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "agent_message_chunk": (AgentMessageEvent, _message_fields),
+    "agent_thought_chunk": (AgentThoughtEvent, _message_fields),
+    "user_message_chunk": (UserMessageEvent, _message_fields),
+    "tool_call": (ToolCallEvent, _tool_call_fields),
+    "tool_call_update": (ToolCallUpdateEvent, _tool_call_update_fields),
+}
+"""The updates an agent streams by the hundred: their event class and fields."""
+
+_COMMON_FIELDS = tuple(_Event.model_fields)
+_COMMON_KEYS = frozenset(_COMMON_FIELDS)
+_OWN_FIELDS = {cls: tuple((name, field.default) for name, field in cls.model_fields.items()
+                          if name not in _Event.model_fields)
+               for cls, _ in _STREAMED.values()}
+
+
 def event_from_update(update: dict[str, Any], **common: Any) -> Event:
     """Convert one raw ACP session update (the `update` of a `session/update`) to an event.
 
@@ -310,29 +343,10 @@ def event_from_update(update: dict[str, Any], **common: Any) -> Event:
     `agent_state` events so nothing the agent sent is lost.
     """
     kind = update.get("sessionUpdate")
-    if kind == "agent_message_chunk":
-        return AgentMessageEvent(text=_text_of(update.get("content")), update=update, **common)
-    if kind == "agent_thought_chunk":
-        return AgentThoughtEvent(text=_text_of(update.get("content")), update=update, **common)
-    if kind == "user_message_chunk":
-        return UserMessageEvent(text=_text_of(update.get("content")), update=update, **common)
-    if kind == "tool_call":
-        return ToolCallEvent(
-            tool_call_id=_opt_str(update.get("toolCallId")),
-            title=_opt_str(update.get("title")),
-            kind=_opt_str(update.get("kind")),
-            status=_opt_str(update.get("status")),
-            update=update,
-            **common,
-        )
-    if kind == "tool_call_update":
-        return ToolCallUpdateEvent(
-            tool_call_id=_opt_str(update.get("toolCallId")),
-            title=_opt_str(update.get("title")),
-            status=_opt_str(update.get("status")),
-            update=update,
-            **common,
-        )
+    streamed = _STREAMED.get(kind) if isinstance(kind, str) else None
+    if streamed is not None:
+        cls, fields = streamed
+        return cls(**fields(update), update=update, **common)  # type: ignore[return-value]
     if kind in ("plan", "plan_update", "plan_removed"):
         entries = update.get("entries")
         valid = isinstance(entries, list) and all(isinstance(e, dict) for e in entries)
@@ -356,6 +370,35 @@ def event_from_update(update: dict[str, Any], **common: Any) -> Event:
     return AgentStateEvent(name=str(kind), update=update, **common)
 
 
+def update_line(update: dict[str, Any], **common: Any) -> bytes:
+    """The trajectory line of `event_from_update(update, **common)`: its JSON without
+    None fields, as `model_dump_json(exclude_none=True)` writes it.
+
+    Message, thought and tool call updates (the ones an agent streams by the hundred)
+    are written straight from the dicts, with no model built, validated and dumped per
+    update; other kinds, and values orjson cannot write (an integer over 64 bits), go
+    through the model.
+    """
+    kind = update.get("sessionUpdate")
+    streamed = _STREAMED.get(kind) if isinstance(kind, str) else None
+    if streamed is not None:
+        cls, fields_of = streamed
+        if not common.keys() <= _COMMON_KEYS:
+            raise TypeError(f"unknown event fields: {sorted(common.keys() - _COMMON_KEYS)}")
+        line = {name: value for name in _COMMON_FIELDS
+                if (value := common.get(name)) is not None}
+        fields = fields_of(update)
+        for name, default in _OWN_FIELDS[cls]:
+            value = update if name == "update" else fields.get(name, default)
+            if value is not None:
+                line[name] = value
+        try:
+            return orjson.dumps(line, option=orjson.OPT_UTC_Z)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return event_from_update(update, **common).model_dump_json(exclude_none=True).encode()
+
+
 __all__ = [
     "EVENT_ADAPTER",
     "SCHEMA_VERSION",
@@ -376,6 +419,7 @@ __all__ = [
     "UsageEvent",
     "UserMessageEvent",
     "event_from_update",
+    "update_line",
     "migrate_v1",
     "usage_from_acp",
     "utc_now",

@@ -106,6 +106,12 @@ class TrajectoryWriter:
             self.place = {"scene": event.scene, "role": event.role, "turn": event.turn,
                           "round": event.round}
 
+    def write_line(self, line: bytes, *, flush: bool = True) -> None:
+        """Append one event already encoded as its JSON line (`events.update_line`, built
+        with `stamp()`'s fields), like `write()`."""
+        self._write_line(line, flush)
+        self.n_events += 1
+
     def flush(self) -> None:
         """Hand events written with `flush=False` to the OS (no-op when closed)."""
         if self._file is not None:

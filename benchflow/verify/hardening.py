@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import anyio
 from pydantic import Field
 
 from benchflow._models import FrozenModel
@@ -214,7 +215,8 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                                    reset_logs=config.reset_verifier_logs,
                                    logs_mode="755" if config.lock_verifier_dirs else "777")
     await sandbox.download("/logs", logs_dir)
-    return HardenedOutcome(VerifierOutcome(read_rewards(logs_dir / "verifier"), result), report)
+    rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
+    return HardenedOutcome(VerifierOutcome(rewards, result), report)
 
 
 __all__ = [

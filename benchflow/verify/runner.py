@@ -95,4 +95,5 @@ async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> Verifier
     await upload_verifier(sandbox, run)
     result = await run_test_script(sandbox, run, logs_dir / "verifier")
     await sandbox.download("/logs", logs_dir)
-    return VerifierOutcome(read_rewards(logs_dir / "verifier"), result)
+    rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
+    return VerifierOutcome(rewards, result)

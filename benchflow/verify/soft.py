@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+
 from benchflow.errors import ErrorType, VerifierError
 from benchflow.sandbox.base import Sandbox
 from benchflow.task.models import HardeningConfig
@@ -75,7 +77,7 @@ async def soft_verify(sandbox: Sandbox, run: VerifierRun, *, config: HardeningCo
             output = result.text()
             logs = Path(tmp) / "logs"
             await sandbox.download(VERIFIER_LOGS, logs)
-            rewards = read_rewards(logs)
+            rewards = await anyio.to_thread.run_sync(read_rewards, logs)
         except VerifierError as exc:
             if strict:
                 raise

@@ -228,8 +228,8 @@ class LatencySandbox:
         await Latency.wait(CREATE_SEC)
         self._id = f"fake-{id(self):x}"
         self.files.update(self.spec.files)
-        for tree in self.spec.trees:
-            self._place(tree.src, tree.dst)
+        for tree in self.spec.trees:  # the start's one upload
+            self.files.update(await anyio.to_thread.run_sync(_read_tree, tree.src, tree.dst))
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None
@@ -241,12 +241,8 @@ class LatencySandbox:
 
     async def upload(self, src: Path, dst: str) -> None:
         await Latency.wait(RTT_SEC)
-        self._place(src, dst)
-
-    def _place(self, src: Path, dst: str) -> None:
-        for path in Path(src).rglob("*"):
-            if path.is_file():
-                self.files[f"{dst}/{path.relative_to(src).as_posix()}"] = path.read_bytes()
+        # reading and writing local files in a worker thread, as an SDK-backed backend does
+        self.files.update(await anyio.to_thread.run_sync(_read_tree, Path(src), dst))
 
     async def upload_bytes(self, data: bytes, dst: str, mode: int = 0o644) -> None:
         await Latency.wait(RTT_SEC)
@@ -255,11 +251,9 @@ class LatencySandbox:
     async def download(self, src: str, dst: Path) -> None:
         await Latency.wait(RTT_SEC)
         prefix = src.rstrip("/") + "/"
-        for name, data in self.files.items():
-            if name.startswith(prefix):
-                target = dst / name[len(prefix):]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+        found = {name[len(prefix):]: data for name, data in self.files.items()
+                 if name.startswith(prefix)}
+        await anyio.to_thread.run_sync(_write_tree, found, dst)
 
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
@@ -271,6 +265,18 @@ class LatencySandbox:
         if self._id is not None:
             await Latency.wait(RTT_SEC)
             self._id = None
+
+
+def _read_tree(src: Path, dst: str) -> dict[str, bytes]:
+    return {f"{dst}/{path.relative_to(src).as_posix()}": path.read_bytes()
+            for path in src.rglob("*") if path.is_file()}
+
+
+def _write_tree(files: dict[str, bytes], dst: Path) -> None:
+    for name, data in files.items():
+        target = dst / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
 
 class LatencyProvider(SandboxProvider):

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from rich.console import Console
@@ -41,6 +42,7 @@ from benchflow.cli.jobs import MetricsProgress  # noqa: E402
 from benchflow.config import RolloutConfig, Scene  # noqa: E402
 from benchflow.job.config import MetricConfig  # noqa: E402
 from benchflow.job.job import Job, Trial  # noqa: E402
+from benchflow.job.loop import has_uvloop, run_job_loop  # noqa: E402
 from benchflow.sandbox.registry import register_provider  # noqa: E402
 from benchflow.task import load_task  # noqa: E402
 
@@ -58,12 +60,15 @@ def open_fds() -> int:
 
 
 class GcPauses:
-    """Full garbage collections during the run: how many, and the longest pause."""
+    """Full garbage collections during the run: how many, the longest pause, and when
+    (seconds after the run started)."""
 
     def __init__(self) -> None:
         self.full = 0
         self.longest = 0.0
+        self.at: list[float] = []
         self._started = 0.0
+        self._entered = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -71,8 +76,10 @@ class GcPauses:
         elif info["generation"] == 2:
             self.full += 1
             self.longest = max(self.longest, time.perf_counter() - self._started)
+            self.at.append(self._started - self._entered)
 
     def __enter__(self) -> GcPauses:
+        self._entered = time.perf_counter()
         gc.callbacks.append(self)
         return self
 
@@ -81,7 +88,9 @@ class GcPauses:
 
 
 class Sampler:
-    """Event-loop lag, RSS and fds, sampled every 10 ms while the job runs."""
+    """Event-loop lag sampled every 10 ms while the job runs; RSS and fds every 100 ms
+    (reading /proc costs the loop too: listing 1,500 fds 100 times a second would be
+    the benchmark's own load, not benchflow's)."""
 
     def __init__(self) -> None:
         self.lags: list[float] = []
@@ -93,12 +102,13 @@ class Sampler:
             before = time.perf_counter()
             await asyncio.sleep(0.01)
             self.lags.append(time.perf_counter() - before - 0.01)
-            self.peak_rss = max(self.peak_rss, rss_bytes())
-            self.peak_fds = max(self.peak_fds, open_fds())
+            if len(self.lags) % 10 == 1:
+                self.peak_rss = max(self.peak_rss, rss_bytes())
+                self.peak_fds = max(self.peak_fds, open_fds())
 
 
 async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
-                  turn_sec: float) -> dict[str, float]:
+                  turn_sec: float) -> dict[str, Any]:
     task = load_task(TASK)
     driver = BenchAcpDriver()
     config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent="bench-acp")],
@@ -141,18 +151,21 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
         "wall_s": wall, "ideal_s": ideal, "per_rollout_latency_s": per_rollout,
         "cpu_ms_per_rollout": cpu / n * 1000,
         "gc_full": pauses.full, "gc_longest_ms": pauses.longest * 1000,
+        "gc_at": ", ".join(f"{t:.1f}" for t in pauses.at) or "-",
     }
 
 
 def main(concurrencies: list[int], per_slot: int, updates: int, turn_sec: float) -> None:
     register_provider(LatencyProvider)
-    print(f"{os.cpu_count()} cores; {updates} ACP updates per turn over {turn_sec:g} s; "
+    print(f"{os.cpu_count()} cores, {'uvloop' if has_uvloop() else 'asyncio'} event loop; "
+          f"{updates} ACP updates per turn over {turn_sec:g} s; "
           f"create 1.5 s, round trip 50 ms; {per_slot} rollouts per slot")
     # under the current directory, where `jobs/` would be (not /tmp, often another disk)
     with tempfile.TemporaryDirectory(dir=Path.cwd(), prefix=".scale-jobs-") as tmp:
-        anyio.run(one_run, 4, 4, Path(tmp) / "warm", updates, 0.0)  # imports, caches
+        # on the loop `benchflow jobs run` uses (uvloop where installed)
+        run_job_loop(lambda: one_run(4, 4, Path(tmp) / "warm", updates, 0.0))  # imports, caches
         for c in concurrencies:
-            r = anyio.run(one_run, c, c * per_slot, Path(tmp), updates, turn_sec)
+            r = run_job_loop(lambda c=c: one_run(c, c * per_slot, Path(tmp), updates, turn_sec))
             print(f"\nconcurrency {c}: {r['n']} rollouts, {r['completed']} scored, "
                   f"{r['errors']} errors")
             print(f"  peak RSS per in-flight rollout: {r['rss_per_rollout_mb']:.2f} MB "
@@ -165,8 +178,8 @@ def main(concurrencies: list[int], per_slot: int, updates: int, turn_sec: float)
                   f"({r['wall_s'] / r['ideal_s']:.2f}x; one rollout waits "
                   f"{r['per_rollout_latency_s']:.2f} s on the backend)")
             print(f"  orchestrator CPU: {r['cpu_ms_per_rollout']:.1f} ms per rollout")
-            print(f"  garbage collection: {r['gc_full']} full collections, longest pause "
-                  f"{r['gc_longest_ms']:.0f} ms")
+            print(f"  garbage collection: {r['gc_full']} full collections (at {r['gc_at']} s), "
+                  f"longest pause {r['gc_longest_ms']:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -16,3 +16,41 @@ def test_the_soft_limit_is_raised_up_to_the_hard_limit(monkeypatch):
     assert ensure_fd_limit(300) == 300 * FDS_PER_ROLLOUT + 256
     assert calls == [(300 * FDS_PER_ROLLOUT + 256, 4096)]
     assert ensure_fd_limit(5000) == 4096  # capped by the hard limit (and warned)
+
+
+def test_job_gc_makes_full_collections_rarer_and_freezes_what_existed_then_undoes_it():
+    import gc
+
+    from benchflow.job.limits import JOB_GC_THRESHOLDS, job_gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    gc.unfreeze()
+    try:
+        with job_gc():
+            assert gc.get_threshold() == JOB_GC_THRESHOLDS
+            assert gc.get_freeze_count() > 0
+            with job_gc():  # a second job in the same process
+                pass
+            assert gc.get_threshold() == JOB_GC_THRESHOLDS  # the first is still running
+            assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (700, 10, 10)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_job_gc_leaves_a_collector_the_process_tuned_itself():
+    import gc
+
+    from benchflow.job.limits import job_gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(5000, 20, 20)
+    try:
+        with job_gc():
+            assert gc.get_threshold() == (5000, 20, 20)
+            assert gc.get_freeze_count() == 0
+        assert gc.get_threshold() == (5000, 20, 20)
+    finally:
+        gc.set_threshold(*before)

@@ -157,3 +157,7 @@ def test_git_commit_id_cached_per_folder_when_asked(native, monkeypatch: pytest.
     (key, (at, head)), = _files._git_heads.items()
     _files._git_heads[key] = (at - 61.0, head)  # looked up over a minute ago: stale
     assert task.git_commit_id(60.0) == f"{4:040x}"
+    assert task.recent_git_commit_id(60.0) == (True, f"{4:040x}")  # known: no git, no block
+    _files._git_heads[key] = (at - 61.0, head)
+    assert task.recent_git_commit_id(60.0) == (False, None)  # stale: git must run
+    assert len(calls) == 4

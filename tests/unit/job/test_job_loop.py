@@ -1,0 +1,26 @@
+"""Jobs run on uvloop where it is installed, on the standard asyncio loop otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+
+from benchflow.job import loop
+
+
+async def _loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uvloop is not installed on Windows")
+def test_a_job_runs_on_uvloop():
+    assert loop.has_uvloop()  # a dependency on Linux and macOS
+    assert loop.run_job_loop(_loop_module).startswith("uvloop")
+
+
+def test_without_uvloop_the_standard_loop_runs(monkeypatch):
+    monkeypatch.setattr(loop.importlib.util, "find_spec", lambda name: None)
+    assert not loop.has_uvloop()
+    assert loop.run_job_loop(_loop_module).startswith("asyncio")
