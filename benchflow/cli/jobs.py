@@ -6,7 +6,6 @@ trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancel
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated

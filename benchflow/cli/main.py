@@ -13,8 +13,8 @@ import gc
 import os
 import sys
 import threading
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from benchflow.cli._common import user_errors
 from benchflow.cli import jobs  # with the app: main() imports the job machinery GC-paused
+from benchflow.cli._common import user_errors
 from benchflow.errors import ConfigError
 from benchflow.sandbox.registry import check_backend
 
@@ -117,7 +117,6 @@ def run_command(
         "--max-turns", min=1, help="model agent: model calls per prompt")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
-
     with user_errors():
         check_backend(env)  # one line naming the registered backends, before anything else
         prepared = _prepare(
