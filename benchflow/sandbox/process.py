@@ -8,6 +8,7 @@ its stream, so a reader of stdout never starves a reader of stderr.
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 from collections import deque
@@ -16,6 +17,10 @@ from typing import Self
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from benchflow.errors import SandboxError
+
+log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">BxxxL")
 
@@ -121,14 +126,16 @@ class _SendStream(ByteSendStream):
 
 class StreamedProcess:
     """What every backend's `LiveProcess` shares: its three streams, the exit code once
-    known, `kill` through the backend's `killer` while it runs, and `async with` (closing at
-    the end). Subclasses set the attributes and implement `wait` and `aclose`."""
+    known, `kill` through the backend's `killer` while it runs, `aclose` and `async with`
+    (closing at the end). Subclasses set the attributes, implement `wait`, and release
+    what else they hold in `_release`."""
 
     _stdin: ByteSendStream
     _stdout: ByteReceiveStream
     _stderr: ByteReceiveStream
     _returncode: int | None
     _killer: Callable[[], Awaitable[None]]
+    _closed: bool = False
 
     @property
     def stdin(self) -> ByteSendStream:
@@ -151,7 +158,23 @@ class StreamedProcess:
             await self._killer()
 
     async def aclose(self) -> None:
-        raise NotImplementedError
+        """Once, shielded from cancellation: kill the process while it runs (a sandbox
+        already gone is logged, not raised), `_release` the backend's resources, then close
+        stdout and stderr."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.kill()
+            except SandboxError as exc:  # the sandbox may be gone already
+                log.info("could not kill %s: %s", type(self).__name__, exc)
+            await self._release()
+            await self._stdout.aclose()
+            await self._stderr.aclose()
+
+    async def _release(self) -> None:
+        """What the backend holds besides the output streams (stdin, a session...)."""
 
     async def __aenter__(self) -> Self:
         return self

@@ -100,9 +100,9 @@ def git_commit_id(folder: Path, max_age_sec: float = 0.0) -> str | None:
     with _git_locks_lock:
         lock = _git_locks.setdefault(key, threading.Lock())
     with lock:
-        hit = _git_heads.get(key)
-        if hit is not None and time.monotonic() - hit[0] < max_age_sec:
-            return hit[1]
+        known, commit = recent_git_commit_id(folder, max_age_sec)
+        if known:
+            return commit
         commit = _rev_parse_head(folder)
         _git_heads[key] = (time.monotonic(), commit)
         return commit

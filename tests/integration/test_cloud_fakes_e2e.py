@@ -1,6 +1,7 @@
 """The same behaviour on every cloud backend, against SDK fakes whose sandboxes are local
 containers: `model-only` as an outbound allowlist, a coder and a reviewer sharing one
-sandbox over ACP, a multi-round user loop, and the reduced reward-hack matrix hardened
+sandbox over ACP, a 5 MB line and 10,000 updates in order over a live process, a
+multi-round user loop, and the reduced reward-hack matrix hardened
 (marked slow: `make test-cloud-fakes`). Each ends with nothing left behind.
 
 Backend-specific behaviour (image caching, ledgers, failure injection, SIGINT) is in
@@ -10,6 +11,7 @@ Backend-specific behaviour (image caching, ledgers, failure injection, SIGINT) i
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -142,6 +144,25 @@ async def test_coder_and_reviewer_share_one_sandbox(backend, tmp_path, job_label
     assert result.error is None, result.error
     assert (result.reward, result.n_prompts, result.n_tool_calls) == (1.0, 3, 6)
     assert result.hardened is True
+    assert backend.left(job_label) == []
+
+
+async def test_acp_holds_a_5mb_line_and_10000_updates_in_order(backend, tmp_path, job_label):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"roles": {"agent": {"turns": [{"actions": [
+        {"type": "huge_message", "bytes": 5_000_000},
+        {"type": "stream", "count": 10_000, "text": "u", "numbered": True}]}]}}}))
+    scenes = [Scene.single(agent="scripted", model=str(script))]
+    result = await benchflow.run(_config(backend, tmp_path, job_label, TASKS / "fix-python-bug",
+                                         scenes, verifier_disabled=True))
+    assert result.error is None, result.error
+    events = [json.loads(line) for line in
+              Path(result.trajectory_path).read_text().splitlines()[1:]]
+    texts = [e["text"] for e in events if e["type"] == "agent_message"]
+    assert len(texts[0]) == 5_000_000
+    assert texts[1:] == [f"u{i}\n" for i in range(10_000)]
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs)
     assert backend.left(job_label) == []
 
 

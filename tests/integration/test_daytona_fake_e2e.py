@@ -127,21 +127,6 @@ async def test_coder_reviewer_two_roles_three_steps_on_daytona(tmp_path, job_lab
     assert _containers(job_label) == []
 
 
-async def test_acp_over_daytona_holds_a_5mb_line_and_10000_updates_in_order(tmp_path, job_label):
-    script = _script(tmp_path, {"actions": [
-        {"type": "huge_message", "bytes": 5_000_000},
-        {"type": "stream", "count": 10_000, "text": "u", "numbered": True}]})
-    result = await benchflow.run(_acp_config(tmp_path, job_label, script, verifier_disabled=True))
-    assert result.error is None, result.error
-    events = [json.loads(line) for line in
-              Path(result.trajectory_path).read_text().splitlines()[1:]]
-    texts = [e["text"] for e in events if e["type"] == "agent_message"]
-    assert len(texts[0]) == 5_000_000
-    assert texts[1:] == [f"u{i}\n" for i in range(10_000)]
-    seqs = [e["seq"] for e in events]
-    assert seqs == sorted(seqs)
-
-
 async def test_a_dropped_log_stream_mid_session_is_reopened(tmp_path, job_label):
     script = _script(tmp_path, {"actions": [
         {"type": "stream", "count": 2000, "text": "u", "numbered": True}, *FIX["actions"]]})

@@ -367,21 +367,6 @@ def test_cleanup_now_terminates_a_jobs_sandboxes_without_an_event_loop(job_label
     assert _left(job_label) == []
 
 
-async def test_acp_over_modal_holds_a_5mb_line_and_10000_updates_in_order(tmp_path, job_label):
-    script = _script(tmp_path, {"actions": [
-        {"type": "huge_message", "bytes": 5_000_000},
-        {"type": "stream", "count": 10_000, "text": "u", "numbered": True}]})
-    result = await benchflow.run(_acp_config(tmp_path, job_label, script, verifier_disabled=True))
-    assert result.error is None, result.error
-    events = [json.loads(line) for line in
-              Path(result.trajectory_path).read_text().splitlines()[1:]]
-    texts = [e["text"] for e in events if e["type"] == "agent_message"]
-    assert len(texts[0]) == 5_000_000
-    assert texts[1:] == [f"u{i}\n" for i in range(10_000)]
-    seqs = [e["seq"] for e in events]
-    assert seqs == sorted(seqs)
-
-
 async def test_an_expired_snapshot_is_a_cache_miss_and_forgotten(tmp_path, job_label):
     from benchflow.sandbox.modal.snapshots import SnapshotIndex
     from benchflow.sandbox.spec import SandboxSpec

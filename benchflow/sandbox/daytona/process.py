@@ -138,7 +138,6 @@ class DaytonaProcess(StreamedProcess):
         self._stdout = _Output()
         self._stderr = _Output()
         self._returncode: int | None = None
-        self._closed = False
         self._pump_done = anyio.Event()
         self._pump = asyncio.get_running_loop().create_task(
             self._run_pump(), name=f"daytona-logs-{command_id}")
@@ -238,25 +237,15 @@ class DaytonaProcess(StreamedProcess):
             delay = min(delay * 2, 1.0)
         return code
 
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.kill()
-            except SandboxError as exc:  # the sandbox may be gone already
-                log.info("could not kill a daytona process: %s", exc)
-            self._pump.cancel()
-            await asyncio.wait([self._pump], timeout=5)
-            self._stdin.discard()  # the session's deletion ends the command's input
-            try:
-                with map_daytona_errors():
-                    await self._process.delete_session(self._session_id)
-            except SandboxError as exc:
-                log.info("could not delete daytona session %s: %s", self._session_id, exc)
-            await self._stdout.aclose()
-            await self._stderr.aclose()
+    async def _release(self) -> None:
+        self._pump.cancel()
+        await asyncio.wait([self._pump], timeout=5)
+        self._stdin.discard()  # the session's deletion ends the command's input
+        try:
+            with map_daytona_errors():
+                await self._process.delete_session(self._session_id)
+        except SandboxError as exc:
+            log.info("could not delete daytona session %s: %s", self._session_id, exc)
 
 
 __all__ = ["DaytonaProcess"]

@@ -121,7 +121,6 @@ class ModalProcess(StreamedProcess):
         self._stdout = _Output(process.stdout, "stdout", stream_retries, backoff_sec)
         self._stderr = _Output(process.stderr, "stderr", stream_retries, backoff_sec)
         self._returncode: int | None = None
-        self._closed = False
 
     async def wait(self) -> int:
         if self._returncode is None:
@@ -129,18 +128,8 @@ class ModalProcess(StreamedProcess):
                 self._returncode = int(await self._process.wait.aio())
         return self._returncode
 
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.kill()
-            except SandboxError as exc:  # the sandbox may be gone already
-                log.info("could not kill a modal process: %s", exc)
-            await self._stdin.aclose()
-            await self._stdout.aclose()
-            await self._stderr.aclose()
+    async def _release(self) -> None:
+        await self._stdin.aclose()
 
 
 __all__ = ["ModalProcess"]
