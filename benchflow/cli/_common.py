@@ -19,8 +19,10 @@ EXIT_ROLLOUT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
 
-console = Console()
-err_console = Console(stderr=True)
+# no :emoji: codes: names and messages are printed as they are (and rich's emoji table,
+# a few ms to import, is never loaded)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def _validation_message(exc: ValidationError) -> str:

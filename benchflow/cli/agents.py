@@ -1,7 +1,5 @@
 """`benchflow agents ...`: the agents benchflow can run, and what each needs."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

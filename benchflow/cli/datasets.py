@@ -1,7 +1,5 @@
 """`benchflow datasets list|pull`: registry datasets by name (see `benchflow.job.pull`)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """`benchflow export`: a job's rollouts as training data (sft, sharegpt, atif JSONL)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

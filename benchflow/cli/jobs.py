@@ -4,8 +4,6 @@ Exit codes: 0 every trial ran without error (a reward of 0 is not an error), 1 s
 trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancelled.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -32,15 +30,14 @@ from benchflow.job.job import Job
 from benchflow.job.loop import run_job_loop
 from benchflow.job.metrics import RunningMetrics
 from benchflow.job.models import JobResult, aggregate
-from benchflow.rollout.events import combine
-from benchflow.telemetry import recorder
 from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished, start_new_job
 from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
-from benchflow.rollout.events import RolloutEvent, RolloutEventKind
+from benchflow.rollout.events import RolloutEvent, RolloutEventKind, combine
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
+from benchflow.telemetry import recorder
 
 ANSWERS_SHOWN = 50
 """A QA job of at most this many rollouts prints each item's answer and reward."""

@@ -7,15 +7,14 @@ unknown commands get the whole app.
 """
 
 import atexit
-import contextlib
 import enum
-import gc
 import os
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+
+from benchflow.job.limits import imports_gc_paused
 
 if TYPE_CHECKING:
     import typer
@@ -100,27 +99,6 @@ def build_app(only: str | None = None) -> "typer.Typer":
     return app
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the command's modules are imported, then
-    freeze what exists (the modules, classes and schemas, alive until the process ends).
-
-    Importing benchflow, pydantic and the Docker SDK makes hundreds of thousands of
-    long-lived objects: the collector would walk them during the imports and in every
-    full collection after, and find nothing to free (~40 ms of a one-task run). Reference
-    counting frees everything as usual; the collector is back on for what comes next.
-    Only for the console entry point (`main`): `gc.freeze` is process-wide.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
-
-
 def _command_of(args: list[str]) -> str | None:
     """The subcommand named on the command line, if any (skipping root options)."""
     skip = False
@@ -153,7 +131,7 @@ def main() -> None:
         args = sys.argv[1:]
     wants_help = any(a in ("--help", "-h") for a in args[:1])
     try:
-        with gc_paused():
+        with imports_gc_paused():
             app = build_app(None if wants_help else _command_of(args))
         app()
     except SystemExit as exc:

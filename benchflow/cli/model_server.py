@@ -1,7 +1,5 @@
 """`benchflow model-server SCRIPT`: serve a scripted model for offline agent runs."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -5,8 +5,6 @@ that runs through the same job machinery as `benchflow jobs run` (retries, Ctrl-
 skipped trials, `jobs resume`, the job's result.json and metrics).
 """
 
-from __future__ import annotations
-
 import enum
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +214,7 @@ def _http_agent(agent: str, endpoint: str | None, headers: list[str] | None,
 
 
 def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
-             registry: str | None, qa: QaOptions) -> dict[str, Any]:
+             registry: str | None, qa: "QaOptions") -> dict[str, Any]:
     """The job's one dataset: a task folder, a dataset folder, a QA dataset file, or
     NAME[@VERSION] of a registry (pulled into the cache first; a second run fetches nothing)."""
     from benchflow.task import is_task_dir, resolve_run_target
@@ -251,7 +249,7 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  capture_model_calls: bool = False,
                  harden: bool | None = None, http: dict[str, Any] | None = None,
                  max_tasks: int | None = None, registry: str | None = None,
-                 qa: QaOptions | None = None, tools: list[str] | None = None,
+                 qa: "QaOptions | None" = None, tools: list[str] | None = None,
                  max_turns: int | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 

@@ -1,7 +1,5 @@
 """`benchflow sandbox ...`: manage sandboxes left by crashed runs."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """`benchflow tasks ...`: inspect and check task folders."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

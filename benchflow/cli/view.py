@@ -1,7 +1,5 @@
 """`benchflow view`: browse jobs in a local web app, or export a static copy."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -5,21 +5,29 @@ before anything starts; `Job` runs them with retries and cancellation and writes
 job's result.json; `prepare_resume` plans the rest of an interrupted job.
 """
 
-from benchflow.job.config import JobConfig, load_job_config, parse_job_config
-from benchflow.job.datasets import ResolvedDataset, TaskEntry, resolve_datasets
-from benchflow.job.job import Job, Trial
-from benchflow.job.models import Aggregates, JobResult, TrialRef, aggregate
-from benchflow.job.retry import RetryPolicy
-from benchflow.job.runner import PreparedJob, make_job, prepare_job, start_new_job
-
+# Exports load on first use: a light module of the package (`limits`, `loop`) is imported
+# without the whole job machinery.
+_EXPORTS = {
+    "JobConfig": "config", "load_job_config": "config", "parse_job_config": "config",
+    "ResolvedDataset": "datasets", "TaskEntry": "datasets", "resolve_datasets": "datasets",
+    "Job": "job", "Trial": "job",
+    "Aggregates": "models", "JobResult": "models", "TrialRef": "models", "aggregate": "models",
+    "RetryPolicy": "retry",
+    "PreparedJob": "runner", "make_job": "runner", "prepare_job": "runner",
+    "start_new_job": "runner",
+    "prepare_resume": "resume",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name == "prepare_resume":  # on demand: only `jobs resume` needs it
-        from benchflow.job.resume import prepare_resume
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'benchflow.job' has no attribute {name!r}")
+    import importlib
 
-        return prepare_resume
-    raise AttributeError(f"module 'benchflow.job' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"benchflow.job.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -47,10 +47,10 @@ from pydantic import (
     model_validator,
 )
 
+from benchflow._config_files import read_config_file
 from benchflow._models import FrozenModel
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, BuiltinAgentName
 from benchflow.config import EnvironmentType, ModelEndpoint
-from benchflow._config_files import read_config_file
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer, load_mcp_config, merge_servers
 from benchflow.rollout.rollout import default_job_name

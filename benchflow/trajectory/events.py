@@ -13,9 +13,10 @@ reader needs most (text, tool call id, status...) beside it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
 from pydantic import Field, TypeAdapter, model_validator
@@ -262,7 +263,16 @@ Event = Annotated[
 ]
 """One trajectory line after the header."""
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_CLASSES: dict[str, type[_Event]] = {
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])}
+"""Each event type's model, by its `type`."""
+
+
+@functools.cache
+def event_adapter() -> TypeAdapter[Event]:
+    """The validator of any event line. Built on first use: the schemas of every event
+    type take ~10 ms, which a process that writes one kind of event never pays."""
+    return TypeAdapter(Event)
 
 
 def _text_of(content: Any) -> str:
@@ -400,7 +410,7 @@ def update_line(update: dict[str, Any], **common: Any) -> bytes:
 
 
 __all__ = [
-    "EVENT_ADAPTER",
+    "EVENT_CLASSES",
     "SCHEMA_VERSION",
     "AgentMessageEvent",
     "AgentStateEvent",
@@ -418,6 +428,7 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "UserMessageEvent",
+    "event_adapter",
     "event_from_update",
     "update_line",
     "migrate_v1",

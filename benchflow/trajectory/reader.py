@@ -8,11 +8,11 @@ from typing import Any
 
 from benchflow.errors import ConfigError
 from benchflow.trajectory.events import (
-    EVENT_ADAPTER,
     AgentMessageEvent,
     AgentThoughtEvent,
     Event,
     TrajectoryHeader,
+    event_adapter,
 )
 
 
@@ -45,7 +45,7 @@ def iter_events(path: Path) -> Iterator[Event]:
             if not line.strip():
                 continue
             try:
-                yield EVENT_ADAPTER.validate_json(line)
+                yield event_adapter().validate_json(line)
             except ValueError as exc:
                 if not line.endswith(b"\n"):  # torn final line: the writer was killed mid-write
                     return

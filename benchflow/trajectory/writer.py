@@ -17,10 +17,11 @@ from typing import IO, Any, Self
 
 from benchflow.telemetry.ids import tool_call_span_id
 from benchflow.trajectory.events import (
-    EVENT_ADAPTER,
+    EVENT_CLASSES,
     Event,
     TrajectoryHeader,
     UserMessageEvent,
+    event_adapter,
     utc_now,
 )
 
@@ -127,7 +128,9 @@ class TrajectoryWriter:
             fields["seq"] = self.next_seq()
         if "ts" not in fields:
             fields["ts"] = utc_now()
-        event = EVENT_ADAPTER.validate_python({"type": type, **fields})
+        data = {"type": type, **fields}
+        model = EVENT_CLASSES.get(type)  # one type's schema, not the whole union's
+        event = model.model_validate(data) if model else event_adapter().validate_python(data)
         self.write(event)
         return event
 

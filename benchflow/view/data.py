@@ -23,7 +23,7 @@ from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.secrets import redact
 from benchflow.trajectory.conversation import TurnBlock, group_turns
-from benchflow.trajectory.events import EVENT_ADAPTER, Event, TrajectoryHeader
+from benchflow.trajectory.events import Event, TrajectoryHeader, event_adapter
 
 PAGE_EVENTS = 400
 """Trajectory events per page: a page is what the browser receives, never the whole file."""
@@ -368,7 +368,7 @@ def trajectory_page(path: Path, page: int) -> TrajectoryPage | None:
                 if not line.strip():
                     continue
                 try:
-                    events.append(EVENT_ADAPTER.validate_json(line))
+                    events.append(event_adapter().validate_json(line))
                 except ValueError:
                     bad += 1
     blocks = list(group_turns(events))

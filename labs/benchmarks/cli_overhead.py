@@ -4,8 +4,22 @@ Measures, in one run (image cached after a warm-up):
 
 - `benchflow --version` (target <= 0.3 s);
 - `benchflow run tasks/hello-world -a oracle`, against a bare floor: a Python process
-  doing the same Docker steps through the SDK (create, start, three execs, one copy,
-  remove) (target <= 1.5x).
+  making the Docker calls such a run makes, through the SDK, and nothing else (target
+  <= 1.5x):
+
+  | step | benchflow run | floor |
+  |---|---|---|
+  | client | `docker.from_env()` (pings the daemon) | the same |
+  | sandbox | create (the task's CPU and memory), start | the same |
+  | start upload | `/logs` folders and the oracle's `solve.sh`, one archive | the same |
+  | agent | `bash /oracle/solve.sh` in `/app` | the same |
+  | verifier | the task's `verifier/` copied to `/tests`, `bash /tests/test.sh` | the same |
+  | results | `/logs` copied out, the reward read | the same |
+  | teardown | remove, forced | the same |
+
+  What the floor leaves out is benchflow's own: reading the task and job config, checking
+  that the image exists, a probe for storage quotas, writing the job's files and the
+  trajectory, the summary.
 
 Prints the medians and the ratio.
 
@@ -34,23 +48,45 @@ BENCHFLOW = Path(sys.executable).parent / "benchflow"
 
 FLOOR = r'''
 import io, sys, tarfile
+from pathlib import Path
 import docker
+
+image, task = sys.argv[1], Path(sys.argv[2])
+
+
+def archive(entries):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.mode = mode
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 client = docker.from_env()
-container = client.containers.create(sys.argv[1], ["sleep", "infinity"], init=True, detach=True,
+container = client.containers.create(image, ["sleep", "infinity"], init=True, detach=True,
+                                      nano_cpus=10**9, mem_limit="512m",
                                       labels={"benchflow.managed": "true",
                                               "benchflow.job": "bench-cli-floor"})
 container.start()
-container.exec_run(["mkdir", "-p", "/logs/agent", "/logs/verifier"])
-buf = io.BytesIO()
-with tarfile.open(fileobj=buf, mode="w") as tar:
-    data = b'#!/bin/bash\necho "Hello, world!" > /app/hello.txt\n'
-    info = tarfile.TarInfo("oracle/solve.sh")
-    info.size, info.mode = len(data), 0o755
-    tar.addfile(info, io.BytesIO(data))
-container.put_archive("/", buf.getvalue())
-container.exec_run(["bash", "/oracle/solve.sh"])
-container.exec_run(["sh", "-c", "cat /app/hello.txt > /logs/verifier/reward.txt"])
-container.remove(force=True)
+container.put_archive("/", archive([
+    ("logs/agent", None, 0o777), ("logs/verifier", None, 0o700),
+    ("oracle/solve.sh", (task / "oracle" / "solve.sh").read_bytes(), 0o755)]))
+container.exec_run(["bash", "/oracle/solve.sh"], workdir="/app")
+container.put_archive("/", archive([(f"tests/{p.name}", p.read_bytes(), 0o755)
+                                    for p in (task / "verifier").iterdir()]))
+container.exec_run(["bash", "/tests/test.sh"], workdir="/app")
+stream, _ = container.get_archive("/logs")
+with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+    reward = tar.extractfile("logs/verifier/reward.txt").read().decode().strip()
+container.remove(force=True, v=True)
+assert reward == "1", reward
 '''
 
 
@@ -69,7 +105,7 @@ def main(runs: int) -> None:
     image = anyio.run(DockerSandbox(spec).prepare_image)
     with tempfile.TemporaryDirectory() as tmp:
         run = [str(BENCHFLOW), "run", str(TASK), "-a", "oracle", "--jobs-dir", tmp]
-        floor = [sys.executable, "-c", FLOOR, image]
+        floor = [sys.executable, "-c", FLOOR, image, str(TASK)]
         timed(run)  # warm-up: the image and the agent-free path are cached
         timed(floor)
         versions = [timed([str(BENCHFLOW), "--version"]) for _ in range(runs)]

@@ -54,3 +54,23 @@ def test_job_gc_leaves_a_collector_the_process_tuned_itself():
         assert gc.get_threshold() == (5000, 20, 20)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_job_after_frozen_imports_does_not_walk_the_frozen_objects(monkeypatch):
+    import gc
+
+    from benchflow.job import limits
+
+    def walked() -> int:
+        raise AssertionError("gc.get_freeze_count() walks every frozen object")
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    monkeypatch.setattr(limits, "_imports_frozen", True)
+    monkeypatch.setattr(gc, "get_freeze_count", walked)
+    try:
+        with limits.job_gc():
+            assert gc.get_threshold() == limits.JOB_GC_THRESHOLDS  # still tuned
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)

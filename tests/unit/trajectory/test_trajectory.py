@@ -31,7 +31,7 @@ from benchflow.trajectory import (
     load,
     read_header,
 )
-from benchflow.trajectory.events import EVENT_ADAPTER, Usage
+from benchflow.trajectory.events import Usage, event_adapter
 
 TS = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -126,13 +126,13 @@ def test_torn_last_line_is_skipped_bad_middle_line_raises(tmp_path: Path) -> Non
 
 def test_schema_forbids_unknown_fields_and_versions() -> None:
     with pytest.raises(ValidationError):
-        EVENT_ADAPTER.validate_python(
+        event_adapter().validate_python(
             {"type": "agent_message", "seq": 0, "ts": TS, "update": {}, "bogus": 1}
         )
     with pytest.raises(ValidationError):
         TrajectoryHeader.model_validate({"schema_version": 3, "type": "header"})
     with pytest.raises(ValidationError):
-        EVENT_ADAPTER.validate_python({"type": "nope", "seq": 0, "ts": TS})
+        event_adapter().validate_python({"type": "nope", "seq": 0, "ts": TS})
 
 
 def test_usage_adds_known_fields() -> None:
@@ -265,7 +265,7 @@ def test_acp_update_to_event_and_back(
 def test_any_malformed_update_still_becomes_an_event(update: dict[str, Any]) -> None:
     event = event_from_update(update, seq=0, ts=TS)
     assert event.update == update
-    EVENT_ADAPTER.validate_json(event.model_dump_json())  # and it serializes to a valid line
+    event_adapter().validate_json(event.model_dump_json())  # and it serializes to a valid line
 
 
 V1_FILE = (

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchflow.trajectory.events import EVENT_ADAPTER, event_from_update, update_line
+from benchflow.trajectory.events import event_adapter, event_from_update, update_line
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
@@ -57,7 +57,7 @@ def test_a_streamed_update_reads_back_as_its_event():
     update = {"sessionUpdate": "tool_call", "toolCallId": 7, "title": "ls", "status": None,
               "content": [{"type": "content", "content": {"type": "text", "text": "é"}}]}
     line = update_line(update, seq=3, ts=ts, role="coder", turn=1, trace_id="a" * 32)
-    event = EVENT_ADAPTER.validate_json(line)
+    event = event_adapter().validate_json(line)
     assert event == event_from_update(update, seq=3, ts=ts, role="coder", turn=1,
                                       trace_id="a" * 32)
     assert event.tool_call_id == "7" and event.status is None and event.ts == ts
