@@ -5,6 +5,8 @@ before anything starts; `Job` runs them with retries and cancellation and writes
 job's result.json; `prepare_resume` plans the rest of an interrupted job.
 """
 
+import importlib
+
 # Exports load on first use: a light module of the package (`limits`, `loop`) is imported
 # without the whole job machinery.
 _EXPORTS = {
@@ -23,8 +25,6 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'benchflow.job' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"benchflow.job.{module}"), name)
     globals()[name] = value
     return value

@@ -82,8 +82,9 @@ def job_gc() -> Iterator[None]:
     (`labs/benchmarks/scale.py`). Inside this context the objects that existed
     before the first job (imports, loaded tasks) are frozen out of collections
     (`gc.freeze`, unless `imports_gc_paused` froze the imports already) and full
-    collections are ten times rarer; both are undone when the last job ends. A process that tuned its collector itself (thresholds changed, objects
-    frozen, collection disabled) is left as it is.
+    collections are ten times rarer; both are undone when the last job ends. A process
+    that tuned its collector itself (thresholds changed, objects frozen, collection
+    disabled) is left as it is.
     """
     global _jobs_running, _tuned, _froze
     if _jobs_running == 0 and gc.isenabled() and gc.get_threshold() == _DEFAULT_THRESHOLDS:

@@ -82,3 +82,10 @@ def test_command_modules_evaluate_their_annotations_once():
                  if "typer.Option(" in (text := path.read_text())
                  and "from __future__ import annotations" in text]
     assert postponed == []
+
+
+def test_a_light_module_of_the_job_package_does_not_load_the_job_machinery():
+    loaded = loaded_by("import benchflow.job.limits, benchflow.job.loop")
+    assert "benchflow.job.job" not in loaded and "benchflow.job.config" not in loaded
+    names = loaded_by("import benchflow.job as j\nassert all(getattr(j, n) for n in j.__all__)")
+    assert "benchflow.job.job" in names and "benchflow.job.resume" in names

@@ -351,3 +351,17 @@ def test_an_event_built_with_the_stamp_is_written_as_the_writer_would_stamp_it(
         assert event["span_id"] not in (ids.span_id, "00000000000000aa")  # the tool call's own
     else:
         assert event["span_id"] == "00000000000000aa"
+
+
+def test_recording_one_event_type_builds_only_its_schema(tmp_path: Path) -> None:
+    event_adapter.cache_clear()
+    path = tmp_path / "acp_trajectory.jsonl"
+    with TrajectoryWriter(path, TrajectoryHeader(rollout_name="r")) as writer:
+        event = writer.record("oracle", command="bash solve.sh", exit_code=0)
+        assert event_adapter.cache_info().currsize == 0  # the union's validator: not built
+        with pytest.raises(ValidationError):
+            writer.record("oracle", command="x", bogus=1)  # its own schema still forbids
+        with pytest.raises(ValidationError):
+            writer.record("nope")  # an unknown type: the union says which types exist
+    assert type(event).__name__ == "OracleEvent"
+    assert [e.type for e in iter_events(path)] == ["oracle"]
