@@ -3,23 +3,9 @@
 Measures, in one run (image cached after a warm-up):
 
 - `benchflow --version` (target <= 0.3 s);
-- `benchflow run tasks/hello-world -a oracle`, against a bare floor: a Python process
-  making the Docker calls such a run makes, through the SDK, and nothing else (target
-  <= 1.5x):
-
-  | step | benchflow run | floor |
-  |---|---|---|
-  | client | `docker.from_env()` (pings the daemon) | the same |
-  | sandbox | create (the task's CPU and memory), start | the same |
-  | start upload | `/logs` folders and the oracle's `solve.sh`, one archive | the same |
-  | agent | `bash /oracle/solve.sh` in `/app` | the same |
-  | verifier | the task's `verifier/` copied to `/tests`, `bash /tests/test.sh` | the same |
-  | results | `/logs` copied out, the reward read | the same |
-  | teardown | remove, forced | the same |
-
-  What the floor leaves out is benchflow's own: reading the task and job config, checking
-  that the image exists, a probe for storage quotas, writing the job's files and the
-  trajectory, the summary.
+- `benchflow run tasks/hello-world -a oracle`, against a bare floor: `docker_floor.py` as a
+  whole Python process, which makes the Docker calls such a run makes through the SDK and
+  nothing else (target <= 1.5x).
 
 Prints the medians, their ratio and the median of the back-to-back ratios.
 
@@ -46,48 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "tasks" / "hello-world"
 BENCHFLOW = Path(sys.executable).parent / "benchflow"
 
-FLOOR = r'''
-import io, sys, tarfile
-from pathlib import Path
-import docker
-
-image, task = sys.argv[1], Path(sys.argv[2])
-
-
-def archive(entries):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in entries:
-            info = tarfile.TarInfo(name)
-            info.mode = mode
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-client = docker.from_env()
-container = client.containers.create(image, ["sleep", "infinity"], init=True, detach=True,
-                                      nano_cpus=10**9, mem_limit="512m",
-                                      labels={"benchflow.managed": "true",
-                                              "benchflow.job": "bench-cli-floor"})
-container.start()
-container.put_archive("/", archive([
-    ("logs/agent", None, 0o777), ("logs/verifier", None, 0o700),
-    ("oracle/solve.sh", (task / "oracle" / "solve.sh").read_bytes(), 0o755)]))
-container.exec_run(["bash", "/oracle/solve.sh"], workdir="/app")
-container.put_archive("/", archive([(f"tests/{p.name}", p.read_bytes(), 0o755)
-                                    for p in (task / "verifier").iterdir()]))
-container.exec_run(["bash", "/tests/test.sh"], workdir="/app")
-stream, _ = container.get_archive("/logs")
-with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-    reward = tar.extractfile("logs/verifier/reward.txt").read().decode().strip()
-container.remove(force=True, v=True)
-assert reward == "1", reward
-'''
+FLOOR = Path(__file__).with_name("docker_floor.py")
 
 
 def timed(argv: list[str], cwd: Path | None = None) -> float:
@@ -105,7 +50,7 @@ def main(runs: int) -> None:
     image = anyio.run(DockerSandbox(spec).prepare_image)
     with tempfile.TemporaryDirectory() as tmp:
         run = [str(BENCHFLOW), "run", str(TASK), "-a", "oracle", "--jobs-dir", tmp]
-        floor = [sys.executable, "-c", FLOOR, image, str(TASK)]
+        floor = [sys.executable, str(FLOOR), image, str(TASK)]
         timed(run)  # warm-up: the image and the agent-free path are cached
         timed(floor)
         versions = [timed([str(BENCHFLOW), "--version"]) for _ in range(runs)]

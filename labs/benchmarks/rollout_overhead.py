@@ -1,8 +1,8 @@
 """Rollout overhead: benchflow's hello-world oracle rollout against the bare Docker floor.
 
 Prints the median wall time of N rollouts (image cached) with each phase's share, and
-the median of a floor doing the same Docker steps bare through the SDK: create, start,
-three execs, one copy, remove. Target: benchflow's median at most 1.5x the floor.
+the median of a floor making the same Docker calls bare through the SDK (`docker_floor.py`).
+Target: benchflow's median at most 1.5x the floor.
 
     python labs/benchmarks/rollout_overhead.py [--runs 10] [--harden]
 """
@@ -10,15 +10,14 @@ three execs, one copy, remove. Target: benchflow's median at most 1.5x the floor
 from __future__ import annotations
 
 import argparse
-import io
 import statistics
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
 import docker
+from docker_floor import floor_once
 
 from benchflow import RolloutConfig, Scene
 from benchflow.rollout import Rollout
@@ -28,26 +27,6 @@ from benchflow.sandbox.spec import SandboxSpec
 REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "tasks" / "hello-world"
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
-
-
-def floor_once(client: docker.DockerClient, image: str) -> float:
-    started = time.perf_counter()
-    container = client.containers.create(image, ["sleep", "infinity"], init=True, detach=True,
-                                          labels={"benchflow.managed": "true",
-                                                  "benchflow.job": "bench-floor"})
-    container.start()
-    container.exec_run(["mkdir", "-p", "/logs/agent", "/logs/verifier"])
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = b'#!/bin/bash\necho "Hello, world!" > /app/hello.txt\n'
-        info = tarfile.TarInfo("oracle/solve.sh")
-        info.size, info.mode = len(data), 0o755
-        tar.addfile(info, io.BytesIO(data))
-    container.put_archive("/", buf.getvalue())
-    container.exec_run(["bash", "/oracle/solve.sh"])
-    container.exec_run(["sh", "-c", "cat /app/hello.txt > /logs/verifier/reward.txt"])
-    container.remove(force=True)
-    return time.perf_counter() - started
 
 
 async def rollout_once(jobs_dir: Path, i: int, harden: bool | None = None
@@ -69,7 +48,7 @@ async def main(runs: int, harden: bool) -> None:
         image = await sandbox.prepare_image()
         await rollout_once(jobs_dir, 999, harden or None)
         client = docker.from_env()
-        floor_once(client, image)
+        floor_once(client, image, TASK)
 
         walls, phases = [], {p: [] for p in PHASES}
         floors = []
@@ -78,7 +57,7 @@ async def main(runs: int, harden: bool) -> None:
             walls.append(wall)
             for p in PHASES:
                 phases[p].append(durations[p])
-            floors.append(await anyio.to_thread.run_sync(floor_once, client, image))
+            floors.append(await anyio.to_thread.run_sync(floor_once, client, image, TASK))
 
     ours, floor = statistics.median(walls), statistics.median(floors)
     label = "hardened verify" if harden else "trusted oracle: plain verify"
