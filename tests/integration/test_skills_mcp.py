@@ -44,7 +44,10 @@ def make_skill(root: Path, name: str, body: str) -> Path:
 
 PROBE = (f"cat {SKILLS_HOME}/*/SKILL.md; ls {SKILLS_HOME}; "
          f"stat -c '%U %a' {SKILLS_HOME}/*/SKILL.md; "
-         f"echo x >> {SKILLS_HOME}/hello/SKILL.md && echo WROTE || echo DENIED; id -un")
+         # the refused write's own message goes to stderr, which the agent may append after
+         # stdout: silenced, so the output's order is the commands' order
+         f"(echo x >> {SKILLS_HOME}/hello/SKILL.md) 2>/dev/null && echo WROTE || echo DENIED; "
+         "id -un")
 
 
 async def test_given_skill_is_placed_read_only_and_attributed(tmp_path, job_label):
