@@ -164,6 +164,8 @@ class RolloutConfig(FrozenModel):
     jobs_dir: Path = Path("jobs")
     job_name: str | None = None
     run_id: str | None = Field(default=None, description="the job's run id; None: a new one")
+    job_id: str | None = Field(default=None, description="the job instance's id (its "
+                               "sandboxes' `benchflow.job-id` label); None: the job folder's")
     dataset_name: str | None = None
     attempt: int = Field(default=1, ge=1)
     force_build: bool = False

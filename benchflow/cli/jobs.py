@@ -35,6 +35,7 @@ from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, combine
 from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
 from benchflow.telemetry import recorder
@@ -76,8 +77,8 @@ def _notify(message: str) -> None:
 async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
                    resuming: bool, otel: bool = False) -> tuple[JobResult, Job]:
     config = prepared.config
-    if resuming:  # sandboxes a crashed run left behind
-        await remove_containers(config.name, provider)
+    if resuming:  # sandboxes a crashed run of this job instance left behind
+        await remove_containers(CleanupScope(job_id=job_instance_id(prepared.job_dir)), provider)
     title = f"{config.name} ({len(prepared.to_run)} trials)"
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:

@@ -30,6 +30,7 @@ from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
+from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.task import Task
 from benchflow.telemetry.ids import new_run_id
 
@@ -104,6 +105,16 @@ class Job:
     @property
     def job_dir(self) -> Path:
         return self.jobs_dir / self.name
+
+    @property
+    def job_id(self) -> str:
+        """The job instance's id (kept in the job folder: a resumed job keeps it)."""
+        return job_instance_id(self.job_dir)
+
+    @property
+    def cleanup_scope(self) -> CleanupScope:
+        """This job instance's sandboxes (those of live other processes excepted)."""
+        return CleanupScope(job_id=self.job_id)
 
     @property
     def running(self) -> int:
@@ -192,7 +203,8 @@ class Job:
 
     async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
         config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir,
-                                                 "run_id": self.run_id})
+                                                 "run_id": self.run_id,
+                                                 "job_id": trial.config.job_id or self.job_id})
         retried: list[ErrorInfo] = []
         last: RolloutResult | None = None
         attempt = 0

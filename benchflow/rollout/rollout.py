@@ -45,7 +45,8 @@ from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
-from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.labels import LABEL_ROLLOUT
+from benchflow.sandbox.owner import job_instance_id, owner_labels
 from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec, SpecTree
@@ -143,8 +144,10 @@ class Rollout:
         self.result.task_git_commit_id = commit if known else await anyio.to_thread.run_sync(
             task.git_commit_id, _GIT_HEAD_MAX_AGE_SEC)
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
+        # the job instance, not its name: a job of the same name elsewhere is another job
+        self.job_id = config.job_id or job_instance_id(config.jobs_dir / self.job_name)
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
-                                      job_name=self.job_name,
+                                      job_name=self.job_id,
                                       log_dir=self.paths.root / "model_server",
                                       capture_path=self.paths.model_calls)
         require_sandbox(config, task, self.network.policy, self._given_drivers)
@@ -175,7 +178,7 @@ class Rollout:
             trees=(self._solution_tree,) if self._solution_tree else (),
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
-            labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
+            labels={**owner_labels(self.job_name, self.job_id), LABEL_ROLLOUT: self.rollout_name},
             build_log_path=self.paths.build_log,
             ledger_path=config.jobs_dir / self.job_name / LEDGER_NAME,
             **self.network.sandbox_fields(online_install=needs_network_install(

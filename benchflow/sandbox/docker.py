@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT  # noqa: E402
+from benchflow.sandbox.owner import LABEL_JOB_ID, LABEL_OWNER  # noqa: E402
 
 LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
@@ -139,7 +140,7 @@ class DockerSandbox:
                 if spec.force_build or not exists:
                     log.info("building %s", tag)
                     await docker_call(images.build_image, client, tag, spec.environment_dir, self._pems,
-                                spec.build_timeout_sec, spec.build_log_path,
+                                spec.build_timeout_sec, spec.build_log_path, _owner(spec.labels),
                                 error=SandboxStartError)
             # the tag covers the CA digest: the final stage installed these certificates
             self._ca_in_image = bool(self._pems) and images.final_stage_has_ca(
@@ -279,7 +280,7 @@ class DockerSandbox:
         repository, _, tag = name.rpartition(":")
         await docker_call(container.commit, repository=repository, tag=tag, message=description,
                           changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
-                          conf={"Labels": {LABEL_MANAGED: "true",
+                          conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
                                            LABEL_SNAPSHOT_OF: self.image or ""}})
 
     async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
@@ -357,6 +358,12 @@ class DockerSandbox:
     async def download(self, src: str, dst: Path) -> None:
         chunks, _stat = await docker_call(docker_client().api.get_archive, self._require(), src)
         await anyio.to_thread.run_sync(_extract, chunks, src, dst)
+
+
+def _owner(labels: Mapping[str, str]) -> dict[str, str]:
+    """The job instance and lease labels of a spec, for the images a sandbox makes (kept as
+    provenance: images are shared caches, which no cleanup removes)."""
+    return {k: v for k, v in labels.items() if k in (LABEL_JOB_ID, LABEL_OWNER)}
 
 
 def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> None:

@@ -5,16 +5,9 @@ from __future__ import annotations
 import logging
 
 from benchflow._models import FrozenModel
-from benchflow.errors import BenchflowError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import (
-    CAPABILITIES,
-    LABEL_JOB,
-    LABEL_MANAGED,
-    DockerSandbox,
-    docker_client,
-    preflight,
-)
+from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, preflight
+from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -45,29 +38,33 @@ class DockerProvider(SandboxProvider):
         return DockerSandbox(spec.model_copy(update=keys) if keys else spec)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
-        from benchflow.sandbox.cleanup import cleanup_containers
-
-        return await cleanup_containers(job_name)
+        return (await self.sweep(CleanupScope(job_name=job_name))).removed
 
     async def cleanup_extras(self, job_name: str | None = None) -> list[str]:
-        from benchflow.sandbox.network import cleanup_networks
-
-        return await cleanup_networks(job_name)
+        return (await self.sweep_extras(CleanupScope(job_name=job_name))).removed
 
     def cleanup_now(self, job_name: str) -> list[str]:
+        return self.sweep_now(CleanupScope(job_name=job_name)).removed
+
+    async def sweep(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.cleanup import sweep_containers
+
+        return await sweep_containers(scope)
+
+    async def sweep_extras(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.network import sweep_networks
+
+        return await sweep_networks(scope)
+
+    def sweep_now(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.cleanup import sweep_containers_now
+
         try:
-            client = docker_client()
-            filters = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_JOB}={job_name}"]}
-            containers = client.containers.list(all=True, filters=filters)
-            for container in containers:
-                try:
-                    container.remove(force=True, v=True)
-                except Exception:  # noqa: BLE001 - best effort: keep removing the others
-                    log.warning("could not remove container %s", container.name)
-            return [c.name for c in containers]
-        except (BenchflowError, Exception) as exc:  # noqa: BLE001 - no daemon: nothing to remove
-            log.warning("could not list containers of job %s: %s", job_name, exc)
-            return []
+            return sweep_containers_now(scope)
+        except Exception as exc:  # noqa: BLE001 - no daemon: nothing to remove
+            log.warning("could not list containers of job %s: %s",
+                        scope.job_id or scope.job_name, exc)
+            return CleanupReport()
 
 
 __all__ = ["DockerProvider", "DockerProviderConfig"]

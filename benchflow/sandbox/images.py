@@ -158,8 +158,10 @@ def build_image(
     pems: list[bytes],
     timeout_sec: float,
     log_path: Path | None,
+    labels: dict[str, str] | None = None,
 ) -> None:
-    """Build `tag` from the environment folder (blocking; run in a worker thread).
+    """Build `tag` from the environment folder (blocking; run in a worker thread), with
+    `labels` (the job instance and owner of the build) besides `benchflow.managed`.
 
     Raises:
         SandboxBuildError: a step failed; the message ends with the log's tail.
@@ -170,7 +172,7 @@ def build_image(
     context = build_context(environment_dir, pems)
     stream = client.api.build(
         fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
-        labels={"benchflow.managed": "true"}, timeout=max(int(timeout_sec), 1),
+        labels={"benchflow.managed": "true", **(labels or {})}, timeout=max(int(timeout_sec), 1),
     )
     error: str | None = None
     timeout_error = SandboxBuildTimeout("environment build", timeout_sec,
