@@ -5,7 +5,9 @@ BenchflowError
 ├── ConfigError              config_invalid: bad configuration that is not the task's
 │   │                        fault (backend, credentials, options); never retried
 │   ├── TaskNotFoundError    task_not_found
-│   └── TaskInvalidError     task_invalid
+│   ├── TaskInvalidError     task_invalid
+│   └── TaskEscapeError      task_invalid: a task file links outside its folder (refused
+│                            for the whole run, never recorded as one trial's failure)
 ├── SandboxError             a sandbox backend failed (infrastructure); retried only
 │   │                        when `transient` (set where the backend's exception is mapped)
 │   ├── SandboxBuildError    environment_build_failed
@@ -15,6 +17,8 @@ BenchflowError
 │   ├── ResourceAllocationError  environment_resource_allocation_failed
 │   ├── SandboxExecError     environment_exec_failed: daemon/API failure in an exec after
 │   │                        start (a non-zero exit is a result)
+│   ├── ResourceExhaustedError  environment_resource_exhausted: the sandbox ran past a limit
+│   │                        benchflow enforces (disk); never retried
 │   └── SandboxTeardownError environment_teardown_failed (never retried)
 ├── AgentError
 │   ├── AgentInstallError    agent_install_failed
@@ -68,6 +72,7 @@ ErrorType = Literal[
     "config_invalid",
     "environment_exec_failed",
     "worker_lost",
+    "environment_resource_exhausted",
 ]
 """Every value `result.json`'s `error.type` can take (the job spec's 17 plus ours)."""
 
@@ -115,6 +120,13 @@ class TaskNotFoundError(ConfigError):
 
 class TaskInvalidError(ConfigError):
     """A task folder exists but is malformed (missing file, bad frontmatter, bad key)."""
+
+    error_type: ClassVar[ErrorType] = "task_invalid"
+
+
+class TaskEscapeError(ConfigError):
+    """A file or folder of a task resolves outside the task folder (a symbolic link to a
+    host file): the run is refused, since its text would reach the sandbox and the results."""
 
     error_type: ClassVar[ErrorType] = "task_invalid"
 
@@ -175,6 +187,17 @@ class SandboxExecError(SandboxError):
     """The backend failed to run a command (a non-zero exit code is a result, not this)."""
 
     error_type: ClassVar[ErrorType] = "environment_exec_failed"
+
+
+class ResourceExhaustedError(SandboxError):
+    """The sandbox ran past a limit benchflow enforces itself (its disk, where the backend
+    has no quota): the agent was stopped. Never retried: a rerun would do the same."""
+
+    error_type: ClassVar[ErrorType] = "environment_resource_exhausted"
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
 
 class SandboxTeardownError(SandboxError):
@@ -303,6 +326,7 @@ __all__ = [
     "PhaseTimeout",
     "ProviderError",
     "ResourceAllocationError",
+    "ResourceExhaustedError",
     "RewardInvalidError",
     "RewardMissingError",
     "RolloutCancelled",
@@ -313,6 +337,7 @@ __all__ = [
     "SandboxExecError",
     "SandboxStartError",
     "SandboxTeardownError",
+    "TaskEscapeError",
     "TaskInvalidError",
     "TaskNotFoundError",
     "VerifierError",

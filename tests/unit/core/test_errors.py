@@ -34,7 +34,8 @@ def test_only_transient_infrastructure_errors_are_retryable():
     for cls in _classes():
         if issubclass(cls, SandboxError) and not issubclass(cls, errors.PhaseTimeout):
             assert not cls("x").retryable, cls
-            assert cls("x", transient=True).retryable is (cls is not errors.SandboxTeardownError)
+            assert cls("x", transient=True).retryable is (
+                cls not in (errors.SandboxTeardownError, errors.ResourceExhaustedError))
     assert errors.ProviderError("x", transient=True).retryable
     assert not errors.ProviderError("x", status=401).retryable
 
