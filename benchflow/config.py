@@ -183,6 +183,9 @@ class RolloutConfig(FrozenModel):
     override_cpus: float | None = None
     override_memory_mb: int | None = None
     override_storage_mb: int | None = None
+    max_download_mb: int = Field(default=1024, ge=1, le=1 << 20, description="what one "
+                                 "download from the sandbox (/logs, an artifact) may bring "
+                                 "to the host; the rest is dropped, with a warning")
     provider_config: dict[str, Any] = Field(default_factory=dict)
     network: NetworkPolicy | None = Field(
         default=None, description="None: the task's (`allow_internet: false` -> none, or "

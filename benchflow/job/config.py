@@ -92,6 +92,9 @@ class EnvironmentConfig(FrozenModel):
     override_cpus: float | None = Field(default=None, gt=0)
     override_memory_mb: int | None = Field(default=None, gt=0)
     override_storage_mb: int | None = Field(default=None, gt=0)
+    max_download_mb: int = Field(default=1024, ge=1, le=1 << 20, description="what one "
+                                 "download from a sandbox (/logs, an artifact) may bring to "
+                                 "the host, in MB; the rest is dropped, with a warning")
     network: NetworkPolicy | None = Field(
         default=None, description="public | none | model-only; default: the task's "
         "(model-only with a scripted model server)")

@@ -95,6 +95,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         verifier_disabled=verifier.disable, verifier_timeout_sec=verifier_timeout,
         override_cpus=env.override_cpus, override_memory_mb=env.override_memory_mb,
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
+        max_download_mb=env.max_download_mb,
         network=env.network, model_endpoint=config.model_endpoint,
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
         capture_model_calls=config.capture_model_calls,

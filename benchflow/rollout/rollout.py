@@ -42,7 +42,8 @@ from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
-from benchflow.sandbox.base import Sandbox
+from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
+from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_ROLLOUT
@@ -171,6 +172,7 @@ class Rollout:
             cpus=config.override_cpus or sandbox_cfg.cpus,
             memory_mb=config.override_memory_mb or sandbox_cfg.memory_mb,
             storage_mb=config.override_storage_mb or sandbox_cfg.storage_mb,
+            pids_limit=sandbox_cfg.pids_limit, download_limit_mb=config.max_download_mb,
             gpus=sandbox_cfg.gpus,
             workdir=sandbox_cfg.workdir,
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
@@ -195,6 +197,9 @@ class Rollout:
         self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
+        limit = watched_limit_mb(self.sandbox)
+        if limit is not None:  # never dropped silently: the watchdog enforces it, and says so
+            self.result.warnings.append(watchdog_warning(limit))
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
         self.ctx = AgentContext(
@@ -251,7 +256,7 @@ class Rollout:
     async def execute(self) -> None:
         """Run every step; one session per run of consecutive steps of one role in one scene."""
         await self.open_agent_phase()
-        await self.run_steps()
+        await run_watched(self.sandbox, self.run_steps)
 
     async def open_agent_phase(self) -> None:
         """Once, before the first agent step: network policy, trajectory file, skills."""
@@ -358,7 +363,7 @@ class Rollout:
     async def _run_task_steps(self) -> None:
         """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
         await self.open_agent_phase()
-        await run_task_steps(self)
+        await run_watched(self.sandbox, lambda: run_task_steps(self))
 
     async def _judged_verify(self, judge: JudgeVerifier, run: VerifierRun) -> dict[str, float]:
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
@@ -499,6 +504,9 @@ class Rollout:
         return TrajectoryWriter(self.paths.trajectory, header)
 
     def _write_result(self) -> None:
+        if isinstance(self.sandbox, GuardedSandbox):  # e.g. a download cut at its limit
+            self.result.warnings += [w for w in self.sandbox.warnings
+                                     if w not in self.result.warnings]
         if self.paths.trajectory.exists():
             self.result.trajectory_path = str(self.paths.trajectory)
         write_json_atomic(self.paths.result, self.result.model_dump_json(indent=2))

@@ -188,6 +188,26 @@ class SnapshotSandbox(Sandbox, Protocol):
 
 
 @runtime_checkable
+class GuardedSandbox(Sandbox, Protocol):
+    """A sandbox whose backend may leave limits to benchflow: `storage_quota` False means
+    `spec.storage_mb` is not enforced by the backend, so the rollout's disk watchdog reads
+    `disk_usage_mb()` and stops the agent past it. `warnings` collects what weakened the
+    sandbox's guarantees (a download cut at `spec.download_limit_mb`) for the result."""
+
+    storage_quota: bool
+    warnings: list[str]
+
+    async def disk_usage_mb(self) -> float:
+        """What the sandbox has written since it started, in MB."""
+        ...
+
+    async def stop_processes(self) -> None:
+        """Stop every process in the sandbox (its running commands return); its files
+        stay downloadable."""
+        ...
+
+
+@runtime_checkable
 class PolicySandbox(Sandbox, Protocol):
     """A sandbox that can change its network policy once started (`network_policies`)."""
 

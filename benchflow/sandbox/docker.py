@@ -116,6 +116,12 @@ class DockerSandbox:
         self._ca_env: dict[str, str] = {}
         """CA variables every exec carries (see certs.ca_env_argv), known after start."""
         self._ca_in_image = False  # built here from the Dockerfile with the CAs baked in
+        self.storage_quota = False
+        """Whether the daemon enforces `spec.storage_mb` itself (known after start): where
+        it does not, the rollout's disk watchdog does."""
+        self.warnings: list[str] = []
+        """What weakened this sandbox's guarantees (a download cut at its limit), for the
+        rollout's result."""
 
     @property
     def sandbox_id(self) -> str | None:
@@ -164,6 +170,7 @@ class DockerSandbox:
             labels={LABEL_MANAGED: "true", **spec.labels}, environment=self._env,
             nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
             mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
+            pids_limit=spec.pids_limit,
             network=None if spec.network_policy == "none" else spec.network,
             network_mode="none" if spec.network_policy == "none" else None,
             runtime=spec.runtime, volumes=spec.volumes,
@@ -201,13 +208,14 @@ class DockerSandbox:
                 container = await docker_call(client.containers.create,
                                               storage_opt={"size": f"{storage_mb}M"},
                                               error=SandboxStartError, **kwargs)
-                _storage_quotas = True
+                _storage_quotas = self.storage_quota = True
                 return container
             except SandboxStartError as exc:
                 # storage quotas need overlay2 on xfs with pquota: best effort only
                 if "storage" not in str(exc).lower():
                     raise _classify_start(exc) from exc
-                log.debug("storage limit not supported here: %s", exc)
+                log.info("the daemon has no storage quota (%s): the disk watchdog enforces "
+                         "storage_mb", exc)
                 _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
             return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
@@ -356,8 +364,46 @@ class DockerSandbox:
         await self._put_archive("/", _tar_bytes({dst: (data, mode)}))
 
     async def download(self, src: str, dst: Path) -> None:
-        chunks, _stat = await docker_call(docker_client().api.get_archive, self._require(), src)
-        await anyio.to_thread.run_sync(_extract, chunks, src, dst)
+        """Stream `src` out of the container to `dst` (at most `spec.download_limit_mb`; what
+        the limit left out is recorded in `warnings`)."""
+        note = await docker_call(_download, self._require(), src, dst, self.spec.download_limit_mb)
+        if note is not None:
+            log.warning("%s", note)
+            self.warnings.append(note)
+
+    # -- limits benchflow enforces itself ----------------------------------------------
+
+    async def disk_usage_mb(self) -> float:
+        """What the container has written (its writable layer), in MB."""
+        info = await docker_call(_inspect_with_size, self._require())
+        return float(info.get("SizeRw") or 0) / (1 << 20)
+
+    async def stop_processes(self) -> None:
+        """Stop and kill every process but the container's init (`scripts/stop_all.sh`):
+        nothing writes another byte, running commands return, files stay downloadable."""
+        script = (_SCRIPTS / "stop_all.sh").read_text()
+        await self.exec(["/bin/sh", "-c", script], user="root", timeout=60,
+                        env={"PATH": SYSTEM_PATH})
+
+
+def _inspect_with_size(container_id: str) -> dict[str, Any]:
+    """`GET /containers/{id}/json?size=1` (the SDK's inspect cannot ask for sizes)."""
+    api = docker_client().api
+    res = api._get(api._url("/containers/{0}/json", container_id), params={"size": 1})
+    return dict(api._result(res, True))
+
+
+def _download(container_id: str, src: str, dst: Path, limit_mb: int | None) -> str | None:
+    """`get_archive`, read as it arrives (never whole in memory) and closed when done."""
+    api = docker_client().api
+    res = api._get(api._url("/containers/{0}/archive", container_id), params={"path": src},
+                   stream=True, headers={"Accept-Encoding": "identity"})
+    try:
+        api._raise_for_status(res)
+        return _extract(res.iter_content(1 << 20), src, dst,
+                        None if limit_mb is None else limit_mb << 20)
+    finally:
+        res.close()
 
 
 def _owner(labels: Mapping[str, str]) -> dict[str, str]:

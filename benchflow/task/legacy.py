@@ -37,6 +37,7 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
                 "cpus",
                 "memory_mb",
                 "storage_mb",
+                "pids_limit",
                 "gpus",
                 "workdir",
                 "env",

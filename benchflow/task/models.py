@@ -120,6 +120,8 @@ class SandboxSettings(_Strict):
     cpus: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     memory_mb: Annotated[int, Field(gt=0)] = 2048
     storage_mb: Annotated[int, Field(gt=0)] = 10240
+    pids_limit: Annotated[int, Field(ge=16, le=4_194_304)] = 4096
+    """Processes and threads the sandbox may hold at once (a fork bomb stops there)."""
     gpus: Annotated[int, Field(ge=0)] = 0
     workdir: Text | None = None
     """Working directory of the agent and the verifier; None keeps the image's WORKDIR."""

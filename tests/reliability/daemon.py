@@ -65,7 +65,9 @@ class SecondDaemon:
             raise RuntimeError("dockerd is not installed")
         with (self.root / "dockerd.log").open("ab") as log:
             self.proc = subprocess.Popen(
-                ["dockerd", "--data-root", str(self.root / "data"),
+                # its own network namespace: a dockerd with --bridge=none deletes the
+                # namespace's docker0, which would be the shared daemon's (integrator's fix)
+                ["unshare", "--net", "dockerd", "--data-root", str(self.root / "data"),
                  "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
                  "-H", self.url, "--bridge=none", "--iptables=false", "--ip-masq=false",
                  "--ip-forward=false", "--userland-proxy=false"],
