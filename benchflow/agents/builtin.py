@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Literal, get_args
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
+from benchflow.agents.command import output_capture
 from benchflow.sandbox.base import SYSTEM_PATH
+from benchflow.sandbox.output import exec_captured
 from benchflow.sandbox.spec import SpecTree
 from benchflow.steps import Step
 
@@ -110,12 +112,9 @@ class _OracleConnection:
         script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'
         env = {**ctx.env, **oracle.env}
         started = time.monotonic()
-        result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
-                                        env=env, timeout=timeout)
-        out = ctx.paths.command_dir
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "stdout.txt").write_bytes(result.stdout)
-        (out / "stderr.txt").write_bytes(result.stderr)
+        result = await exec_captured(ctx.sandbox, ["bash", "-c", script],
+                                     output_capture(ctx.paths.command_dir), user=user,
+                                     cwd=ctx.workdir, env=env, timeout=timeout)
         if ctx.trajectory is not None:
             ctx.trajectory.record("oracle", command=f"bash {ORACLE_DIR}/solve.sh",
                                   exit_code=result.exit_code, output=result.text(100_000),

@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from benchflow._models import FrozenModel
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
+
+if TYPE_CHECKING:
+    from benchflow.sandbox.output import OutputCapture
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH for benchflow's own root commands once an agent has run: never a folder the agent
@@ -184,6 +187,19 @@ class SnapshotSandbox(Sandbox, Protocol):
 
     async def save_snapshot(self, name: str, description: str) -> None:
         """Save the running sandbox as snapshot `name`."""
+        ...
+
+
+@runtime_checkable
+class StreamingSandbox(Sandbox, Protocol):
+    """A sandbox that hands a command's output over as it arrives (`OutputCapture`), so an
+    agent's output lands on disk live and only its tail is held in memory."""
+
+    async def exec_into(self, cmd: Sequence[str], capture: OutputCapture, *,
+                        user: str | None = None, cwd: str | None = None,
+                        env: Mapping[str, str] | None = None,
+                        timeout: float | None = None) -> ExecResult:
+        """`exec`, with stdout and stderr written to `capture` chunk by chunk."""
         ...
 
 

@@ -39,6 +39,7 @@ from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.docker_errors import is_transient
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
+from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
@@ -307,6 +308,15 @@ class DockerSandbox:
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None) -> ExecResult:
+        return await self.exec_into(cmd, OutputCapture(), user=user, cwd=cwd, env=env,
+                                    timeout=timeout)
+
+    async def exec_into(self, cmd: Sequence[str], capture: OutputCapture, *,
+                        user: str | None = None, cwd: str | None = None,
+                        env: Mapping[str, str] | None = None,
+                        timeout: float | None = None) -> ExecResult:
+        """Run `cmd`; its output goes to `capture` frame by frame as the daemon sends it
+        (linear in its size, on disk live when the capture has files)."""
         argv = list(cmd)
         if timeout is not None:
             # A worker thread cannot be interrupted: the deadline is enforced in the container.
@@ -316,11 +326,11 @@ class DockerSandbox:
         started = time.monotonic()
         exec_id = (await docker_call(api.exec_create, self._require(), argv, user=user or "",
                                workdir=cwd, environment={**self._ca_env, **(env or {})}))["Id"]
-        stdout, stderr = await docker_call(api.exec_start, exec_id, demux=True)
+        await docker_call(_pump, exec_id, capture)
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
-        return ExecResult(code if code is not None else -1, stdout or b"", stderr or b"", timed_out)
+        return capture.result(code if code is not None else -1, timed_out)
 
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
@@ -384,6 +394,24 @@ class DockerSandbox:
         script = (_SCRIPTS / "stop_all.sh").read_text()
         await self.exec(["/bin/sh", "-c", script], user="root", timeout=60,
                         env={"PATH": SYSTEM_PATH})
+
+
+def _pump(exec_id: str, capture: OutputCapture) -> None:
+    """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
+    api = docker_client().api
+    # exec_start(stream=True) without its CancellableStream, whose close leaks the socket
+    res = api._post_json(api._url("/exec/{0}/start", exec_id), data={"Tty": False,
+                         "Detach": False}, headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                         stream=True)
+    try:
+        api._raise_for_status(res)
+        for stdout, stderr in api._read_from_socket(res, True, tty=False, demux=True):
+            if stdout:
+                capture.write(STDOUT, stdout)
+            if stderr:
+                capture.write(STDERR, stderr)
+    finally:
+        res.close()
 
 
 def _inspect_with_size(container_id: str) -> dict[str, Any]:

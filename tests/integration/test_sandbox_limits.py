@@ -92,3 +92,28 @@ def test_a_download_past_its_limit_is_cut_and_recorded(tmp_path, job_name):
     logs = out["dir"] / "logs" / "agent"
     assert (logs / "a-small.txt").read_text() == "small\n"
     assert not (logs / "b-big.bin").exists()
+
+
+# -- agent output ---------------------------------------------------------------------------
+
+
+def test_a_large_output_is_read_whole_and_kept_on_disk(tmp_path, job_name):
+    """256 MiB of stdout: the old reader (quadratic) ran past any sane agent timeout."""
+    tasks = _task(tmp_path, "{}")
+    out = _run(tmp_path, job_name, tasks, "head -c 268435456 /dev/zero | tr '\\0' a\n")
+    assert out["result"]["error"] is None, out["result"]["error"]
+    stdout = out["dir"] / "command" / "stdout.txt"
+    assert stdout.stat().st_size == 256 << 20
+    with stdout.open("rb") as fh:
+        fh.seek(-16, 2)
+        assert fh.read() == b"a" * 16
+
+
+def test_a_timed_out_agents_partial_output_is_kept(tmp_path, job_name):
+    tasks = _task(tmp_path, "{}")
+    (tasks / "limits" / "task.md").write_text("---\nagent: {timeout_sec: 4}\n---\nLoop.\n")
+    out = _run(tmp_path, job_name, tasks,
+               "i=0; while true; do i=$((i+1)); echo line $i; sleep 0.01; done\n")
+    assert out["result"]["error"]["type"] == "agent_execution_timeout"
+    lines = (out["dir"] / "command" / "stdout.txt").read_text().splitlines()
+    assert lines[:2] == ["line 1", "line 2"] and len(lines) > 10
