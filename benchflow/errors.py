@@ -34,6 +34,7 @@ BenchflowError
 │   ├── RewardInvalidError   verifier_reward_invalid
 │   └── VerifierTampered     verifier_tampered (hardening found tampering; fail closed)
 ├── RolloutCancelled         cancelled
+├── ResultsWriteError        the job's files cannot be written (disk full): the job stops
 └── PhaseTimeout             mixin of the *Timeout classes: .phase, .timeout_sec
 ```
 
@@ -305,6 +306,19 @@ class WorkerLostError(BenchflowError):
     retryable: ClassVar[bool] = True
 
 
+class ResultsWriteError(BenchflowError):
+    """benchflow cannot write a job's files (the disk under the jobs folder is full, or it
+    refuses writes). The job stops starting trials and ends: every result written before
+    stays valid, and `benchflow jobs resume` finishes the job once there is room. Never
+    recorded in a result (there is no room for one)."""
+
+    @classmethod
+    def for_path(cls, path: object, exc: OSError, job_dir: object = None) -> ResultsWriteError:
+        where = f"`benchflow jobs resume {job_dir}`" if job_dir else "the run again"
+        return cls(f"{path}: cannot write ({exc.strerror or exc}): free space there and run "
+                   f"{where}; the results written before stay valid")
+
+
 class RolloutCancelled(BenchflowError):
     """The rollout was cancelled (Ctrl-C, SIGTERM, job cancellation)."""
 
@@ -327,6 +341,7 @@ __all__ = [
     "ProviderError",
     "ResourceAllocationError",
     "ResourceExhaustedError",
+    "ResultsWriteError",
     "RewardInvalidError",
     "RewardMissingError",
     "RolloutCancelled",

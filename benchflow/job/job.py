@@ -21,6 +21,7 @@ import anyio
 
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
+from benchflow.errors import ResultsWriteError
 from benchflow.job.config import MetricConfig
 from benchflow.job.limits import ensure_fd_limit, job_gc
 from benchflow.job.metrics import compute_metrics
@@ -98,6 +99,8 @@ class Job:
     started_at: datetime | None = None
     results: list[RolloutResult] = field(default_factory=list)
     cancelled: bool = False
+    fatal: ResultsWriteError | None = None
+    """Why the job stopped early without being cancelled (its files could not be written)."""
     _by_index: dict[int, RolloutResult] = field(default_factory=dict, repr=False)
     _started: set[int] = field(default_factory=set, repr=False)
     _scope: anyio.CancelScope | None = field(default=None, repr=False)
@@ -128,9 +131,18 @@ class Job:
             self._scope.cancel()
 
     async def run(self) -> JobResult:
-        """Run every trial; returns (and writes) the job result, `cancelled` if cancelled."""
+        """Run every trial; returns (and writes) the job result, `cancelled` if cancelled.
+
+        Raises:
+            ResultsWriteError: the job's files could not be written (a full disk): the job
+                stopped starting trials, the running ones ended (their sandboxes removed),
+                every result written before stays valid; `jobs resume` finishes it.
+        """
         self.started_at = self.started_at or utcnow()
-        self.job_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.job_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ResultsWriteError.for_path(self.job_dir, exc, self.job_dir) from exc
         ensure_fd_limit(min(self.concurrency, len(self.trials)))
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         try:
@@ -145,8 +157,23 @@ class Job:
             self.cancelled = True
             raise
         finally:
-            result = self.write_result()
+            try:
+                result = self.write_result()
+            except OSError as exc:  # written by the next `jobs resume`
+                result = self.build_result()
+                self._stop(ResultsWriteError.for_path(self.job_dir / "result.json", exc,
+                                                      self.job_dir))
+        if self.fatal is not None:
+            raise self.fatal
         return result
+
+    def _stop(self, error: ResultsWriteError) -> None:
+        """The job's files cannot be written: start nothing more, end the running trials."""
+        log.info("the job stops: %s", error)  # the CLI prints it once, as it ends
+        if self.fatal is None:
+            self.fatal = error
+        if self._scope is not None:
+            self._scope.cancel()
 
     def all_results(self) -> list[RolloutResult]:
         """Finished results of earlier runs, then this run's in plan order."""
@@ -218,9 +245,18 @@ class Job:
                         drivers=trial.drivers)
                     rollout.result.retried_errors = list(retried)
                     last = rollout.result  # a cancelled rollout still has a (cancelled) result
-                    await rollout.run()
+                    try:
+                        await rollout.run()
+                    except ResultsWriteError as exc:  # no room for its result: resume reruns it
+                        last = None
+                        self._stop(exc)
+                        return
                 if self.cancelled and last.error is not None and last.error.type != "cancelled":
-                    self._mark_cancelled(rollout)  # its sandbox was removed under it
+                    try:
+                        self._mark_cancelled(rollout)  # its sandbox was removed under it
+                    except OSError as exc:
+                        self._stop(ResultsWriteError.for_path(rollout.paths.result, exc,
+                                                              self.job_dir))
                 if not self.retry.should_retry(last, attempt):
                     return
                 assert last.error is not None

@@ -100,10 +100,15 @@ async def run_with_signals(job: Job, environment: str | SandboxProvider = "docke
     After a cancelled run every sandbox of the job is removed (by its provider), so none is
     left behind even when a trial was starting its sandbox as the signal came.
     """
-    async with anyio.create_task_group() as tg:
-        await tg.start(_watch, job, environment, notify, tg)
-        result = await job.run()
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(_watch, job, environment, notify, tg)
+            result = await job.run()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the job's own error, as itself (not in a group)
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], BenchflowError):
+            raise group.exceptions[0] from None
+        raise
     if job.cancelled:
         with anyio.CancelScope(shield=True):
             await remove_containers(job.cleanup_scope, environment)

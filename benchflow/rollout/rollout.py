@@ -8,6 +8,7 @@ up (shielded from cancellation) and writes `result.json` as the rollout ends.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 from collections.abc import Mapping
 from datetime import datetime
@@ -21,7 +22,12 @@ from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, pre
 from benchflow.agents.image_cache import install_cache_outcome
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
-from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
+from benchflow.errors import (
+    BenchflowError,
+    ResultsWriteError,
+    RolloutCancelled,
+    SandboxTeardownError,
+)
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
@@ -68,6 +74,7 @@ log = logging.getLogger(__name__)
 _GIT_HEAD_MAX_AGE_SEC = 60.0
 """How long one `git rev-parse HEAD` of a task folder serves rollouts of that task."""
 _CLEANUP_TIMEOUT_SEC = 60.0
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def default_job_name() -> str:
@@ -116,6 +123,7 @@ class Rollout:
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
         self._mcp_servers: list[McpServer] = []
+        self._storage_failure: OSError | None = None
         self.final_text = ""
         """The agent's last non-empty message (for an LLM judge and QA answers)."""
 
@@ -396,6 +404,8 @@ class Rollout:
                 await self.sandbox.download("/logs", self.paths.logs_dir)
         except BenchflowError as exc:
             log.warning("%s: could not collect /logs: %s", self.rollout_name, exc)
+        except OSError as exc:  # the host's disk: the job stops once the sandbox is gone
+            self._storage_failure = self._storage_failure or exc
         policy = self.config.preserve_env
         keep = policy == "always" or (policy == "on_failure" and self.result.failed)
         try:
@@ -416,13 +426,22 @@ class Rollout:
         # rollouts starting at once must not each hold the event loop on the file system
         config_json = redacted_config_json(self.config)
         with anyio.CancelScope(shield=True):
-            log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
+            try:
+                log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
+            except OSError as exc:  # nothing started yet: the job stops here
+                raise self._write_failure(self.paths.config, exc) from exc
         try:
             with rollout_log(log_file, self.rollout_name):
                 return await self._run()
         finally:
             with anyio.CancelScope(shield=True):  # every line on disk when run() returns
-                await anyio.to_thread.run_sync(log_file.close)
+                try:
+                    await anyio.to_thread.run_sync(log_file.close)
+                except OSError:  # a full disk: the failure that matters is raised above
+                    log.debug("could not flush %s", self.paths.log)
+
+    def _write_failure(self, path: object, exc: OSError) -> ResultsWriteError:
+        return ResultsWriteError.for_path(path, exc, self.config.jobs_dir / self.job_name)
 
     def _open_folder(self, config_json: str) -> RolloutLogFile:
         """The rollout's folder with its config.json, and its open rollout.log (one trip
@@ -472,22 +491,35 @@ class Rollout:
                 if self.network is not None:
                     await self.network.aclose()
             if self.ctx is not None and self.ctx.trajectory is not None:
-                self.ctx.trajectory.close()
+                try:
+                    self.ctx.trajectory.close()
+                except OSError as exc:  # a full disk: its last events are lost
+                    self._storage_failure = self._storage_failure or exc
             self.clock.end()
             with anyio.CancelScope(shield=True):  # written even when cancelled
-                await anyio.to_thread.run_sync(self._write_result)
+                try:
+                    await anyio.to_thread.run_sync(self._write_result)
+                except OSError as exc:  # the sandbox is gone already; the job stops
+                    raise self._write_failure(self.paths.result, exc) from exc
+            if self._storage_failure is not None:  # the disk filled during the rollout
+                raise self._write_failure(self._storage_failure.filename or self.paths.root,
+                                          self._storage_failure)
             log.info("rollout ends: reward %s, error %s", self.result.reward,
                      self.result.error.type if self.result.error else None)
             self._emit(RolloutEventKind.END)
         return self.result
 
     def _record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+            self._storage_failure = exc  # not the agent's fault: the job stops after cleanup
         error = ErrorInfo.from_exception(exc, phase)
         self.result.error = error.model_copy(
             update={"message": redact_text(error.message, self._secrets)})
         self.result.reward = None
         self.result.rewards = None
-        if not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
+        if self._storage_failure is exc:
+            log.info("%s: cannot write its files: %s", self.rollout_name, exc)
+        elif not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", self.rollout_name, phase, exc_info=cause)
         try:
             write_error_txt(self.paths.error, cause, self._secrets)

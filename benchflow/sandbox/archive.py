@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import tarfile
@@ -111,6 +112,8 @@ def extract(chunks: Iterator[bytes], src: str, dst: Path,
             try:
                 tar.extract(member, dst.parent, filter="data")
             except (tarfile.TarError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise  # the host's disk is full: not this member's fault
                 log.warning("skipped %s while downloading %s: %s", member.name, src, exc)
                 continue
             if member.isfile():

@@ -47,10 +47,14 @@ class OutputCapture:
         self.paths = {STDOUT: stdout_path, STDERR: stderr_path}
         self._files: dict[int, IO[bytes]] = {}
         self._tails = {STDOUT: _Tail(memory_limit), STDERR: _Tail(memory_limit)}
-        for stream, path in self.paths.items():  # exist (empty) even when nothing is printed
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._files[stream] = path.open("wb")
+        try:
+            for stream, path in self.paths.items():  # exist (empty) even when nothing is printed
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    self._files[stream] = path.open("wb")
+        except OSError:
+            self.close()
+            raise
 
     def write(self, stream: int, data: bytes) -> None:
         """Take one chunk of `stream` (STDOUT or STDERR)."""
@@ -62,10 +66,18 @@ class OutputCapture:
             handle.write(data)
 
     def close(self) -> None:
-        """Flush and close the files (idempotent)."""
+        """Flush and close the files (idempotent). Each is closed even when flushing one
+        fails (a full disk); the first such error is raised."""
+        error: OSError | None = None
         for handle in self._files.values():
-            if not handle.closed:
+            try:
                 handle.close()
+            except OSError as exc:
+                error = error or exc
+                if not handle.closed:
+                    handle.raw.close()  # type: ignore[attr-defined]
+        if error is not None:
+            raise error
 
     @property
     def truncated(self) -> bool:

@@ -56,7 +56,11 @@ class TrajectoryWriter:
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
         if not existing:
-            self._write_line(header.model_dump_json().encode())
+            try:
+                self._write_line(header.model_dump_json().encode())
+            except OSError:  # a full disk: no descriptor left open behind the error
+                self.close()
+                raise
 
     def next_seq(self) -> int:
         """Reserve the next sequence number (call it when the thing happens, before any await)."""
@@ -146,10 +150,15 @@ class TrajectoryWriter:
         return self._file is None
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the file (idempotent). On a full disk the unflushed tail is lost, the file
+        is closed anyway and the OSError raised."""
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            finally:
+                if not file.closed:  # its flush failed: release the descriptor all the same
+                    file.raw.close()
 
     def __enter__(self) -> Self:
         return self
