@@ -45,7 +45,8 @@ from benchflow.rollout.result import (
     write_json_atomic,
 )
 from benchflow.rollout.scenes import resolve_scenes
-from benchflow.rollout.secrets import redact_text, redacted_config_json
+from benchflow.rollout.redaction import mask_folder, rollout_redactor
+from benchflow.rollout.secrets import Redactor, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
@@ -122,6 +123,8 @@ class Rollout:
         self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
+        self.redactor = Redactor()
+        """Masks every secret the rollout injects in what it writes (see `redaction.py`)."""
         self._mcp_servers: list[McpServer] = []
         self._storage_failure: OSError | None = None
         self.final_text = ""
@@ -167,6 +170,8 @@ class Rollout:
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
+        self.redactor = rollout_redactor(self._secrets, self.scenes, self.drivers)
+        mask_in_rollout_log(self.redactor.values)
         settings = get_settings()
         sandbox_cfg = task.config.sandbox
         # the oracle's solution in the start's one upload, when only built-in agents run
@@ -514,7 +519,7 @@ class Rollout:
             self._storage_failure = exc  # not the agent's fault: the job stops after cleanup
         error = ErrorInfo.from_exception(exc, phase)
         self.result.error = error.model_copy(
-            update={"message": redact_text(error.message, self._secrets)})
+            update={"message": self.redactor.text(error.message)})
         self.result.reward = None
         self.result.rewards = None
         if self._storage_failure is exc:
@@ -522,7 +527,7 @@ class Rollout:
         elif not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", self.rollout_name, phase, exc_info=cause)
         try:
-            write_error_txt(self.paths.error, cause, self._secrets)
+            write_error_txt(self.paths.error, cause, self.redactor.values)
         except OSError:
             pass
 
@@ -533,7 +538,9 @@ class Rollout:
             agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
             run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
-        return TrajectoryWriter(self.paths.trajectory, header)
+        writer = TrajectoryWriter(self.paths.trajectory, header)
+        writer.redact = self.redactor.bytes
+        return writer
 
     def _write_result(self) -> None:
         if isinstance(self.sandbox, GuardedSandbox):  # e.g. a download cut at its limit
@@ -541,7 +548,9 @@ class Rollout:
                                      if w not in self.result.warnings]
         if self.paths.trajectory.exists():
             self.result.trajectory_path = str(self.paths.trajectory)
-        write_json_atomic(self.paths.result, self.result.model_dump_json(indent=2))
+        mask_folder(self.redactor, self.paths.root)  # agent output, /logs, model calls
+        write_json_atomic(self.paths.result,
+                          self.redactor.model(self.result).model_dump_json(indent=2))
 
     def _emit(self, kind: RolloutEventKind) -> None:
         log.info("%s", kind.value)

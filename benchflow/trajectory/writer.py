@@ -11,6 +11,7 @@ the agent's output rather than one per update.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -55,6 +56,8 @@ class TrajectoryWriter:
         self.context: dict[str, Any] = {}
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
+        self.redact: Callable[[bytes], bytes] | None = None
+        """Masks secrets in each line before it is written (the rollout's `Redactor`)."""
         if not existing:
             try:
                 self._write_line(header.model_dump_json().encode())
@@ -141,6 +144,8 @@ class TrajectoryWriter:
     def _write_line(self, data: bytes, flush: bool = True) -> None:
         if self._file is None:
             raise ValueError(f"trajectory writer for {self.path} is closed")
+        if self.redact is not None:
+            data = self.redact(data)
         self._file.write(data + b"\n")
         if flush:
             self._file.flush()

@@ -16,6 +16,7 @@ import jinja2
 from benchflow.job.store import read_trial_result
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
+from benchflow.rollout.secrets import Scrubber
 from benchflow.trajectory.conversation import Message, Note, Plan, Thought, ToolCall, TurnUsage
 from benchflow.view import data
 
@@ -82,11 +83,14 @@ class Pages:
         self.root = root
         self.static = static
         self.env = environment()
+        self.redact = Scrubber()
+        """Every page passes the redactor (the host's secret values, API-key shapes):
+        rollouts mask what they write, and files of older versions are masked here."""
 
     def _render(self, template: str, depth: int, **context: Any) -> str:
         base = "../" * depth if self.static else "/"
-        return self.env.get_template(template).render(base=base, static=self.static,
-                                                      **context)
+        return self.redact.text(self.env.get_template(template).render(
+            base=base, static=self.static, **context))
 
     def jobs(self) -> str:
         jobs = data.list_jobs(self.root)
