@@ -103,16 +103,40 @@ async def run_with_signals(job: Job, environment: str | SandboxProvider = "docke
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(_watch, job, environment, notify, tg)
+            tg.start_soon(_reclaim_loop, _provider(environment))
             result = await job.run()
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the job's own error, as itself (not in a group)
         if len(group.exceptions) == 1 and isinstance(group.exceptions[0], BenchflowError):
             raise group.exceptions[0] from None
         raise
-    if job.cancelled:
-        with anyio.CancelScope(shield=True):
+    with anyio.CancelScope(shield=True):
+        if job.cancelled:
             await remove_containers(job.cleanup_scope, environment)
+        await _reclaim(_provider(environment))
     return result
+
+
+RECLAIM_INTERVAL_SEC = 10.0
+"""How often a running job retries removing sandboxes its backend could not remove (the
+daemon was restarting): they go as soon as it answers again."""
+
+
+async def _reclaim(provider: SandboxProvider) -> None:
+    try:
+        removed = await provider.reclaim()
+    except BenchflowError as exc:  # still away: the next try, or the next resume, removes them
+        log.info("sandboxes left to remove later: %s", exc)
+        return
+    if removed:
+        log.warning("removed %d sandbox(es) left by failed attempts while the backend was "
+                    "away", len(removed))
+
+
+async def _reclaim_loop(provider: SandboxProvider) -> None:
+    while True:
+        await anyio.sleep(RECLAIM_INTERVAL_SEC)
+        await _reclaim(provider)
 
 
 __all__ = ["EXIT_CANCELLED", "hard_exit", "remove_containers", "remove_containers_now",

@@ -53,6 +53,11 @@ LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
 
 _SCRIPTS = Path(__file__).parent / "scripts"
+_KILLED_CODES = (128 + 9, 128 + 15, -1)
+"""Exit codes of a command whose container may have stopped under it (SIGKILL, SIGTERM)."""
+_pending_removal: set[str] = set()
+"""Containers whose removal failed because the daemon was unreachable: `reclaim()` removes
+them once it answers again."""
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
 _docker_limiter = anyio.CapacityLimiter(32)
 _build_locks: dict[str, anyio.Lock] = {}
@@ -267,6 +272,8 @@ class DockerSandbox:
                 await docker_call(api.stop, container_id, timeout=5, error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if "No such container" not in str(exc) and "404" not in str(exc):
+                if delete and exc.transient:  # the daemon is away: remove it once it is back
+                    _pending_removal.add(container_id)
                 raise
         self.container_id = None if delete else container_id
 
@@ -330,7 +337,21 @@ class DockerSandbox:
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
+        if not timed_out and (code is None or code in _KILLED_CODES):
+            await self._check_still_running()
         return capture.result(code if code is not None else -1, timed_out)
+
+    async def _check_still_running(self) -> None:
+        """A command killed because its container stopped (a daemon restart, someone's
+        `docker rm`) failed for the infrastructure, not for the agent: raise a transient
+        SandboxExecError instead of handing back its exit code."""
+        state = (await docker_call(docker_client().api.inspect_container,
+                                   self._require()))["State"]
+        if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
+            raise SandboxExecError(f"the sandbox stopped under the command (container "
+                                   f"{state.get('Status')}, exit {state.get('ExitCode')}): "
+                                   "the Docker daemon restarted or the container was removed",
+                                   transient=True)
 
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
@@ -456,6 +477,27 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
     if any(word in text for word in ("memory", "cpu", "nano_cpus", "resources", "insufficient")):
         return ResourceAllocationError(str(exc), transient=exc.transient)
     return exc
+
+
+def _reclaim() -> list[str]:
+    removed = []
+    api = docker_client().api
+    for container_id in sorted(_pending_removal):
+        try:
+            api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        removed.append(container_id)
+        _pending_removal.discard(container_id)
+    return removed
+
+
+async def reclaim() -> list[str]:
+    """Remove the containers of this process whose removal failed while the daemon was
+    away (a restart); returns their ids. Raises SandboxTeardownError while it still is."""
+    if not _pending_removal:
+        return []
+    return await docker_call(_reclaim, error=SandboxTeardownError)
 
 
 def _ping() -> None:

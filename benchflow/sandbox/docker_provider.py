@@ -56,6 +56,11 @@ class DockerProvider(SandboxProvider):
 
         return await sweep_networks(scope)
 
+    async def reclaim(self) -> list[str]:
+        from benchflow.sandbox.docker import reclaim
+
+        return await reclaim()
+
     def sweep_now(self, scope: CleanupScope) -> CleanupReport:
         from benchflow.sandbox.cleanup import sweep_containers_now
 

@@ -178,7 +178,7 @@ def build_image(
     timeout_error = SandboxBuildTimeout("environment build", timeout_sec,
                                         f"image build exceeded build_timeout_sec={timeout_sec:g}")
     try:
-        for chunk in _until_read_timeout(stream, timeout_error):
+        for chunk in _until_read_timeout(stream, timeout_error, "".join(lines)):
             if "stream" in chunk:
                 lines.append(chunk["stream"])
             if "error" in chunk:
@@ -194,18 +194,42 @@ def build_image(
     if error is not None:
         tail = "".join(lines)[-2000:]
         where = f" (full log: {log_path})" if log_path else ""
-        raise SandboxBuildError(f"image build failed: {error}{where}\n{tail}", log="".join(lines))
+        # a step killed while the daemon goes away (a restart) is not the Dockerfile's fault
+        cut = _KILLED_STEP.search(error) is not None and not _answers(client)
+        note = " (the Docker daemon went away during the build: retryable)" if cut else ""
+        raise SandboxBuildError(f"image build failed: {error}{note}{where}\n{tail}",
+                                log="".join(lines), transient=cut)
 
 
-def _until_read_timeout(stream: Iterator[dict], timeout_error: Exception) -> Iterator[dict]:
-    """The build stream; the HTTP read timeout (our deadline) becomes `timeout_error`.
+_KILLED_STEP = re.compile(r"returned a non-zero code: (137|143)\b")
+
+
+def _answers(client: docker.DockerClient) -> bool:
+    try:
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException,
+            urllib3.exceptions.HTTPError):
+        return False
+    return True
+
+
+def _until_read_timeout(stream: Iterator[dict], timeout_error: Exception,
+                        log: str = "") -> Iterator[dict]:
+    """The build stream; the HTTP read timeout (our deadline) becomes `timeout_error`, a
+    lost connection (the daemon restarting) a retryable SandboxBuildError.
 
     Closing the connection makes the daemon cancel the build.
     """
     try:
         yield from stream
-    except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ConnectionError) as exc:
+    except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ReadTimeout) as exc:
         raise timeout_error from exc
+    except (requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as exc:
+        # requests wraps a read timeout of a stream in its ConnectionError
+        if any(isinstance(arg, urllib3.exceptions.ReadTimeoutError) for arg in exc.args):
+            raise timeout_error from exc
+        raise SandboxBuildError(f"image build failed: lost the Docker daemon during the "
+                                f"build ({exc}): retryable", log=log, transient=True) from exc
 
 
 def pull_image(client: docker.DockerClient, image: str) -> None:

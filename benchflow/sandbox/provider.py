@@ -110,6 +110,12 @@ class SandboxProvider(ABC):
             return CleanupReport(removed=await self.cleanup_extras(scope.job_name))
         return CleanupReport()
 
+    async def reclaim(self) -> list[str]:
+        """Remove the sandboxes whose deletion failed earlier in this process because the
+        backend was unreachable (a daemon restart); returns them. The job calls it while it
+        runs and as it ends. Raises SandboxError while the backend is still away."""
+        return []
+
     def sweep_now(self, scope: CleanupScope) -> CleanupReport:
         """Blocking `sweep` while the process exits; never raises."""
         if scope.job_name is None:
