@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from benchflow import bounds as B
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
@@ -167,13 +168,14 @@ class RolloutConfig(FrozenModel):
     job_id: str | None = Field(default=None, description="the job instance's id (its "
                                "sandboxes' `benchflow.job-id` label); None: the job folder's")
     dataset_name: str | None = None
-    attempt: int = Field(default=1, ge=1)
+    attempt: int = Field(default=1, ge=1, le=B.MAX_ATTEMPTS)
     force_build: bool = False
     preserve_env: PreservePolicy = "never"
     extra_ca_certs: tuple[Path, ...] | None = Field(
         default=None, description="PEM files for sandboxes; () for none; None: "
         "BENCHFLOW_EXTRA_CA_CERTS, else the host's /usr/local/share/ca-certificates/*.crt")
-    timeout_multiplier: float = Field(default=1.0, gt=0)
+    timeout_multiplier: float = Field(default=1.0, gt=0, le=B.MAX_TIMEOUT_MULTIPLIER,
+                                      allow_inf_nan=False)
     instruction_path: str = "/tmp/instruction.md"
     verifier_disabled: bool = False
     harden: bool | None = Field(
@@ -183,7 +185,7 @@ class RolloutConfig(FrozenModel):
     override_cpus: float | None = None
     override_memory_mb: int | None = None
     override_storage_mb: int | None = None
-    max_download_mb: int = Field(default=1024, ge=1, le=1 << 20, description="what one "
+    max_download_mb: int = Field(default=1024, ge=1, le=B.MAX_DOWNLOAD_MB, description="what one "
                                  "download from the sandbox (/logs, an artifact) may bring "
                                  "to the host; the rest is dropped, with a warning")
     provider_config: dict[str, Any] = Field(default_factory=dict)
