@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance test-reliability reliability bench matrix parity clean
 
 setup: install docker
 
@@ -50,6 +50,15 @@ test-ray: setup
 test-cloud-fakes: setup
 	$(BIN)/pytest -m slow tests/integration/test_cloud_fakes_e2e.py
 
+# Faults on a second Docker daemon the tests start and stop (cleanup scope, daemon restarts)
+# and a full disk (a small tmpfs): needs root and dockerd. Part of test-slow; ~3 min.
+test-reliability: setup
+	$(BIN)/pytest -m "slow or not slow" tests/reliability
+
+# The reliability lab's table: faults survived, bad inputs refused, leaks, data lost (~10 min).
+reliability: setup
+	$(BIN)/python labs/reliability/run.py
+
 bench: setup
 	$(BIN)/python labs/benchmarks/cli_overhead.py
 	$(BIN)/python labs/benchmarks/provider_overhead.py
@@ -58,6 +67,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/acp_throughput.py
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
+	$(BIN)/python labs/benchmarks/agent_output.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py
