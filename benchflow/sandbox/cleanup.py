@@ -6,10 +6,12 @@ before it is removed, so a live job of another benchflow process is never touche
 
 from __future__ import annotations
 
+import docker.errors
+
 from benchflow.errors import SandboxTeardownError
-from benchflow.sandbox.docker import LABEL_MANAGED, docker_call, docker_client
+from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
 from benchflow.sandbox.network import cleanup_networks, sweep_networks
-from benchflow.sandbox.owner import CleanupReport, CleanupScope
+from benchflow.sandbox.owner import LABEL_JOB_ID, CleanupReport, CleanupScope
 
 
 def _scope(scope: CleanupScope | str | None) -> CleanupScope:
@@ -19,25 +21,47 @@ def _scope(scope: CleanupScope | str | None) -> CleanupScope:
     return CleanupScope(job_name=scope)
 
 
+def _candidates(scope: CleanupScope) -> list[dict]:
+    """The containers the scope may hold, listed with the daemon's own label filters (one
+    request each, no inspect per container: a shared daemon may hold hundreds)."""
+    api = docker_client().api
+    managed = f"{LABEL_MANAGED}=true"
+    queries = []
+    if scope.job_id is not None:
+        queries.append([managed, f"{LABEL_JOB_ID}={scope.job_id}"])
+    if scope.job_name is not None:  # also what older versions made (no job id)
+        queries.append([managed, f"{LABEL_JOB}={scope.job_name}"])
+    if not queries:
+        queries.append([managed])
+    found: dict[str, dict] = {}
+    for labels in queries:
+        for info in api.containers(all=True, filters={"label": labels}):
+            found.setdefault(info["Id"], info)
+    return list(found.values())
+
+
 def sweep_containers_now(scope: CleanupScope) -> CleanupReport:
     """Blocking: remove the leftover containers in `scope`; say which were kept and why."""
-    client = docker_client()
+    api = docker_client().api
     report = CleanupReport()
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
-        labels = container.labels or {}
+    for info in _candidates(scope):
+        labels = info.get("Labels") or {}
+        name = (info.get("Names") or [info["Id"][:12]])[0].lstrip("/")
         if not scope.matches(labels):
             continue
         reason = scope.skip_reason(labels)
         if reason is not None:
-            report.skipped.append((container.name, reason))
+            report.skipped.append((name, reason))
             continue
         try:
-            container.remove(force=True, v=True)
-        except Exception as exc:  # noqa: BLE001 - gone meanwhile, or the daemon refused
-            if "No such container" not in str(exc) and "404" not in str(exc):
-                report.skipped.append((container.name, f"could not remove: {exc}"))
-            continue
-        report.removed.append(container.name)
+            api.remove_container(info["Id"], force=True, v=True)
+        except docker.errors.NotFound:
+            continue  # gone meanwhile
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: its removal is already under way
+                report.skipped.append((name, f"could not remove: {exc.explanation or exc}"))
+                continue
+        report.removed.append(name)
     return report
 
 
