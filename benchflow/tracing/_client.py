@@ -84,6 +84,14 @@ def normalize_trace_id(value: str | None) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+
+
+def _parse_traceparent(value: str | None) -> tuple[str, str] | None:
+    match = _TRACEPARENT.match((value or "").strip().lower())
+    return (match[1], match[2]) if match else None
+
+
 def _clean(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -115,14 +123,15 @@ class _Node:
         self._lock = threading.Lock()
         self.name = name
         self.span_id = _new_span_id()
-        if root is None:
-            self.trace_id = data.pop("_trace_id")
-        else:
-            self.trace_id = root.trace_id
         exported = parent
         while exported is not None and exported.dropped:
             exported = exported._parent
         self.parent_span_id: str | None = exported.span_id if exported is not None else None
+        if root is None:
+            self.trace_id = data.pop("_trace_id")
+            self.parent_span_id = data.pop("_parent_span_id", None)
+        else:
+            self.trace_id = root.trace_id
         self._events: list[Event] = []
         self._dropped_events = 0
         self._output: Any = None
@@ -335,6 +344,11 @@ class LLMSpan(_Node):
             self._emit("llm.stream_chunk", _clean(index=self._n_chunks - 1, content=content,
                                                   **fields))
 
+    @property
+    def text(self) -> str:
+        """The text of the chunks recorded so far."""
+        return "".join(self._chunks)
+
     def set_model(self, model: str) -> None:
         """The model that answered (when it differs from the one asked for)."""
         self._model = model
@@ -452,16 +466,23 @@ class Rollout:
               session_id: str | None = None, conversation_id: str | None = None,
               attributes: Mapping[str, Any] | None = None,
               context: Mapping[str, Any] | None = None, input: Any = None,
-              tags: Iterable[str] | None = None, **fields: Any) -> Trace:
+              tags: Iterable[str] | None = None, traceparent: str | None = None,
+              **fields: Any) -> Trace:
         """Open a trace (use it as `with` / `async with`, or call `.end()`).
 
         `trace_id` is the benchmark attempt's `traceId` when there is one: it becomes the
         trace's W3C id (see `normalize_trace_id`; the value given is kept as
-        `source_trace_id` when it had to be hashed).
+        `source_trace_id` when it had to be hashed). `traceparent` (the W3C header
+        benchflow sends with each attempt) makes the trace a child of the caller's span,
+        and gives the trace id when `trace_id` is not given.
         """
+        parent_ids = _parse_traceparent(traceparent)
+        if trace_id is None and parent_ids is not None:
+            trace_id = parent_ids[0]
         normalized = normalize_trace_id(trace_id)
+        parent_span_id = parent_ids[1] if parent_ids and parent_ids[0] == normalized else None
         data = _clean(
-            _trace_id=normalized,
+            _trace_id=normalized, _parent_span_id=parent_span_id,
             source_trace_id=trace_id if trace_id and trace_id.lower() != normalized else None,
             agent_name=self.agent_name, environment=self.environment,
             external_trace_id=external_trace_id, user_id=user_id, session_id=session_id,
