@@ -42,7 +42,7 @@ class JobsIndex:
         """Read the headers and results that are new or changed since the last scan."""
         with self._lock:
             self._last_scan = time.monotonic()
-            for pattern, depth in ((_HEADERS, 2), (_RESULTS, 0)):
+            for pattern, depth in ((_HEADERS, 1), (_RESULTS, 0)):
                 for path in self.jobs_dir.glob(pattern):
                     try:
                         mtime = path.stat().st_mtime
