@@ -76,7 +76,7 @@ def check_endpoint(config: LoginConfig, endpoint: str | None,
         return [credentials, Check("endpoint", False, f"{endpoint} is down "
                                    f"({type(exc).__name__})")]
     status = answer.status_code
-    if status in (401, 403):
+    if status in (401, 403) and token is not None:
         credentials = Check("credentials", False, f"{endpoint} refused the token "
                             f"(HTTP {status}): run `rollout login` with the right one")
     elif token is not None and status == 405:
