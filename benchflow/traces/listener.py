@@ -72,6 +72,34 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._problem(HTTPStatus.NOT_FOUND, "POST OTLP spans to /v1/traces")
 
+    def _read_body(self) -> bytes | None:
+        """The request body (Content-Length or chunked); None when over the limit."""
+        limit = self.server.max_body_bytes
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            parts, size = [], 0
+            while True:
+                line = self.rfile.readline(1024)
+                try:
+                    chunk = int(line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    chunk = 0
+                if chunk == 0:
+                    while self.rfile.readline(1024).strip():  # trailers, then the blank line
+                        pass
+                    return b"".join(parts)
+                size += chunk
+                if size > limit:
+                    return None
+                parts.append(self.rfile.read(chunk))
+                self.rfile.readline(8)  # the CRLF after each chunk
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return None
+        if length < 0 or length > limit:
+            return None
+        return self.rfile.read(length)
+
     def do_POST(self) -> None:
         store = self.server.store
         with self.server.count_lock:
@@ -79,18 +107,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != "/v1/traces":
             self._problem(HTTPStatus.NOT_FOUND, "POST OTLP spans to /v1/traces")
             return
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0 or length > self.server.max_body_bytes:
+        body = self._read_body()
+        if body is None:
             with self.server.count_lock:
                 store.counts.oversized_requests += 1
-            self.close_connection = True  # the body is not read
+            self.close_connection = True  # the rest of the body is not read
             self._problem(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                           f"at most {self.server.max_body_bytes} bytes")
             return
-        body = self.rfile.read(length)
         content_type = self.headers.get("Content-Type")
         try:
             data = decompress(body, self.headers.get("Content-Encoding"),

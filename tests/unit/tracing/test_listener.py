@@ -201,3 +201,17 @@ def test_files_are_never_rewritten(listening):
         post(listener, json.dumps(otlp_json(TRACE, FOREIGN[:1])).encode())
     lines = Path(tmp / "r" / TRACE_EVENTS).read_text().splitlines()
     assert len(lines) == 4
+
+
+def test_chunked_bodies_are_read_whole(listening):
+    # Node's http client sends OTLP/JSON chunked (no Content-Length)
+    listener, store, tmp = listening
+    store.register(TRACE, tmp / "r")
+    body = json.dumps(otlp_json(TRACE, FOREIGN[:1])).encode()
+    answer = httpx.post(f"{listener.url}/v1/traces", content=iter([body[:10], body[10:]]),
+                        headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200 and store.counts.matched_spans == 1
+    too_big = iter([b" " * 40_000, b" " * 40_000])
+    answer = httpx.post(f"{listener.url}/v1/traces", content=too_big,
+                        headers={"Content-Type": "application/json"})
+    assert answer.status_code == 413 and store.counts.oversized_requests == 1
