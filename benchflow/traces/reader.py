@@ -82,6 +82,18 @@ class SpanNode:
         return value if isinstance(value, int | float) else None
 
     @property
+    def timeline(self) -> list[tuple[str, Any]]:
+        """Point events and child spans in the order they happened: ("event", event) or
+        ("span", SpanNode)."""
+        def key(event: dict[str, Any]) -> tuple[str, int]:
+            seq = event.get("seq")
+            return str(event.get("ts")), seq if isinstance(seq, int) else -1
+
+        items = [(key(e), "event", e) for e in self.events]
+        items += [(key(c.start), "span", c) for c in self.children]
+        return [(kind, item) for _, kind, item in sorted(items, key=lambda t: t[0])]
+
+    @property
     def usage(self) -> dict[str, Any] | None:
         return ((self.end or {}).get("data") or {}).get("usage")
 

@@ -106,3 +106,21 @@ def test_each_attempt_folder_holds_its_trace(tmp_path, example):
     assert "jane.doe@example.com" not in text and TOKEN not in text
     counts = json.loads((job / "trace_listener.json").read_text())
     assert counts["matched_spans"] == 8 and counts["malformed_requests"] == 0
+    # the viewer shows the tree beside the attempt's result
+    pytest.importorskip("jinja2")
+    from benchflow.view.render import Pages
+
+    html = Pages(tmp_path / "jobs").trial(job, job / results[0].rollout_name)
+    assert html is not None and "Agent trace" in html
+    tree = html[html.index("Agent trace"):]
+    assert tree.index("solve_benchmark_task") < tree.index("openai.chat.completions") \
+        < tree.index("lookup_account") < tree.index("benchmark.score")
+    # and `benchflow export --include-trace` carries it
+    out = tmp_path / "export.jsonl"
+    done = CliRunner().invoke(app, ["export", str(job), "-o", str(out), "--include-trace"])
+    assert done.exit_code == 0, done.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 2
+    for line in lines:
+        trace_ids = {e["trace_id"] for e in line["trace_events"]}
+        assert trace_ids == {line["metadata"]["trace_id"]}
