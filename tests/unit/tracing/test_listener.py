@@ -215,3 +215,36 @@ def test_chunked_bodies_are_read_whole(listening):
     answer = httpx.post(f"{listener.url}/v1/traces", content=too_big,
                         headers={"Content-Type": "application/json"})
     assert answer.status_code == 413 and store.counts.oversized_requests == 1
+
+
+def test_a_jobs_listener_files_by_rollout_and_writes_its_counts(tmp_path, monkeypatch):
+    from benchflow.rollout.events import RolloutEvent, RolloutEventKind
+    from benchflow.rollout.result import RolloutResult
+    from benchflow.traces.join import COUNTS_FILE, JobTraces
+
+    monkeypatch.setattr("benchflow.traces.join.QUIET_SEC", 0.0)
+    traces = JobTraces.start(tmp_path / "job", "127.0.0.1:0",
+                             [lambda s: s.replace("POST", "***")])
+    assert traces is not None
+    result = RolloutResult(job_name="job", rollout_name="http/ds/t__1", task_name="t",
+                           dataset_name="ds", agent_name="http", attempt=1, trace_id=TRACE)
+    traces(RolloutEvent(RolloutEventKind.START, "http/ds/t__1", result))
+    post(traces.listener, json.dumps(otlp_json(TRACE, FOREIGN[:1])).encode())
+    traces.stop()
+    events = read_events(tmp_path / "job" / "http" / "ds" / "t__1" / TRACE_EVENTS)
+    assert events[0]["data"]["attributes"] == {"http.method": "***"}
+    counts = json.loads((tmp_path / "job" / COUNTS_FILE).read_text())
+    assert counts["matched_spans"] == 1 and counts["requests"] == 1
+
+
+def test_the_default_address_taken_is_a_warning_an_explicit_one_an_error(tmp_path, monkeypatch,
+                                                                         caplog):
+    from benchflow.traces.join import JobTraces
+
+    with TraceListener(TraceStore(tmp_path), "127.0.0.1", 0) as busy:
+        monkeypatch.setattr("benchflow.traces.join.DEFAULT_LISTEN", f"127.0.0.1:{busy.port}")
+        assert JobTraces.start(tmp_path / "job", None) is None
+        assert "agent traces of this job are not collected" in caplog.text
+        with pytest.raises(ConfigError, match="cannot listen"):
+            JobTraces.start(tmp_path / "job", f"127.0.0.1:{busy.port}")
+    assert JobTraces.start(tmp_path / "job", "none") is None
