@@ -25,6 +25,9 @@ def export_command(
     source: Annotated[str, typer.Option(
         "--from", help="trajectory (what the agent reported) | model-calls (what the model "
         "saw: needs a run with --capture-model-calls)")] = "trajectory",
+    include_trace: Annotated[bool, typer.Option(
+        "--include-trace", help="add each rollout's agent trace (trace_events.jsonl, from "
+        "the tracing SDK) to its lines as `trace_events`")] = False,
 ) -> None:
     """Export a job's rollouts as training data: one JSONL line per rollout and role."""
     from benchflow.job.export import ExportFilters, export_job
@@ -37,6 +40,7 @@ def export_command(
         filters = ExportFilters(min_reward=min_reward, agents=tuple(agent or ()),
                                 datasets=tuple(dataset or ()), roles=tuple(role or ()),
                                 errors=errors)  # type: ignore[arg-type]
-        stats = export_job(job_dir, fmt, out, filters, source)  # type: ignore[arg-type]
+        stats = export_job(job_dir, fmt, out, filters, source,  # type: ignore[arg-type]
+                           include_trace=include_trace)
     console.print(f"wrote {stats.lines} lines from {stats.rollouts} rollouts to {out} "
                   f"({stats.skipped_rollouts} rollouts filtered out)")

@@ -91,6 +91,10 @@ def run_command(
     registry: Annotated[str | None, typer.Option(
         "--registry", help="for PATH = NAME[@VERSION]: the registry.json path or URL "
         "(default: BENCHFLOW_REGISTRY)")] = None,
+    trace_listen: Annotated[str | None, typer.Option(
+        "--trace-listen", help="with -a http: where to receive the endpoint's OTLP/HTTP "
+        "traces (filed into each attempt's trace_events.jsonl): HOST:PORT, or none "
+        "(default 127.0.0.1:4318)")] = None,
     otel: Annotated[bool, typer.Option(
         "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
         "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
@@ -132,7 +136,11 @@ def run_command(
             judge=(judge_base_url, judge_api_key_env, judge_model),
             tools=None if tools is None else [t for t in tools if t != "none"],
             max_turns=max_turns)
-        code = jobs.run_prepared(prepared, resuming=False, otel=otel)
+        if trace_listen is not None:
+            from benchflow.traces.listener import parse_listen
+
+            parse_listen(trace_listen)  # a bad address fails before anything starts
+        code = jobs.run_prepared(prepared, resuming=False, otel=otel, trace_listen=trace_listen)
     raise typer.Exit(code)
 
 

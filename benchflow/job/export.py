@@ -110,8 +110,10 @@ def _trajectory_lines(fmt: ExportFormat, result: RolloutResult, paths: RolloutPa
 
 def export_lines(job_dir: Path, fmt: ExportFormat, filters: ExportFilters,
                  source: ExportSource = "trajectory",
-                 stats: ExportStats | None = None) -> Iterator[dict[str, Any]]:
-    """The export's records, scrubbed, in rollout order."""
+                 stats: ExportStats | None = None,
+                 include_trace: bool = False) -> Iterator[dict[str, Any]]:
+    """The export's records, scrubbed, in rollout order; `include_trace` adds the agent's
+    own trace (`trace_events`: the rollout's trace_events.jsonl, in order) to each."""
     stats = stats if stats is not None else ExportStats()
     scrub = Scrubber()
     for result in iter_trial_results(job_dir):
@@ -129,14 +131,24 @@ def export_lines(job_dir: Path, fmt: ExportFormat, filters: ExportFilters,
         else:
             records = _trajectory_lines(fmt, result, paths, filters)
         stats.rollouts += 1
+        trace = _trace_events(paths) if include_trace else None
         for record in records:
             stats.lines += 1
+            if trace is not None:
+                record = {**record, "trace_events": trace}
             yield scrub(record)
+
+
+def _trace_events(paths: RolloutPaths) -> list[dict[str, Any]]:
+    from benchflow.traces.reader import read_events
+    from benchflow.traces.store import TRACE_EVENTS
+
+    return read_events(paths.root / TRACE_EVENTS)
 
 
 def export_job(job_dir: Path, fmt: ExportFormat, out: Path,
                filters: ExportFilters | None = None,
-               source: ExportSource = "trajectory") -> ExportStats:
+               source: ExportSource = "trajectory", include_trace: bool = False) -> ExportStats:
     """Write the export to `out` (JSONL; written to a temporary file, then renamed).
 
     Raises:
@@ -158,7 +170,8 @@ def export_job(job_dir: Path, fmt: ExportFormat, out: Path,
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8") as fh:
-            for record in export_lines(job_dir, fmt, filters or ExportFilters(), source, stats):
+            for record in export_lines(job_dir, fmt, filters or ExportFilters(), source, stats,
+                                       include_trace):
                 fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         os.replace(tmp, out)
     finally:
