@@ -16,6 +16,7 @@ role without token data being a counted, named skip. Every line goes through a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import Counter
@@ -154,8 +155,13 @@ def rollout_token_samples(result: RolloutResult, root: Path,
         if tokens.skipped is not None:
             skipped[role] = tokens.skipped
             continue
+        metadata = _metadata(result, role, _trace_id(result))
+        first = next(c for c in calls if c.get("role") == role)
+        for key in ("agent", "model"):  # the role's own, where the calls name it
+            if first.get(key):
+                metadata[key] = first[key]
         samples += samples_of(tokens, reward=result.reward, rewards=result.rewards,
-                              metadata=_metadata(result, role, _trace_id(result)))
+                              metadata=metadata)
     return samples, skipped
 
 
@@ -254,7 +260,7 @@ def _write_parquet(records: Iterator[dict[str, Any]], path: Path) -> None:
                         ("metadata", pa.string())])
     with pq.ParquetWriter(path, schema) as writer:
         batch: list[dict[str, Any]] = []
-        for record in [*records, None]:
+        for record in itertools.chain(records, [None]):
             if record is not None:
                 meta = record["metadata"]
                 batch.append({**{k: v for k, v in record.items() if k != "metadata"},

@@ -82,6 +82,7 @@ def test_only_the_coders_own_output_carries_mask_1(job: Path, tmp_path: Path) ->
     assert meta["credit_source"] == "task" and meta["role"] == "coder"
     assert (meta["call_seqs"], meta["turns"], meta["n_segments"]) == ([0, 1, 3], [0, 2], 1)
     assert meta["rollout"] == "scripted/ds/t1__1" and meta["task"] == "t1"
+    assert (meta["agent"], meta["model"]) == ("model", "policy")  # the role's, from its calls
     # t2 had no token data: a counted, named skip (the errored rollout is filtered out)
     assert (stats.lines, stats.rollouts, stats.skipped_samples) == (1, 2, {"no_token_data": 1})
 
