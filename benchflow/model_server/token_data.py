@@ -14,10 +14,13 @@ records them unchanged, with a `token_data` marker on every captured call:
 What the relay adds to each `POST .../chat/completions` and `.../completions` body, by
 server (`ModelEndpoint.request_tokens`):
 
-| server | request options | where the response carries them |
-|---|---|---|
-| `vllm` (>= 0.10.2) | `logprobs`, `return_token_ids` | `prompt_token_ids` (top level), `choices[0].token_ids`, `choices[0].logprobs.content[].logprob` |
-| `sglang` (>= 0.5.13) | `logprobs`, `return_prompt_token_ids`, `return_meta_info` (not when streamed: SGLang refuses them there) | `choices[0].prompt_token_ids`, `choices[0].meta_info.output_token_logprobs` (`[logprob, token_id, text]`) |
+- `vllm` (0.10.2 or later): `logprobs`, `return_token_ids`; the response carries
+  `prompt_token_ids` (top level), `choices[0].token_ids` and
+  `choices[0].logprobs.content[].logprob`;
+- `sglang` (0.5.13 or later): `logprobs`, `return_prompt_token_ids`, `return_meta_info`
+  (not on streamed calls: SGLang refuses them there); the response carries
+  `choices[0].prompt_token_ids` and `choices[0].meta_info.output_token_logprobs`
+  (`[logprob, token_id, text]` each).
 
 vLLM's `return_tokens_as_token_ids` (`"token_id:42"` tokens in the logprobs) is read too:
 it gives the completion's ids when `token_ids` is missing.
@@ -151,13 +154,15 @@ def token_fields(response: Any) -> dict[str, Any]:
 def token_data_of(call: dict[str, Any]) -> TokenData:
     """`exact` when `call` holds the prompt's and the completion's token ids (and either no
     log-probabilities or one per completion token), else `absent`."""
-    prompt, completion = _ints(call.get("prompt_token_ids")), _ints(call.get("completion_token_ids"))
+    prompt = _ints(call.get("prompt_token_ids"))
+    completion = _ints(call.get("completion_token_ids"))
     if prompt is None or completion is None:
         return "absent"
     logprobs = call.get("logprobs")
-    if logprobs is not None and (not isinstance(logprobs, list) or len(logprobs) != len(completion)):
-        return "absent"
-    return "exact"
+    if logprobs is None:
+        return "exact"
+    aligned = isinstance(logprobs, list) and len(logprobs) == len(completion)
+    return "exact" if aligned else "absent"
 
 
 __all__ = ["TOKEN_DIALECTS", "TokenData", "TokenDialect", "token_data_of", "token_fields",
