@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance bench matrix parity clean
 
 setup: install docker
 
@@ -45,6 +45,15 @@ test-browser: setup
 test-ray: setup
 	$(BIN)/pip install --quiet -e '.[ray]'
 	$(BIN)/pytest -m slow tests/integration/test_ray.py
+
+# Two GRPO steps by TRL on CPU with benchflow as the environment (a tiny model made by the
+# test, nothing downloaded), plus the train extra's unit tests (Parquet). Installs the
+# `train` extra; torch first, pinned to the CPU build on disk, so pip never pulls CUDA.
+TORCH ?= torch==2.13.0
+test-train: install
+	$(BIN)/pip install --quiet '$(TORCH)'
+	$(BIN)/pip install --quiet -e '.[dev,train]' '$(TORCH)'
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "slow or not slow" tests/train tests/unit/trajectory/test_token_export.py
 
 # The reduced reward-hack matrix, hardened, on the Modal and Daytona SDK fakes (~10 min).
 test-cloud-fakes: setup
