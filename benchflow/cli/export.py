@@ -16,7 +16,10 @@ def export_command(
         "export.jsonl"),
     min_reward: Annotated[float | None, typer.Option(
         "--min-reward", help="keep rollouts whose reward is at least this")] = None,
-    agent: Annotated[list[str] | None, typer.Option("--agent", help="keep these agents")] = None,
+    agent: Annotated[list[str] | None, typer.Option(
+        "--agent", help="keep the roles played by these agents")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", help="keep the roles that used these models")] = None,
     role: Annotated[list[str] | None, typer.Option("--role", help="keep these roles")] = None,
     dataset: Annotated[list[str] | None, typer.Option(
         "--dataset", help="keep these datasets")] = None,
@@ -26,7 +29,10 @@ def export_command(
         "--from", help="trajectory (what the agent reported) | model-calls (what the model "
         "saw: needs a run with --capture-model-calls)")] = "trajectory",
 ) -> None:
-    """Export a job's rollouts as training data: one JSONL line per rollout and role."""
+    """Export a job's rollouts as training data: one JSONL line per rollout and role.
+
+    Each line's metadata names its role's own agent and model; --agent, --model and
+    --role keep only matching roles (a claude coder's lines out of a claude + codex run)."""
     from benchflow.job.export import ExportFilters, export_job
 
     with user_errors():
@@ -35,8 +41,11 @@ def export_command(
         if source not in ("trajectory", "model-calls"):
             raise ConfigError(f"--from {source!r}: choose trajectory or model-calls")
         filters = ExportFilters(min_reward=min_reward, agents=tuple(agent or ()),
-                                datasets=tuple(dataset or ()), roles=tuple(role or ()),
-                                errors=errors)  # type: ignore[arg-type]
+                                models=tuple(model or ()), datasets=tuple(dataset or ()),
+                                roles=tuple(role or ()), errors=errors)  # type: ignore[arg-type]
         stats = export_job(job_dir, fmt, out, filters, source)  # type: ignore[arg-type]
     console.print(f"wrote {stats.lines} lines from {stats.rollouts} rollouts to {out} "
                   f"({stats.skipped_rollouts} rollouts filtered out)")
+    skipped = stats.skipped_summary()
+    if skipped:
+        console.print(skipped)
