@@ -194,7 +194,9 @@ class UpdateRecorder:
         state = self._call_state.setdefault(str(update.get("toolCallId")), [False, False])
         raw_input = update.get("rawInput")
         state[0] = state[0] or (raw_input is not None and raw_input not in ({}, "", []))
-        state[1] = state[1] or bool(update_output(update))
+        # what the opening tool_call carries is a preview, not the result (tool_calls.py)
+        state[1] = state[1] or (update.get("sessionUpdate") == "tool_call_update"
+                                and bool(update_output(update)))
 
     def incomplete_tool_calls(self) -> list[str]:
         """Ids of this turn's tool calls whose updates carried no arguments or no output

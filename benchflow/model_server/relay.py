@@ -39,7 +39,7 @@ from benchflow.model_server.capture import (
 )
 from benchflow.model_server.server import read_body
 from benchflow.model_server.traffic import Caller, ModelTraffic, with_key
-from benchflow.model_server.wire import call_usage
+from benchflow.model_server.wire import call_usage, request_model
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,10 @@ class _Handler(BaseHTTPRequestHandler):
                                       self._content_encoding)
             if relay.traffic is not None:
                 if 200 <= status < 300:
-                    relay.traffic.count(caller.role, call_usage(self.path, response[1]))
+                    relay.traffic.count(caller.role, call_usage(self.path, response[1]),
+                                        model=request_model(self.path, request),
+                                        main=bool(isinstance(request, dict)
+                                                  and request.get("tools")))
                 relay.traffic.note_tools(caller.role, self.path, request)
             if relay.capture is not None:
                 relay.capture.record(

@@ -114,7 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
             logger.debug("client went away during %s %s", self.command, self.path)
             self.close_connection = True
         if traffic is not None and self.command == "POST":
-            traffic.count(role, reply.tokens)
+            traffic.count(role, reply.tokens, model=reply.summary.get("model"),
+                          main=reply.summary.get("answer") in ("step", "answer"))
             traffic.note_tools(role, self.path, reply.request)
         if capture is not None:
             response = b"".join(reply.events) if reply.events is not None else reply.payload()

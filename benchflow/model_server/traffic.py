@@ -108,6 +108,7 @@ class ModelTraffic:
         self._totals: dict[str, CallTokens] = {}
         self._calls: dict[str, int] = {}
         self._tools: dict[str, dict[str, ToolIO]] = {}
+        self._models: dict[str, dict[str, int]] = {}
 
     def token_for(self, role: str) -> str:
         """The key `role`'s agent uses for the model endpoint.
@@ -146,12 +147,18 @@ class ModelTraffic:
 
     # -- tokens ------------------------------------------------------------------------
 
-    def count(self, role: str | None, tokens: CallTokens | None) -> None:
-        """Add one call's tokens to `role` (calls without a role are not counted)."""
+    def count(self, role: str | None, tokens: CallTokens | None, *, model: str | None = None,
+              main: bool = False) -> None:
+        """Add one call's tokens to `role` (calls without a role are not counted); `model`
+        is the model it asked for, `main` whether it was the agent's main loop (it offered
+        tools), not a side request such as a session title."""
         if role is None:
             return
         with self._lock:
             self._calls[role] = self._calls.get(role, 0) + 1
+            if main and model:
+                seen = self._models.setdefault(role, {})
+                seen[model] = seen.get(model, 0) + 1
             if tokens is None or tokens.empty:
                 return
             self._pending[role] = self._pending.get(role, CallTokens()) + tokens
@@ -166,6 +173,12 @@ class ModelTraffic:
         """Every role's tokens so far."""
         with self._lock:
             return dict(self._totals)
+
+    def main_model(self, role: str) -> str | None:
+        """The model `role`'s main-loop calls asked for most (None: none seen)."""
+        with self._lock:
+            seen = self._models.get(role)
+            return max(seen, key=lambda m: seen[m]) if seen else None
 
     def n_calls(self, role: str) -> int:
         with self._lock:

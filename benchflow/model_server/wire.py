@@ -38,6 +38,15 @@ def api_of(path: str) -> Api:
     return "unknown"
 
 
+def request_model(path: str, request: Any) -> str | None:
+    """The model a request asks for: its `model` field, or Gemini's `models/<m>:` path."""
+    if isinstance(request, dict) and isinstance(request.get("model"), str):
+        return request["model"]
+    if "/models/" in path:
+        return path.split("/models/", 1)[1].split(":", 1)[0].split("?", 1)[0] or None
+    return None
+
+
 @dataclass(frozen=True)
 class CallTokens:
     """The tokens of one model call: `input` counts every prompt token (cached ones too)."""
@@ -237,4 +246,4 @@ def tool_io(path: str, request: Any) -> list[ToolIO]:
 
 
 __all__ = ["Api", "CallTokens", "ToolIO", "api_of", "call_usage", "reassemble_gemini",
-           "tool_io"]
+           "request_model", "tool_io"]

@@ -46,6 +46,11 @@ def default_model(agent: str, endpoint: ModelEndpoint | None = None) -> str | No
     return manifest.model.default if manifest is not None else None
 
 
+def configured_roles(scenes: Iterable[Scene]) -> frozenset[str]:
+    """The roles whose model the run names."""
+    return frozenset(role.name for scene in scenes for role in scene.roles if role.model)
+
+
 def role_identities(scenes: Iterable[Scene], endpoint: ModelEndpoint | None = None
                     ) -> dict[str, RoleIdentity]:
     """Each role's agent and model, by role name (a role in several scenes with different
@@ -95,6 +100,9 @@ class RoleLedger:
 
     identities: dict[str, RoleIdentity]
     traffic: ModelTraffic | None = None
+    configured: frozenset[str] = frozenset()
+    """Roles whose model the run named (the others use their agent's default, which the
+    model calls may show to be another model: it is then the one reported)."""
     _tallies: dict[str, _Tally] = field(default_factory=dict)
 
     def record(self, role: str, outcome: StepOutcome, writer: TrajectoryWriter | None = None,
@@ -144,17 +152,22 @@ class RoleLedger:
                 counted = totals[name]
                 tokens = Tokens(input=counted.input, output=counted.output, cached=counted.cached)
                 source = "model_calls"
-            out[name] = RoleResult(agent=identity.agent, model=identity.model, tokens=tokens,
+            model = identity.model
+            if name not in self.configured and self.traffic is not None:
+                model = self.traffic.main_model(name) or model
+            out[name] = RoleResult(agent=identity.agent, model=model, tokens=tokens,
                                    cost=tally.cost, n_prompts=tally.n_prompts,
                                    n_tool_calls=tally.n_tool_calls, usage_source=source)
         return out
 
     def finish(self, result: RolloutResult) -> None:
-        """Fill `result.roles`; the totals become the sums over the roles."""
+        """Fill `result.roles` (and `result.model`); the totals become the sums over roles."""
         roles = self.results()
         if not roles:
             return
         result.roles = roles
+        result.model = rollout_model({n: RoleIdentity(agent=r.agent, model=r.model)
+                                      for n, r in roles.items()}) or result.model
         with_tokens = [r.tokens for r in roles.values() if r.tokens is not None]
         result.tokens = Tokens(input=sum(t.input for t in with_tokens),
                                output=sum(t.output for t in with_tokens),
@@ -165,4 +178,5 @@ class RoleLedger:
         result.n_tool_calls = sum(r.n_tool_calls for r in roles.values())
 
 
-__all__ = ["RoleLedger", "default_model", "role_identities", "rollout_model"]
+__all__ = ["RoleLedger", "configured_roles", "default_model", "role_identities",
+           "rollout_model"]

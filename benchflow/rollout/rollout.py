@@ -38,7 +38,12 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
-from benchflow.rollout.roles import RoleLedger, role_identities, rollout_model
+from benchflow.rollout.roles import (
+    RoleLedger,
+    configured_roles,
+    role_identities,
+    rollout_model,
+)
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
@@ -117,7 +122,8 @@ class Rollout:
         self._mcp_servers: list[McpServer] = []
         self.final_text = ""
         """The agent's last non-empty message (for an LLM judge and QA answers)."""
-        self.ledger = RoleLedger(role_identities(config.scenes, config.model_endpoint))
+        self.ledger = RoleLedger(role_identities(config.scenes, config.model_endpoint),
+                                 configured=configured_roles(config.scenes))
         """Each role's identity and counts (`result.roles`)."""
         self.result.model = rollout_model(self.ledger.identities) or config.model_name
 

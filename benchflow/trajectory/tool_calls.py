@@ -20,7 +20,9 @@ The rules, applied in wire order by `ToolCall.apply()`:
 - output: each update's output is, in order, its `rawOutput` (a string; or an object's
   `output`, `formatted_output`, `aggregated_output`, `stdout` + `stderr`, or an MCP
   `content` list), else its `content` text (text blocks and diffs); a later non-empty
-  output replaces an earlier one. A `tool_result` event fills an output that stayed empty.
+  output replaces an earlier one. What the opening `tool_call` carries is only a preview
+  (gemini puts `[current working directory /app]` there): any later output, or a
+  `tool_result` event, replaces it; a `tool_result` event also fills an empty output.
 - exit code: `rawOutput.exit_code` / `exitCode` / `metadata.exit`, the last one seen.
 - status, title and kind: the last non-empty value.
 
@@ -121,6 +123,8 @@ class ToolCall:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     kind: str = "tool"
+    preview: bool = False
+    """`output` came from the opening `tool_call` only (a description, not a result)."""
 
     @classmethod
     def start(cls, update: dict[str, Any], *, seq: int = 0, ts: datetime | None = None,
@@ -158,6 +162,7 @@ class ToolCall:
         output = update_output(update)
         if output:
             self.output = output
+            self.preview = update.get("sessionUpdate") == "tool_call"
         exit_code = exit_code_of(update.get("rawOutput"))
         if exit_code is not None:
             self.exit_code = exit_code
@@ -168,8 +173,8 @@ class ToolCall:
         (a `tool_result` event): arguments, output and the tool's name."""
         if _empty(self.input) and arguments:
             self.input = dict(arguments)
-        if not self.output and output:
-            self.output = output
+        if (not self.output or self.preview) and output:
+            self.output, self.preview = output, False
         if self.tool_name is None and name:
             self.tool_name = name
 
@@ -234,8 +239,9 @@ class ToolCallTracker:
         return call
 
     def incomplete(self) -> list[str]:
-        """Ids of calls that have no arguments or no output yet."""
-        return [c.id for c in self.calls.values() if not (c.has_arguments and c.output)]
+        """Ids of calls that have no arguments or no output yet (a preview is none)."""
+        return [c.id for c in self.calls.values()
+                if not (c.has_arguments and c.output and not c.preview)]
 
 
 def tool_calls(updates: Iterable[dict[str, Any]]) -> dict[str, ToolCall]:
