@@ -59,8 +59,9 @@ def _bearer(value: str) -> str:
 def request_keys(headers: Any, path: str) -> list[str]:
     """The API keys a request carries (any key header, then `?key=`), in that order."""
     keys = []
+    lowered = {str(k).lower(): v for k, v in headers.items()} if headers is not None else {}
     for name in KEY_HEADERS:
-        value = headers.get(name) if headers is not None else None
+        value = lowered.get(name)
         if value:
             keys.append(_bearer(str(value)) if name == "authorization" else str(value).strip())
     keys += [v for k, v in parse_qsl(urlsplit(path).query) if k == QUERY_KEY and v]
