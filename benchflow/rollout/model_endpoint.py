@@ -292,7 +292,8 @@ class RolloutNetwork:
         self._port = self._server.port
         if self.network is not None:
             await netpolicy.allow_endpoint(self.network, self._port)
-        self.env = {PROVIDER_BASE_URL_ENV: self.url, PROVIDER_API_KEY_ENV: key}
+        # no key here: each role gets its own (`scenes()`); the real one stays on the host
+        self.env = {PROVIDER_BASE_URL_ENV: self.url}
         log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
 
     def _open_direct(self) -> None:

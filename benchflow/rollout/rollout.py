@@ -160,6 +160,9 @@ class Rollout:
         require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
         self.ledger.traffic = self.network.traffic
+        if self.network.traffic is not None:  # role keys: masked like the task's secrets
+            self._secrets |= self.network.traffic.tokens
+            mask_in_rollout_log(self.network.traffic.tokens)
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)

@@ -56,3 +56,23 @@ def test_export_command_names_what_it_skipped(tmp_path) -> None:
     assert "wrote 3 lines from 1 rollouts" in text and "(1 rollouts filtered out)" in text
     # claude's health probes (HEAD /) in the kept rollout: counted and named
     assert "2 model calls skipped: 2 not a model reply (HEAD /)" in text
+
+
+def test_summary_shows_a_roles_table_marking_counted_tokens() -> None:
+    from rich.console import Console
+
+    from benchflow.cli.jobs import roles_table
+    from benchflow.job.store import iter_trial_results
+
+    table = roles_table(list(iter_trial_results(GOLDEN_JOB)))
+    assert table is not None
+    console = Console(width=80, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    rows = {line.split("│")[2].strip(): line for line in text.splitlines() if "│" in line
+            and line.split("│")[2].strip() in ("coder", "reviewer")}
+    assert "codex" in text and "gemini" in text and "opencode" in text
+    assert "24634*" in text  # codex's tokens, counted by the model server
+    assert "counted by benchflow's model server" in text
+    assert rows
