@@ -87,11 +87,13 @@ def test_codex_puts_argv_in_raw_input_and_output_in_formatted_output() -> None:
     shapes = updates("claude+codex", "reviewer", command)
     assert shapes[0]["rawInput"]["command"][-1] == command
     final = shapes[-1]
-    assert "output" not in final["rawOutput"] and "content" not in final
+    assert "output" not in final["rawOutput"]
     assert final["rawOutput"]["formatted_output"] == final["rawOutput"]["aggregated_output"]
     assert final["rawOutput"]["exit_code"] == 0
     call = merged("claude+codex", "reviewer", command)
     assert call.command == command and call.exit_code == 0
+    # the raw output, not a fenced copy some versions add as content
+    assert call.output == final["rawOutput"]["formatted_output"]
     assert call.output.split() == ["3", "4", "5", "12"]
 
 
