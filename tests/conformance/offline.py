@@ -38,6 +38,11 @@ class ToolCall:
         return any(needle in text for text in self.texts)
 
 
+def events(rollout_dir: Path) -> list[dict[str, Any]]:
+    lines = (rollout_dir / "trajectory" / "acp_trajectory.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def tool_calls(evts: list[dict[str, Any]]) -> dict[str, ToolCall]:
     """Tool calls by id, merged from all their events (tool_call, tool_call_update, and
     the tool_result benchflow adds from the model calls for agents such as gemini)."""
