@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance test-faithful golden bench matrix parity clean
 
 setup: install docker
 
@@ -85,6 +85,17 @@ parity: setup
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance
+
+# The four real agents (claude, codex, gemini, opencode; npm inside the sandbox) in two
+# two-role scenes against the scripted model server, checked on the sft/sharegpt/atif
+# exports and the viewer (~5 min once the agents' image layer is cached).
+test-faithful: setup
+	$(BIN)/pytest -m slow tests/conformance/test_faithful_records.py
+
+# Re-record tests/golden/job (the same two scenes, normalized) after an agent upgrade;
+# tests/unit/trajectory/test_golden.py then says which update shapes changed.
+golden: setup
+	$(BIN)/python -m tests.golden.record
 
 clean:
 	rm -rf $(VENV) jobs

@@ -112,7 +112,8 @@ class ModelConnection:
     def _record(self, type: str, step: Step, round: int | None, **fields: Any) -> None:
         if self.ctx.trajectory is not None:
             self.ctx.trajectory.record(type, scene=step.scene, role=step.role.name,
-                                       turn=step.turn_index, round=round, **fields)
+                                       turn=step.turn_index, session_turn=step.session_turn,
+                                       round=round, **fields)
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         prompt = step.prompt or self.ctx.task.instruction
@@ -125,6 +126,8 @@ class ModelConnection:
                                            temperature=self.config.temperature)
             outcome.input_tokens += reply.usage.input
             outcome.output_tokens += reply.usage.output
+            outcome.reported_usage = outcome.reported_usage or bool(
+                reply.usage.input or reply.usage.output)
             if reply.usage.cost is not None:
                 outcome.cost = (outcome.cost or 0.0) + reply.usage.cost
             self._record("usage", step, round, scope="turn",
@@ -204,7 +207,8 @@ class ModelAgent:
         model = role.model or endpoint.model or ""
         async with ModelClient(endpoint, max_retries=self.config.max_retries,
                                timeout_sec=self.config.timeout_sec,
-                               prices={model: Price(*price)} if price else {}) as client:
+                               prices={model: Price(*price)} if price else {},
+                               api_key=ctx.model_keys.get(role.name)) as client:
             yield ModelConnection(ctx, role, scene, self.config, client)
 
 

@@ -6,7 +6,7 @@ trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancel
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
@@ -145,6 +145,9 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward
     console.print(summary_table(results, title=f"job {result.job_name}"))
+    roles = roles_table(results)
+    if roles is not None and any(len(r.roles) > 1 for r in results):
+        console.print(roles)
     _print_summary(result, prepared.job_dir)
     if result.cancelled:
         return EXIT_CANCELLED
@@ -263,6 +266,35 @@ def summary_table(results: Sequence[RolloutResult], title: str = "job") -> Table
     return table
 
 
+def roles_table(results: Sequence[RolloutResult], title: str = "roles") -> Table | None:
+    """One row per agent label and role: its agent and model, tokens (`*`: counted by
+    benchflow's model server or relay), tool calls, cost. None when no result names roles."""
+    groups: dict[tuple[str, str], list[tuple[RolloutResult, Any]]] = {}
+    for r in results:
+        for name, role in r.roles.items():
+            groups.setdefault((r.agent_name, name), []).append((r, role))
+    if not groups:
+        return None
+    table = Table(title=title)
+    for column in ("agent", "role", "role agent", "model", "in tok", "out tok", "tools", "cost"):
+        table.add_column(column, justify="left" if column in ("agent", "role", "role agent",
+                                                               "model") else "right")
+    for (label, name), rows in sorted(groups.items()):
+        roles = [role for _, role in rows]
+        counted = [role.tokens for role in roles if role.tokens is not None]
+        costs = [role.cost for role in roles if role.cost is not None]
+        mark = "*" if any(role.usage_source == "model_calls" for role in roles) else ""
+        table.add_row(
+            label, name, roles[0].agent, roles[0].model or "-",
+            f"{sum(t.input for t in counted)}{mark}" if counted else "-",
+            f"{sum(t.output for t in counted)}{mark}" if counted else "-",
+            str(sum(role.n_tool_calls for role in roles)),
+            f"{sum(costs):.4f}" if costs else "-")
+    if any(role.usage_source == "model_calls" for rows in groups.values() for _, role in rows):
+        table.caption = "* counted by benchflow's model server or relay (no usage over ACP)"
+    return table
+
+
 def _print_summary(result: JobResult, job_dir: Path) -> None:
     rate = "-" if result.pass_rate is None else f"{result.pass_rate:.0%}"
     mean = "-" if result.mean_reward is None else f"{result.mean_reward:.3f}"
@@ -285,6 +317,9 @@ def summary_command(
         raise typer.Exit(EXIT_BAD_INPUT)
     results = list(iter_trial_results(job_dir))
     console.print(summary_table(results, title=f"job {job_dir.name}"))
+    roles = roles_table(results)
+    if roles is not None:
+        console.print(roles)
     try:
         saved = JobResult.model_validate_json((job_dir / RESULT).read_text())
     except (OSError, ValueError):
@@ -294,7 +329,7 @@ def summary_command(
     _print_summary(saved, job_dir)
 
 
-__all__ = ["app", "run_job_file", "summary_table"]
+__all__ = ["app", "roles_table", "run_job_file", "summary_table"]
 
 if __name__ == "__main__":  # python -m benchflow.cli.jobs run job.yaml
     app()

@@ -21,6 +21,7 @@ agents:
     execute: "my-agent --task $ROLLOUT_TASK_INSTRUCTION"
     env: {MY_API_KEY: "${MY_API_KEY}"}
   - {name: claude-code, model: claude-sonnet-4-5}   # a registered ACP agent
+  - roles: {coder: "claude:claude-sonnet-4-6", reviewer: "codex:gpt-5.4"}  # per role
 datasets:
   - {path: ./tasks, tasks: [hello-world]}
   - {registry: {path: ./registry.json}, name: my-bench, version: "1.0"}
@@ -207,8 +208,47 @@ class RegisteredAgentConfig(FrozenModel):
         return self
 
 
+class RolesAgentConfig(FrozenModel):
+    """Agents assigned to a task's own roles, keeping its scenes and prompts:
+    `{roles: {coder: "claude:claude-sonnet-4-6", reviewer: "codex:gpt-5.4"}}` (the CLI's
+    `--role`). `agent`/`model` play the roles not listed; `scenes` replaces the task's
+    scenes (its roles are the ones assigned). `name` labels the entry (default: the
+    roles' agents joined with `+`)."""
+
+    roles: dict[Annotated[str, Field(pattern=_NAME)], str] = Field(min_length=1)
+    name: str = Field(default="", pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+    agent: str | None = None
+    model: str | None = None
+    description: str | None = None
+    scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
+    env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _valid_roles(self) -> RolesAgentConfig:
+        from benchflow.roles import parse_role_mapping
+
+        try:
+            assigned = parse_role_mapping(self.roles)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if not self.name:
+            agents = [self.agent] if self.agent else []
+            agents += [a.agent for a in assigned.values()]
+            label = "+".join(dict.fromkeys(a.replace("/", "-") for a in agents))
+            object.__setattr__(self, "name", label)
+        return self
+
+    def assigned(self) -> dict[str, Any]:
+        """The roles as `RoleAgent`s, by role name."""
+        from benchflow.roles import parse_role_mapping
+
+        return parse_role_mapping(self.roles)
+
+
 def _agent_kind(value: Any) -> str:
     if isinstance(value, dict):
+        if "roles" in value:
+            return "roles"
         if value.get("kind") == "http" or "endpoint" in value:
             return "http"
         if "install" in value or "execute" in value:
@@ -218,6 +258,8 @@ def _agent_kind(value: Any) -> str:
         return "command"
     if isinstance(value, HttpAgentConfig):
         return "http"
+    if isinstance(value, RolesAgentConfig):
+        return "roles"
     return "builtin" if isinstance(value, BuiltinAgentConfig) else "registered"
 
 
@@ -225,7 +267,8 @@ AgentConfig = Annotated[
     Annotated[BuiltinAgentConfig, Tag("builtin")]
     | Annotated[CommandAgentConfig, Tag("command")]
     | Annotated[HttpAgentConfig, Tag("http")]
-    | Annotated[RegisteredAgentConfig, Tag("registered")],
+    | Annotated[RegisteredAgentConfig, Tag("registered")]
+    | Annotated[RolesAgentConfig, Tag("roles")],
     Discriminator(_agent_kind),
 ]
 
@@ -396,7 +439,7 @@ class JobConfig(FrozenModel):
 
 # -- loading ------------------------------------------------------------------------------
 
-_TAGS = {"builtin", "command", "registered", "local", "registry", "qa"}
+_TAGS = {"builtin", "command", "registered", "roles", "local", "registry", "qa"}
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -509,6 +552,7 @@ __all__ = [
     "RegistryDatasetConfig",
     "RegistryRef",
     "RetryConfig",
+    "RolesAgentConfig",
     "VerifierConfig",
     "config_error",
     "load_job_config",

@@ -8,10 +8,14 @@ stats = export_job(Path("jobs/my-job"), "sft", Path("out.jsonl"),
 
 One line per rollout and role (`sft`, `sharegpt`, `atif`, `adp`), built from the
 trajectory; or (`source="model-calls"`, sft only) one line per captured model call:
-exactly the messages the model received and the reply it produced; or (`tokens`) one
-token sample per rollout and role from the captured calls' token ids (`tokens.py`), a
-role without token data being a counted, named skip. Every line goes through a
-`Scrubber` (host secret values, API-key shapes, secret-named keys).
+exactly the messages the model received and the reply it produced (calls that hold none,
+such as token counts, are counted by reason in `ExportStats.skipped_calls`); or (`tokens`)
+one token sample per rollout and role from the captured calls' token ids (`tokens.py`), a
+role without token data being a counted, named skip. Each line's metadata names its role's
+own agent and model (`result.json` `roles`), and the `agents`/`models` filters apply per
+role: a coder/reviewer rollout of claude and codex exports its claude lines for `--agent
+claude`. Every line goes through a `Scrubber` (host secret values, API-key shapes,
+secret-named keys).
 """
 
 from __future__ import annotations
@@ -61,19 +65,33 @@ class ExportFilters:
     datasets: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     errors: Literal["include", "exclude"] = "exclude"
+    models: tuple[str, ...] = ()
 
     def keeps(self, result: RolloutResult) -> bool:
+        """Whether the rollout passes (and at least one of its roles could)."""
         if self.errors == "exclude" and result.error is not None:
             return False
         if self.min_reward is not None and (result.reward is None
                                             or result.reward < self.min_reward):
             return False
-        if self.agents and result.agent_name not in self.agents:
+        if self.datasets and result.dataset_name not in self.datasets:
             return False
-        return not (self.datasets and result.dataset_name not in self.datasets)
+        names = [*result.roles, None] if result.roles else [None]
+        return any(self._keeps_identity(result, role) for role in names)
 
-    def keeps_role(self, role: str | None) -> bool:
-        return not self.roles or role in self.roles
+    def keeps_role(self, role: str | None, result: RolloutResult | None = None) -> bool:
+        """Whether `role`'s lines pass: the role filter, and the agent and model filters on
+        the role's own agent and model (or the rollout's `a+b` label)."""
+        if self.roles and role not in self.roles:
+            return False
+        return result is None or self._keeps_identity(result, role)
+
+    def _keeps_identity(self, result: RolloutResult, role: str | None) -> bool:
+        agent, model = identity(result, role)
+        if self.agents and agent not in self.agents and result.agent_name not in self.agents:
+            return False
+        return not (self.models and model not in self.models
+                    and (result.model or "") not in self.models)
 
 
 @dataclass
@@ -84,14 +102,39 @@ class ExportStats:
     skipped_samples: Counter[str] = field(default_factory=Counter)
     """`tokens`: rollout roles without a sample, by reason (`SkipReason`)."""
     roles_seen: set[str | None] = field(default_factory=set)
+    skipped_calls: Counter[str] = field(default_factory=Counter)
+    """`--from model-calls`: calls that gave no line, by reason."""
+
+    def skipped_summary(self) -> str:
+        """`3 model calls skipped: 2 token counting, 1 failed (HTTP 500)` ('' if none)."""
+        total = sum(self.skipped_calls.values())
+        if not total:
+            return ""
+        reasons = ", ".join(f"{n} {why}" for why, n in self.skipped_calls.most_common())
+        return f"{total} model call{'s' if total != 1 else ''} skipped: {reasons}"
+
+
+def identity(result: RolloutResult, role: str | None) -> tuple[str, str | None]:
+    """A role's own agent and model (`result.roles`), else the rollout's."""
+    known = result.roles.get(role) if role is not None else None
+    if known is not None:
+        return known.agent, known.model
+    return result.agent_name, result.model
 
 
 def _metadata(result: RolloutResult, role: str | None, trace_id: str | None) -> dict[str, Any]:
-    return {"job": result.job_name, "rollout": result.rollout_name, "task": result.task_name,
-            "dataset": result.dataset_name, "agent": result.agent_name, "model": result.model,
-            "role": role, "attempt": result.attempt, "reward": result.reward,
-            "rewards": result.rewards,
-            "error_type": result.error.type if result.error else None, "trace_id": trace_id}
+    agent, model = identity(result, role)
+    known = result.roles.get(role) if role is not None else None
+    meta: dict[str, Any] = {
+        "job": result.job_name, "rollout": result.rollout_name, "task": result.task_name,
+        "dataset": result.dataset_name, "agent": agent, "model": model, "role": role,
+        "attempt": result.attempt, "reward": result.reward, "rewards": result.rewards,
+        "error_type": result.error.type if result.error else None, "trace_id": trace_id}
+    if known is not None:
+        meta["tokens"] = known.tokens.model_dump() if known.tokens else None
+        meta["usage_source"] = known.usage_source
+        meta["rollout_agent"] = result.agent_name
+    return meta
 
 
 def _trace_id(result: RolloutResult) -> str | None:
@@ -106,7 +149,7 @@ def _trajectory_lines(fmt: ExportFormat, result: RolloutResult, paths: RolloutPa
     blocks = list(group_turns(iter_events(paths.trajectory)))
     for role in roles_of(blocks):
         stats.roles_seen.add(role)
-        if not filters.keeps_role(role):
+        if not filters.keeps_role(role, result):
             continue
         steps = role_steps(blocks, role)
         if not steps:
@@ -123,8 +166,9 @@ def _trajectory_lines(fmt: ExportFormat, result: RolloutResult, paths: RolloutPa
                                  details=meta).model_dump(mode="json", exclude_none=True)
         else:
             session = f"{result.job_name}/{result.rollout_name}" + (f"#{role}" if role else "")
-            trajectory = atif_trajectory(steps, session_id=session, agent=result.agent_name,
-                                         model=result.model, extra=meta)
+            agent, model = identity(result, role)
+            trajectory = atif_trajectory(steps, session_id=session, agent=agent, model=model,
+                                         extra=meta)
             yield trajectory.model_dump(mode="json", exclude_none=True)
 
 
@@ -171,12 +215,28 @@ def _token_lines(result: RolloutResult, paths: RolloutPaths, filters: ExportFilt
     for sample in samples:
         role = sample.metadata.get("role")
         stats.roles_seen.add(role)
-        if filters.keeps_role(role):
+        if filters.keeps_role(role, result):
             yield sample.model_dump(mode="json")
     for role, reason in skipped.items():
         stats.roles_seen.add(role)
-        if filters.keeps_role(role):
+        if filters.keeps_role(role, result):
             stats.skipped_samples[reason] += 1
+
+
+def _call_lines(result: RolloutResult, paths: RolloutPaths, filters: ExportFilters,
+                stats: ExportStats) -> Iterator[dict[str, Any]]:
+    for example in model_call_examples(paths.root / "model_calls.jsonl", stats.skipped_calls):
+        role = example.pop("role", None)
+        call = example.pop("call", {})
+        agent, model = example.pop("agent", None), example.pop("model", None)
+        stats.roles_seen.add(role)
+        if not filters.keeps_role(role, result):
+            continue
+        meta = {**_metadata(result, role, _trace_id(result)), **call}
+        if agent is not None:  # the call names its role's agent and model itself
+            meta["agent"], meta["model"] = agent, model
+        yield {**example, "metadata": meta}
+
 
 
 def export_lines(job_dir: Path, fmt: ExportFormat, filters: ExportFilters,
@@ -195,12 +255,7 @@ def export_lines(job_dir: Path, fmt: ExportFormat, filters: ExportFilters,
         if fmt == "tokens":
             records: Iterator[dict[str, Any]] = _token_lines(result, paths, filters, stats)
         elif source == "model-calls":
-            records = (
-                {**example, "metadata": {**_metadata(result, example.pop("role", None),
-                                                     _trace_id(result)),
-                                         **example.pop("call", {})}}
-                for example in _seen(model_call_examples(paths.model_calls), stats)
-                if filters.keeps_role(example.get("role")))
+            records = _call_lines(result, paths, filters, stats)
         else:
             records = _trajectory_lines(fmt, result, paths, filters, stats)
         stats.rollouts += 1
@@ -217,12 +272,6 @@ def _trace_events(paths: RolloutPaths) -> list[dict[str, Any]]:
     from benchflow.traces.store import TRACE_EVENTS
 
     return read_events(paths.root / TRACE_EVENTS)
-
-
-def _seen(examples: Iterator[dict[str, Any]], stats: ExportStats) -> Iterator[dict[str, Any]]:
-    for example in examples:
-        stats.roles_seen.add(example.get("role"))
-        yield example
 
 
 def _check_roles(filters: ExportFilters, stats: ExportStats, job_dir: Path) -> None:

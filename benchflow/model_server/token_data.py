@@ -120,6 +120,8 @@ def token_fields(response: Any) -> dict[str, Any]:
         return {"token_data": "absent"}
     if response.get("usage") is not None:
         out["usage"] = response["usage"]
+    elif response.get("usageMetadata") is not None:  # gemini
+        out["usage"] = response["usageMetadata"]
     for key in ("prompt_token_ids", "prompt_logprobs"):
         if response.get(key) is not None:
             out[key] = response[key]

@@ -143,6 +143,8 @@ class ModelClient:
         timeout_sec: deadline of each call.
         backoff_sec: the first retry's delay; doubles each retry, capped at `max_backoff_sec`.
         prices: USD per million tokens by model id; cost is None for models not listed.
+        api_key: a key to send instead of the endpoint's (a role's key for benchflow's
+            model server or relay).
     """
 
     endpoint: ModelEndpoint
@@ -152,6 +154,7 @@ class ModelClient:
     max_backoff_sec: float = 30.0
     prices: Mapping[str, Price] = field(default_factory=dict)
     usage: UsageTotals = field(default_factory=UsageTotals)
+    api_key: str | None = field(default=None, repr=False)
     _sdk: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -167,7 +170,7 @@ class ModelClient:
 
             assert self.endpoint.base_url is not None
             self._sdk = AsyncOpenAI(base_url=api_base_url(self.endpoint.base_url),
-                                    api_key=resolve_api_key(self.endpoint),
+                                    api_key=self.api_key or resolve_api_key(self.endpoint),
                                     max_retries=0, timeout=self.timeout_sec,
                                     http_client=DefaultAsyncHttpxClient(verify=_tls_context()))
         return self._sdk

@@ -38,6 +38,12 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
+from benchflow.rollout.roles import (
+    RoleLedger,
+    configured_roles,
+    role_identities,
+    rollout_model,
+)
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
@@ -116,6 +122,10 @@ class Rollout:
         self._mcp_servers: list[McpServer] = []
         self.final_text = ""
         """The agent's last non-empty message (for an LLM judge and QA answers)."""
+        self.ledger = RoleLedger(role_identities(config.scenes, config.model_endpoint),
+                                 configured=configured_roles(config.scenes))
+        """Each role's identity and counts (`result.roles`)."""
+        self.result.model = rollout_model(self.ledger.identities) or config.model_name
 
     @property
     def hardened(self) -> bool:
@@ -149,6 +159,10 @@ class Rollout:
                                       capture_path=self.paths.model_calls)
         require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
+        self.ledger.traffic = self.network.traffic
+        if self.network.traffic is not None:  # role keys: masked like the task's secrets
+            self._secrets |= self.network.traffic.tokens
+            mask_in_rollout_log(self.network.traffic.tokens)
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
@@ -205,6 +219,7 @@ class Rollout:
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
+            model_keys=self.network.role_keys if self.network else {},
         )
         if self._solution_tree is not None:
             solution_placed(self.ctx, self._solution_tree)
@@ -280,7 +295,7 @@ class Rollout:
                         driver.connect(self.ctx, first.role, first.scene) as connection:
                     for step in group:
                         self._enter_step(step)
-                        self._count(await connection.prompt(
+                        self._count(step, await connection.prompt(
                             dataclasses.replace(step, skills=skills)))
                 self.ctx.trajectory.span_id = self.trace.span_id
 
@@ -291,8 +306,12 @@ class Rollout:
         self.ctx.trajectory.span_id = span
         self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
 
-    def _count(self, outcome: StepOutcome) -> None:
-        """Add one answered prompt to the result: counters, and tokens and cost when reported."""
+    def _count(self, step: Step, outcome: StepOutcome, round_index: int | None = None) -> None:
+        """Add one answered prompt to the result: counters, and tokens and cost when reported;
+        per role, with what benchflow's model server or relay saw of it (`RoleLedger`)."""
+        self.ledger.record(step.role.name, outcome, self.ctx.trajectory if self.ctx else None,
+                           scene=step.scene, turn=step.turn_index,
+                           session_turn=step.session_turn, round=round_index)
         result = self.result
         result.n_prompts += 1
         result.n_tool_calls += outcome.n_tool_calls
@@ -326,13 +345,11 @@ class Rollout:
 
         user, max_rounds = resolve_user(self.config, self.task, self.ctx.model_endpoint)
         async with self.skills.session(self.ctx, self.drivers[role.agent], self.steps[0]):
-            n_prompts, n_tool_calls = await run_user_loop(
+            await run_user_loop(
                 user=user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
                 scene=scene, instruction=self.task.instruction, solution=solution,
                 max_rounds=max_rounds, score_round=score_round,
-                rounds_log=self.paths.user_rounds)
-        self.result.n_prompts += n_prompts
-        self.result.n_tool_calls += n_tool_calls
+                rounds_log=self.paths.user_rounds, on_prompt=self._count)
 
     async def verify(self) -> None:
         """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards.
@@ -465,6 +482,7 @@ class Rollout:
                     await self.network.aclose()
             if self.ctx is not None and self.ctx.trajectory is not None:
                 self.ctx.trajectory.close()
+            self.ledger.finish(self.result)
             self.clock.end()
             with anyio.CancelScope(shield=True):  # written even when cancelled
                 await anyio.to_thread.run_sync(self._write_result)
@@ -492,7 +510,7 @@ class Rollout:
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=self.result.task_name,
             agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
-            run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
+            roles=self.ledger.identities, run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         return TrajectoryWriter(self.paths.trajectory, header)
 
     def _write_result(self) -> None:
