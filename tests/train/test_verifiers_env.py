@@ -170,6 +170,51 @@ def test_the_policy_is_verifiers_interception_and_its_secret_is_never_written(
 
 
 @pytest.mark.slow
+def test_an_env_server_runs_dispatched_tasks_as_prime_rl_does(tmp_path: Path,
+                                                             policy: ModelServer) -> None:
+    """prime-rl's path: the env config crosses to a spawned env server (`serve_env`), the
+    trainer side owns the taskset and dispatches each task's data over ZMQ (`EnvClient`)."""
+    import multiprocessing
+
+    from verifiers.v1.serve import EnvClient, env_config_data, serve_env
+
+    env = load_environment(qa=QA, metric=METRIC, jobs_dir=tmp_path / "jobs")
+    tasks = [t for t in env.taskset if t.data.id in ("capital-france", "largest-planet")]
+    spawn = multiprocessing.get_context("spawn")
+    addresses = spawn.Queue()
+    server = spawn.Process(target=serve_env, kwargs={
+        "max_workers": 1, "address": "tcp://127.0.0.1:0", "address_queue": addresses,
+        "config_data": env_config_data(env.config)})
+    server.start()
+    try:
+        address = addresses.get(timeout=300)
+        client_config = vf.EvalClientConfig(base_url=f"{policy.url}/v1",
+                                            api_key_var="NO_SUCH_KEY")
+
+        async def main() -> list[Any]:
+            client = EnvClient(address)
+            try:
+                return list(await asyncio.gather(*(
+                    client.run(client_config, MODEL, vf.SamplingConfig(),
+                               t.data.model_dump(mode="json")) for t in tasks)))
+            finally:
+                await client.close()
+
+        episodes = asyncio.run(main())
+    finally:
+        server.terminate()
+        server.join(60)
+    assert server.exitcode is not None
+    for task, episode in zip(tasks, episodes, strict=True):
+        (trace,) = episode.traces
+        assert trace.ok and trace.task.data.id == task.data.id
+        result = result_of(trace.model_dump(mode="json"))
+        assert result.task_name == task.data.name and result.reward is not None
+        assert trace.rewards["benchflow"].score == result.reward
+    assert sorted(t.reward for t in (e.traces[0] for e in episodes)) == [0.4, 1.0]
+
+
+@pytest.mark.slow
 def test_a_failed_benchflow_rollout_fails_the_trace_without_a_reward(tmp_path: Path) -> None:
     with socket.socket() as closed:  # bound, never listening: every connection is refused
         closed.bind(("127.0.0.1", 0))
