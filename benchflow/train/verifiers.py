@@ -30,9 +30,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import verifiers.v1 as vf
+import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from verifiers.v1.errors import HarnessError, TaskError
+
+try:
+    import verifiers.v1 as vf
+    from verifiers.v1.errors import HarnessError, TaskError
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("benchflow.train.verifiers needs the verifiers extra: pip install "
+                      "'benchflow[verifiers]' ./environments/benchflow_env") from exc
 
 from benchflow.config import ModelEndpoint
 from benchflow.errors import ConfigError
@@ -207,7 +213,9 @@ class BenchflowHarness(vf.Harness[BenchflowHarnessConfig]):
                      endpoint: str, secret: str, mcp_urls: dict[str, str],
                      data: vf.TaskData) -> vf.ProgramResult:
         bf = BenchflowData.model_validate(data.model_dump())
-        tasks = source_tasks(bf.source, ctx.model)
+        # off the event loop: the first read of a large dataset must not stall the
+        # interception serving the rollouts already running
+        tasks = await anyio.to_thread.run_sync(source_tasks, bf.source, ctx.model)
         if bf.index >= len(tasks) or tasks[bf.index].name != bf.name:
             raise HarnessError(f"benchflow task {bf.name!r} is no longer at position "
                                f"{bf.index} of its dataset; reload the taskset")
