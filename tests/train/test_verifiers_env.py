@@ -232,6 +232,46 @@ def test_a_failed_benchflow_rollout_fails_the_trace_without_a_reward(tmp_path: P
     assert result.retried_errors == [] and not (rollout_dir / "retries").exists()
 
 
+HELLO_SCRIPT = """\
+name: hello
+steps:
+  - shell: printf 'Hello, world!\\n' > /app/hello.txt
+  - text: Wrote /app/hello.txt.
+"""
+
+
+def docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception:  # noqa: BLE001 - any failure means "no daemon"
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_a_task_folder_in_docker_with_tool_calls_through_the_interception(
+        tmp_path: Path) -> None:
+    """tasks/hello-world: the model agent's shell tool runs in benchflow's Docker sandbox,
+    its two model calls go through verifiers' interception, the task's test.sh scores."""
+    if not docker_answers():
+        pytest.skip("no Docker daemon answers")
+    script = tmp_path / "hello.yaml"
+    script.write_text(HELLO_SCRIPT)
+    with ModelServer(script, host="127.0.0.1") as server:
+        env = load_environment(tasks=[ROOT / "tasks" / "hello-world"], agent="model",
+                               jobs_dir=tmp_path / "jobs")
+        episode = run_item(env, f"{server.url}/v1", "hello-world")
+    (trace,) = episode.traces
+    assert trace.ok, trace.errors
+    result = result_of(trace.model_dump(mode="json"))
+    assert result.error is None and result.reward == trace.reward == 1.0
+    assert trace.num_turns == 2  # the shell call, then the final text
+    tool_results = [n.message for n in trace.nodes if n.message.role == "tool"]
+    assert len(tool_results) == 1  # the sandbox's output went back through verifiers
+
+
 def test_the_taskset_needs_one_dataset(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="exactly one of --env.taskset.qa"):
         list(BenchflowTaskset(BenchflowTasksetConfig(id="benchflow-env")))
