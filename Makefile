@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance test-faithful golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-faithful golden bench matrix parity clean
 
 setup: install docker
 
@@ -54,6 +54,17 @@ test-train: install
 	$(BIN)/pip install --quiet '$(TORCH)'
 	$(BIN)/pip install --quiet -e '.[dev,train]' '$(TORCH)'
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "slow or not slow" tests/train tests/unit/trajectory/test_token_export.py
+
+# benchflow as a verifiers environment (the benchflow-env package), run by vf-eval and by
+# verifiers' own API against benchflow's scripted model server. verifiers pins openai<3 and
+# mcp==2.0.0, so it gets its own venv ($(VF_VENV)) and the dev venv keeps its openai.
+VF_VENV ?= .venv-vf
+test-verifiers:
+	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/pip install --quiet --upgrade pip
+	$(VF_VENV)/bin/pip install --quiet -e '.[dev,verifiers]'
+	$(VF_VENV)/bin/pip install --quiet -e environments/benchflow_env
+	$(VF_VENV)/bin/pytest -m "slow or not slow" tests/train/test_verifiers_env.py
 
 # The reduced reward-hack matrix, hardened, on the Modal and Daytona SDK fakes (~10 min).
 test-cloud-fakes: setup

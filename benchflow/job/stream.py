@@ -158,14 +158,16 @@ def _forward(queue: asyncio.Queue[object], event: RolloutEvent) -> None:
 
 
 def stream(trials: Trials, *, concurrency: int | None = None, job_name: str | None = None,
-           jobs_dir: Path | None = None, max_pending: int | None = None) -> RolloutStream:
+           jobs_dir: Path | None = None, max_pending: int | None = None,
+           retry: RetryPolicy | None = None) -> RolloutStream:
     """Run `trials` and yield each rollout's result as it finishes.
 
     `trials` is a `JobConfig`, a job file's path, or a sequence of `RolloutConfig`s or
     `Trial`s (one trial each; then `job_name` (default: a timestamp) and `jobs_dir`
     (default `jobs`) name the job folder). `concurrency` overrides the job's
     `n_concurrent_trials` (default 4 for rollout configs); `max_pending` bounds the
-    rollouts started and not yet consumed (backpressure; default: none).
+    rollouts started and not yet consumed (backpressure; default: none). `retry` replaces
+    the default retries of transient failures of rollout configs (a job has its own).
 
     Raises:
         ConfigError: bad input (a job file, an agent, a dataset, a task), before anything
@@ -182,7 +184,8 @@ def stream(trials: Trials, *, concurrency: int | None = None, job_name: str | No
         raise ConfigError("benchflow.stream: give a JobConfig, a job file's path, or a "
                           "non-empty sequence of RolloutConfig")
     return _config_stream(configs, concurrency or 4, job_name or default_job_name(),
-                          jobs_dir or Path("jobs"), max_pending)
+                          jobs_dir or Path("jobs"), max_pending,
+                          RetryPolicy.from_config(RetryConfig()) if retry is None else retry)
 
 
 def _job_stream(config: JobConfig, concurrency: int | None,
@@ -203,7 +206,7 @@ def _job_stream(config: JobConfig, concurrency: int | None,
 
 
 def _config_stream(configs: list[RolloutConfig | Trial], concurrency: int, name: str,
-                   jobs_dir: Path, max_pending: int | None) -> RolloutStream:
+                   jobs_dir: Path, max_pending: int | None, retry: RetryPolicy) -> RolloutStream:
     if (jobs_dir / name).exists():
         raise ConfigError(f"{jobs_dir / name}: a job of this name already exists: pass "
                           "another job_name")
@@ -217,8 +220,7 @@ def _config_stream(configs: list[RolloutConfig | Trial], concurrency: int, name:
         for provider in providers:
             await provider.preflight()
 
-    job = Job(name, jobs_dir, trial_list, concurrency=concurrency,
-              retry=RetryPolicy.from_config(RetryConfig()))
+    job = Job(name, jobs_dir, trial_list, concurrency=concurrency, retry=retry)
     return RolloutStream(job, prepare, max_pending)
 
 

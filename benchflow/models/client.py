@@ -119,11 +119,14 @@ def api_base_url(base_url: str) -> str:
 
 
 def resolve_api_key(endpoint: ModelEndpoint) -> str:
-    """The key from the host variable `endpoint.api_key_env`, or a placeholder when none is named.
+    """The endpoint's own `api_key`, the key from the host variable `endpoint.api_key_env`, or a
+    placeholder when none is named.
 
     Raises:
         ConfigError: the named variable is not set.
     """
+    if endpoint.api_key is not None:
+        return endpoint.api_key.get_secret_value()
     if not endpoint.api_key_env:
         return NO_API_KEY
     value = host_env(endpoint.api_key_env)

@@ -101,14 +101,16 @@ def endpoint_root(url: str) -> str:
 
 
 def endpoint_api_key(endpoint: ModelEndpoint) -> str:
-    """The key agents send: the scripted one, the host variable named by `api_key_env`, the
-    host's `BENCHFLOW_PROVIDER_API_KEY`, or a placeholder.
+    """The key agents send: the scripted one, the endpoint's own `api_key`, the host variable
+    named by `api_key_env`, the host's `BENCHFLOW_PROVIDER_API_KEY`, or a placeholder.
 
     Raises:
         ConfigError: `api_key_env` names a variable that is not set.
     """
     if endpoint.script is not None:
         return SCRIPTED_API_KEY
+    if endpoint.api_key is not None:
+        return endpoint.api_key.get_secret_value()
     if endpoint.api_key_env:
         value = host_env(endpoint.api_key_env)
         if not value:
@@ -362,7 +364,7 @@ class RolloutNetwork:
         if self.url is None or self.endpoint is None:
             return None
         return ModelEndpoint(base_url=self.url, model=self.endpoint.model,
-                             api_key_env=self.endpoint.api_key_env)
+                             api_key_env=self.endpoint.api_key_env, api_key=self.endpoint.api_key)
 
     def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
         """`scenes` whose roles point at the endpoint, each with its own key."""

@@ -127,7 +127,7 @@ class QaRollout(Rollout):
                                       request_tokens=endpoint.request_tokens)
         url = self._server.start()
         return ModelEndpoint(base_url=url, model=endpoint.model,
-                             api_key_env=endpoint.api_key_env)
+                             api_key_env=endpoint.api_key_env, api_key=endpoint.api_key)
 
     async def open_agent_phase(self) -> None:
         """Open the trajectory; captured calls (without a sandbox) name its current prompt."""

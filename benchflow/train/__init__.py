@@ -4,7 +4,9 @@
   become a rollout against the policy server with its token ids captured;
 - `RolloutBatch`, `run_batch`: an async batch of rollouts on `benchflow.stream`, samples as
   they finish, with backpressure and a per-step deadline (stragglers cancelled, reported);
-- `benchflow.train.trl.TrlSpec`: TRL's `GRPOTrainer` `rollout_func` (the `train` extra).
+- `benchflow.train.trl.TrlSpec`: TRL's `GRPOTrainer` `rollout_func` (the `train` extra);
+- `benchflow.train.verifiers`: a verifiers environment for `vf-eval` and prime-rl (the
+  `verifiers` extra and the `environments/benchflow_env` package).
 
 Samples are `TokenSample`s (`benchflow export --format tokens`): token ids exactly as the
 policy server returned them, never re-tokenised.

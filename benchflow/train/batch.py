@@ -36,6 +36,7 @@ import anyio.to_thread
 from benchflow.config import RolloutConfig
 from benchflow.job.export import rollout_token_samples
 from benchflow.job.job import Trial
+from benchflow.job.retry import RetryPolicy
 from benchflow.job.stream import RolloutStream, stream
 from benchflow.paths import rollout_name
 from benchflow.rollout.result import RolloutResult
@@ -78,12 +79,13 @@ class RolloutBatch:
         deadline_sec: the step's deadline from the first `__anext__`; None: none.
         roles: the trainable roles whose samples are kept (empty: every role).
         job_name, jobs_dir: the job folder (default: a fresh name under `jobs/`).
+        retry: retries of transient failures (default: the job default; `NO_RETRY`: none).
     """
 
     def __init__(self, trials: Sequence[RolloutConfig | Trial], *, concurrency: int = 8,
                  max_pending: int | None = None, deadline_sec: float | None = None,
                  roles: Sequence[str] = (), job_name: str | None = None,
-                 jobs_dir: Path | None = None) -> None:
+                 jobs_dir: Path | None = None, retry: RetryPolicy | None = None) -> None:
         self.roles = tuple(roles)
         self.deadline_sec = deadline_sec
         self.report = BatchReport()
@@ -91,7 +93,7 @@ class RolloutBatch:
         name = job_name or f"{default_job_name()}-{uuid.uuid4().hex[:6]}"
         self.stream: RolloutStream = stream(
             list(trials), concurrency=concurrency, job_name=name, jobs_dir=self.job_dir_root,
-            max_pending=2 * concurrency if max_pending is None else max_pending)
+            max_pending=2 * concurrency if max_pending is None else max_pending, retry=retry)
         self._deadline: float | None = None
         self._done = False
 

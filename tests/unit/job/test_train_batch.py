@@ -71,3 +71,17 @@ def test_run_batch_from_synchronous_code(tmp_path, behaviour):
 def test_bad_backpressure_bound(tmp_path, behaviour):
     with pytest.raises(ConfigError, match="max_pending"):
         RolloutBatch(_configs(tmp_path / "bench", 1), max_pending=0, jobs_dir=tmp_path / "j")
+
+
+def test_retries_of_transient_failures_can_be_turned_off(tmp_path, behaviour):
+    from benchflow.job.retry import NO_RETRY
+
+    behaviour.start_failures = 1  # the first sandbox start fails with a transient 500
+    (item,), _ = run_batch(_configs(tmp_path / "a", 1), job_name="default",
+                           jobs_dir=tmp_path / "jobs")
+    assert item.result.error is None and len(item.result.retried_errors) == 1
+    behaviour.start_failures = 1
+    (item,), report = run_batch(_configs(tmp_path / "b", 1), job_name="off",
+                                jobs_dir=tmp_path / "jobs", retry=NO_RETRY)
+    assert item.result.error is not None and item.result.error.retryable
+    assert item.result.retried_errors == [] and report.errors
