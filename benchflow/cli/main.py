@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import typer
 
 COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
-            "datasets")
+            "datasets", "study", "compare")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -66,6 +66,12 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "agents":
         from benchflow.cli import agents
         app.add_typer(agents.app, name="agents")
+    elif name == "study":
+        from benchflow.cli.study import study_command
+        app.command("study")(study_command)
+    elif name == "compare":
+        from benchflow.cli.compare import compare_command
+        app.command("compare")(compare_command)
 
 
 def build_app(only: str | None = None) -> "typer.Typer":
