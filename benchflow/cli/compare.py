@@ -5,8 +5,6 @@ Exit codes: 0 the report was written, 2 bad input (a missing folder, no task in 
 an arm name twice, an unknown baseline, the `study` extra missing).
 """
 
-from __future__ import annotations
-
 import enum
 import io
 from pathlib import Path
@@ -51,7 +49,7 @@ def require_study_extra() -> None:
                           "matplotlib): pip install 'benchflow[study]'") from None
 
 
-def rich_table(table: TextTable) -> Table:
+def rich_table(table: "TextTable") -> Table:
     out = Table(title=table.title, box=box.SIMPLE_HEAD, title_justify="left",
                 show_edge=False, pad_edge=False, collapse_padding=True)
     for index, header in enumerate(table.headers):
@@ -62,7 +60,7 @@ def rich_table(table: TextTable) -> Table:
     return out
 
 
-def rich_report(comparison: Comparison) -> Group:
+def rich_report(comparison: "Comparison") -> Group:
     """The report as rich renderables: the tables, the task lists and the methods."""
     from benchflow.study.report import report_tables, task_lists
 
@@ -76,7 +74,7 @@ def rich_report(comparison: Comparison) -> Group:
     return Group(*parts)
 
 
-def render(comparison: Comparison, fmt: Format) -> str:
+def render(comparison: "Comparison", fmt: Format) -> str:
     """The report as text in `fmt` (tables laid out in 80 columns)."""
     if fmt is Format.json:
         return comparison.model_dump_json(indent=2) + "\n"
@@ -95,7 +93,7 @@ def render(comparison: Comparison, fmt: Format) -> str:
 
 
 def build_comparison(sources: list[Path], *, baseline: str | None, errors: str, seed: int,
-                     resamples: int, confidence: float) -> Comparison:
+                     resamples: int, confidence: float) -> "Comparison":
     require_study_extra()
     from benchflow.study.arms import load_arms
     from benchflow.study.compare import CompareSettings, compare_arms

@@ -5,8 +5,6 @@ Exit codes: 0 every trial ran without error, 1 some trial ended in an error, 2 b
 (study file, arms, a study that changed since it started), 130 cancelled.
 """
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -36,7 +34,7 @@ class StudyProgress:
     """One progress bar per arm (done/total, pass rate, errors) on a terminal; one plain
     line per finished trial elsewhere."""
 
-    def __init__(self, console: Console, study: PreparedStudy) -> None:
+    def __init__(self, console: Console, study: "PreparedStudy") -> None:
         self.console = console
         self.started = time.monotonic()
         self.totals = {a.name: len(a.prepared.to_run) for a in study.arms}
@@ -66,7 +64,7 @@ class StudyProgress:
         rate = f"{self.passed[arm] / done:.0%}" if done else "-"
         return f"pass {rate}  errors {self.errors[arm]}"
 
-    def __enter__(self) -> StudyProgress:
+    def __enter__(self) -> "StudyProgress":
         if self.progress is not None:
             self.progress.start()
         return self
@@ -101,7 +99,7 @@ def _notify(message: str) -> None:
     err_console.print(f"[yellow]{message}[/]", highlight=False)
 
 
-def _print_report(study: PreparedStudy) -> None:
+def _print_report(study: "PreparedStudy") -> None:
     """The comparison of the arms (when the `study` extra is installed)."""
     from benchflow.cli.compare import build_comparison, rich_report
     from benchflow.errors import ConfigError
@@ -156,7 +154,7 @@ def _run(source: Path, studies_dir: Path | None, n_concurrent: int | None,
     return EXIT_ROLLOUT_ERROR if any(t.error for t in trials) else EXIT_OK
 
 
-def _arm_results(arm: StudyArm) -> list[RolloutResult]:
+def _arm_results(arm: "StudyArm") -> "list[RolloutResult]":
     from benchflow.job.store import iter_trial_results
 
     return list(iter_trial_results(arm.prepared.job_dir))

@@ -99,8 +99,8 @@ def paired_permutation(differences: Sequence[float], *, rng: np.random.Generator
     data = np.asarray(differences, dtype=float)
     if data.size == 0:
         return TestResult(None)
-    if not np.any(data):
-        return TestResult(1.0, 0.0, int(data.size))
+    if not np.any(data) or data.size == 1:  # one task: both sign flips are as extreme
+        return TestResult(1.0, float(data.mean()), int(data.size))
 
     def mean_difference(x: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.mean(x, axis=axis)
