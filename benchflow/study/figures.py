@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from benchflow.errors import ConfigError
 from benchflow.study.compare import Comparison
@@ -49,27 +49,29 @@ def _colour(index: int) -> str:
     return _COLOURS[index % len(_COLOURS)]
 
 
+def _whiskers(value: float | None, low: float | None, high: float | None
+              ) -> tuple[float, float]:
+    """Error-bar lengths below and above `value` (0 without an interval)."""
+    if value is None or low is None or high is None:
+        return 0.0, 0.0
+    return max(0.0, value - low), max(0.0, high - value)
+
+
 def pass_rate_chart(comparison: Comparison) -> Chart:
-    arms = comparison.arms
+    arms = comparison.arms[::-1]  # the baseline on top
     figure = _figure(6.4, 0.6 + 0.45 * len(arms))
     ax = figure.add_subplot()
-    names = [a.name for a in arms][::-1]
-    values = [a.pass_rate.value or 0.0 for a in arms][::-1]
-    low = [max(0.0, (a.pass_rate.value or 0.0) - (a.pass_rate.low if a.pass_rate.low is not None
-                                                   else a.pass_rate.value or 0.0))
-           for a in arms][::-1]
-    high = [max(0.0, (a.pass_rate.high if a.pass_rate.high is not None
-                      else a.pass_rate.value or 0.0) - (a.pass_rate.value or 0.0))
-            for a in arms][::-1]
-    ax.barh(names, values, xerr=[low, high], capsize=4,
+    values = [a.pass_rate.value or 0.0 for a in arms]
+    whiskers = [_whiskers(a.pass_rate.value, a.pass_rate.low, a.pass_rate.high) for a in arms]
+    ax.barh([a.name for a in arms], values, xerr=list(zip(*whiskers, strict=True)), capsize=4,
             color=[_colour(len(arms) - 1 - i) for i in range(len(arms))])
     ax.set_xlim(0, 1)
-    ax.set_xlabel(f"pass rate ({comparison.settings.confidence:.0%} CI)")
+    level = f"{comparison.settings.confidence:.0%}"
+    ax.set_xlabel(f"pass rate ({level} CI)")
     for y, value in enumerate(values):
         ax.text(min(value + 0.01, 0.9), y, f"{value:.2f}", va="center", fontsize=8)
-    return Chart("pass-rate", "Pass rate per arm",
-                 f"Bars: pass rate (unbiased pass@1); whiskers: {comparison.settings.confidence:.0%}"
-                 " bootstrap CI over tasks.", _png(figure))
+    return Chart("pass-rate", "Pass rate per arm", f"Bars: pass rate (unbiased pass@1); "
+                 f"whiskers: {level} bootstrap CI over tasks.", _png(figure))
 
 
 def task_matrix_chart(comparison: Comparison) -> Chart:
@@ -116,10 +118,8 @@ def cost_reward_chart(comparison: Comparison) -> Chart:
         if y.value is None:
             continue
         x = x or 0.0
-        err: Any = None
-        if y.low is not None and y.high is not None:
-            err = [[max(0.0, y.value - y.low)], [max(0.0, y.high - y.value)]]
-        ax.errorbar([x], [y.value], yerr=err, fmt="o", capsize=4, color=_colour(index),
+        below, above = _whiskers(y.value, y.low, y.high)
+        ax.errorbar([x], [y.value], yerr=[[below], [above]], fmt="o", capsize=4, color=_colour(index),
                     label=arm.name)
         ax.annotate(arm.name, (x, y.value), textcoords="offset points", xytext=(6, 4),
                     fontsize=8)

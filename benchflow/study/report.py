@@ -23,6 +23,8 @@ class TextTable:
     rows: list[list[str]]
     right: frozenset[int] = field(default_factory=frozenset)
     note: str = ""
+    id: str = ""
+    """Which table (arms, pairs, costs, roles, tasks, errors): for links and styling."""
 
 
 def num(value: float | None, digits: int = 2, sign: bool = False) -> str:
@@ -85,7 +87,8 @@ def _arms(comparison: Comparison) -> TextTable:
         f"Arms on {len(comparison.tasks)} shared task(s), up to {k} attempt(s) each",
         ["arm", "tasks", "trials", "pass", level, "reward", level, f"pass@{k}"], rows,
         frozenset({1, 2, 3, 5, 7}),
-        note="* baseline; pass = pass rate (unbiased pass@1); trials = counted trials")
+        note="* baseline; pass = pass rate (unbiased pass@1); trials = counted trials",
+        id="arms")
 
 
 def _pairs(comparison: Comparison) -> TextTable:
@@ -97,13 +100,14 @@ def _pairs(comparison: Comparison) -> TextTable:
                      f"McNemar {m.arm_only}:{m.baseline_only}"])
         rows.append([pair.arm, "reward", num(pair.reward_diff.value, sign=True),
                      interval(pair.reward_diff, sign=True), p_value(pair.permutation.p_value),
-                     f"perm. over {pair.permutation.tasks} tasks"])
+                     f"perm. over {pair.permutation.tasks} task"
+                     + ("" if pair.permutation.tasks == 1 else "s")])
     level = f"{comparison.settings.confidence:.0%} CI"
     return TextTable(f"Against the baseline {comparison.baseline} (paired by task)",
                      ["arm", "metric", "Δ", level, "p", "test"], rows, frozenset({2, 4}),
                      note="McNemar a:b = trial pairs (same task and attempt) only the arm "
                           "passed : only the baseline passed; perm.: paired permutation test "
-                          "(sign flips of per-task differences)")
+                          "(sign flips of per-task differences)", id="pairs")
 
 
 def _costs(comparison: Comparison) -> TextTable:
@@ -121,7 +125,7 @@ def _costs(comparison: Comparison) -> TextTable:
                      rows, frozenset({1, 2, 3, 4, 5, 6}),
                      note=f"errors: infrastructure ones {handling} (--errors "
                           f"{comparison.settings.errors}), agent ones scored 0; not run: "
-                          "cancelled, unscored or missing; tokens in/out")
+                          "cancelled, unscored or missing; tokens in/out", id="costs")
 
 
 def _roles(comparison: Comparison) -> TextTable:
@@ -136,7 +140,7 @@ def _roles(comparison: Comparison) -> TextTable:
                          "-" if per_trial is None else tokens(per_trial[1]), money(cost)])
     return TextTable("Tokens and cost per role (per trial)",
                      ["arm", "role", "agent (model)", "in", "out", "cost"], rows,
-                     frozenset({3, 4, 5}))
+                     frozenset({3, 4, 5}), id="roles")
 
 
 def _tasks(comparison: Comparison) -> TextTable:
@@ -151,14 +155,15 @@ def _tasks(comparison: Comparison) -> TextTable:
             cells.append(f"{text} {VERDICT_MARK[verdict]}" if verdict else text)
         rows.append([row.task, *cells])
     return TextTable("Mean reward per task (won/lost/tied against the baseline)",
-                     ["task", *names], rows, frozenset(range(1, len(names) + 1)))
+                     ["task", *names], rows, frozenset(range(1, len(names) + 1)), id="tasks")
 
 
 def _errors(comparison: Comparison) -> TextTable | None:
     rows = [[arm.name, kind, str(n)] for arm in comparison.arms for kind, n in arm.errors.items()]
     if not rows:
         return None
-    return TextTable("Errors by type", ["arm", "error type", "trials"], rows, frozenset({2}))
+    return TextTable("Errors by type", ["arm", "error type", "trials"], rows, frozenset({2}),
+                     id="errors")
 
 
 def report_tables(comparison: Comparison) -> list[TextTable]:
