@@ -119,8 +119,8 @@ def cost_reward_chart(comparison: Comparison) -> Chart:
             continue
         x = x or 0.0
         below, above = _whiskers(y.value, y.low, y.high)
-        ax.errorbar([x], [y.value], yerr=[[below], [above]], fmt="o", capsize=4, color=_colour(index),
-                    label=arm.name)
+        ax.errorbar([x], [y.value], yerr=[[below], [above]], fmt="o", capsize=4,
+                    color=_colour(index), label=arm.name)
         ax.annotate(arm.name, (x, y.value), textcoords="offset points", xytext=(6, 4),
                     fontsize=8)
     ax.set_xlabel("cost per trial (USD)" if use_cost else "tokens per trial (in + out)")
