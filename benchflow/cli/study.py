@@ -144,12 +144,14 @@ def _run(source: Path, studies_dir: Path | None, n_concurrent: int | None,
             results = run_job_loop(lambda: run_study(study, progress.listener, _notify))
         run_job_loop(lambda: finish_record(study))
     trials = [r for arm in study.arms for r in _arm_results(arm)]
-    console.print(summary_table(trials, title=f"study {study.spec.name}"))
-    err_console.print(f"results in {study.study_dir}; compare again with `benchflow compare "
-                      f"{study.study_dir}`", highlight=False)
-    if report and not any(r.cancelled for r in results.values()):
+    cancelled = any(r.cancelled for r in results.values())
+    if report and not cancelled:
         _print_report(study)
-    if any(r.cancelled for r in results.values()):
+    else:
+        console.print(summary_table(trials, title=f"study {study.spec.name}"))
+    err_console.print(f"results in {study.study_dir}; compare them again with `benchflow "
+                      f"compare {study.study_dir}`", highlight=False)
+    if cancelled:
         return EXIT_CANCELLED
     return EXIT_ROLLOUT_ERROR if any(t.error for t in trials) else EXIT_OK
 

@@ -70,6 +70,11 @@ def tokens(value: float | None) -> str:
     return f"{value / 1000:.1f}k" if value >= 10_000 else f"{value:.0f}"
 
 
+def _short(text: str, limit: int = 24) -> str:
+    """`text`, or its end after an ellipsis when longer than `limit` (a script's path)."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
 def _k(comparison: Comparison) -> int:
     return max((a.attempts for a in comparison.arms), default=1)
 
@@ -133,7 +138,8 @@ def _roles(comparison: Comparison) -> TextTable:
     for arm in comparison.arms:
         for role in arm.roles:
             per_trial = role.tokens_per_trial
-            who = ", ".join(role.agents) + (f" ({', '.join(role.models)})" if role.models else "")
+            models = ", ".join(_short(m) for m in role.models)
+            who = ", ".join(role.agents) + (f" ({models})" if models else "")
             cost = None if role.cost is None or not role.trials else role.cost / role.trials
             rows.append([arm.name, role.role, who or "-",
                          "-" if per_trial is None else tokens(per_trial[0]),
