@@ -89,7 +89,7 @@ def render(comparison: "Comparison", fmt: Format) -> str:
     out = io.StringIO()
     Console(width=REPORT_WIDTH, file=out, color_system=None, emoji=False,
             highlight=False).print(rich_report(comparison))
-    return out.getvalue()
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
 
 
 def build_comparison(sources: list[Path], *, baseline: str | None, errors: str, seed: int,
@@ -134,9 +134,9 @@ def compare_command(
         if output is not None:
             output.write_text(render(comparison, fmt), encoding="utf-8")
             console.print(f"wrote {output}", highlight=False)
-        elif fmt is Format.table:
+        elif fmt is Format.table and console.is_terminal:
             console.print(rich_report(comparison))
-        else:
+        else:  # plain text in 80 columns when piped
             console.out(render(comparison, fmt), end="", highlight=False)
 
 

@@ -101,7 +101,7 @@ def _notify(message: str) -> None:
 
 def _print_report(study: "PreparedStudy") -> None:
     """The comparison of the arms (when the `study` extra is installed)."""
-    from benchflow.cli.compare import build_comparison, rich_report
+    from benchflow.cli.compare import Format, build_comparison, render, rich_report
     from benchflow.errors import ConfigError
 
     try:
@@ -110,7 +110,10 @@ def _print_report(study: "PreparedStudy") -> None:
     except ConfigError as exc:
         err_console.print(f"no comparison: {exc}", highlight=False, soft_wrap=True)
         return
-    console.print(rich_report(comparison))
+    if console.is_terminal:
+        console.print(rich_report(comparison))
+    else:
+        console.out(render(comparison, Format.table), end="", highlight=False)
 
 
 def _run(source: Path, studies_dir: Path | None, n_concurrent: int | None,

@@ -138,15 +138,14 @@ def _roles(comparison: Comparison) -> TextTable:
     for arm in comparison.arms:
         for role in arm.roles:
             per_trial = role.tokens_per_trial
-            models = ", ".join(_short(m) for m in role.models)
-            who = ", ".join(role.agents) + (f" ({models})" if models else "")
             cost = None if role.cost is None or not role.trials else role.cost / role.trials
-            rows.append([arm.name, role.role, who or "-",
+            rows.append([arm.name, role.role, ", ".join(role.agents) or "-",
+                         ", ".join(_short(m, 16) for m in role.models) or "-",
                          "-" if per_trial is None else tokens(per_trial[0]),
                          "-" if per_trial is None else tokens(per_trial[1]), money(cost)])
     return TextTable("Tokens and cost per role (per trial)",
-                     ["arm", "role", "agent (model)", "in", "out", "cost"], rows,
-                     frozenset({3, 4, 5}), id="roles")
+                     ["arm", "role", "agent", "model", "in", "out", "cost"], rows,
+                     frozenset({4, 5, 6}), id="roles")
 
 
 def _tasks(comparison: Comparison) -> TextTable:

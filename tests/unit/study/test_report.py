@@ -54,7 +54,7 @@ def test_markdown_holds_every_table_and_the_methods(tmp_path):
     text = render(c, Format.markdown)
     assert text.startswith("# study reviewer-study: coder-alone vs coder-reviewer vs")
     assert text.count("\n## ") == 7  # 5 tables (no errors: no error table), tasks, methods
-    assert "| coder-reviewer | reviewer | scripted (m-2) | 4000 | 800 | $0.0300 |" in text
+    assert "| coder-reviewer | reviewer | scripted | m-2 | 4000 | 800 | $0.0300 |" in text
     assert "- coder-critic-x vs coder-alone: won 6 (" in text
     assert c.methods in text
 
