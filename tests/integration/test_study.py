@@ -19,7 +19,7 @@ from benchflow.study.record import StudyRecord
 
 from .conftest import REPO, TASKS
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]  # real studies take minutes
 
 BENCHFLOW = Path(sys.executable).parent / "benchflow"
 EXAMPLE = REPO / "examples" / "studies" / "coder-reviewer"

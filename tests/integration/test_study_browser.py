@@ -27,7 +27,7 @@ from benchflow.study.compare import Comparison
 
 from .conftest import REPO
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
