@@ -21,8 +21,9 @@ from benchflow.errors import ConfigError
 from benchflow.job.models import pass_at_k_curve
 from benchflow.study import stats
 from benchflow.study.arms import Arm, ArmSet
-from benchflow.study.record import ArmRecord, models_used
-from benchflow.study.trials import ROLES_TOTAL, ErrorPolicy, TrialRecord
+from benchflow.study.methods import methods_paragraph
+from benchflow.study.record import ArmRecord
+from benchflow.study.trials import ROLES_TOTAL, ErrorPolicy, TrialRecord, models_used
 
 Verdict = Literal["won", "lost", "tied"]
 _TIE = 1e-9
@@ -350,8 +351,6 @@ def compare_arms(arm_set: ArmSet, *, baseline: str | None = None,
         ConfigError: fewer than two arms, an unknown baseline, an arm without results, no
             task in common.
     """
-    from benchflow.study.methods import methods_paragraph
-
     settings = settings or CompareSettings()
     arms = arm_set.arms
     if len(arms) < 2:

@@ -12,6 +12,7 @@ the run hits every arm alike), sharing the study's `n_concurrent_trials` between
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from benchflow.errors import ConfigError
 from benchflow.job.config import with_overrides
 from benchflow.job.job import Job
 from benchflow.job.models import JobResult
-from benchflow.job.resume import is_final, previous_start
+from benchflow.job.resume import is_final, prepare_resume, previous_start
 from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished
 from benchflow.job.runner import start_new_job
 from benchflow.job.signals import EXIT_CANCELLED, remove_containers, remove_containers_now
@@ -46,18 +47,16 @@ from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import get_provider
 from benchflow.settings import host_env
 from benchflow.study.config import ArmSpec, StudySpec, load_study
+from benchflow.study.provenance import arm_record, image_ids
 from benchflow.study.record import (
     RECORD,
     STUDY_FILE,
     StudyRecord,
-    arm_record,
-    image_ids,
     is_study_dir,
-    models_used,
     read_record,
     write_record,
 )
-from benchflow.study.trials import read_trial
+from benchflow.study.trials import models_used, read_trial
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +157,6 @@ def _resume_folder(study_dir: Path, n_concurrent: int | None, retry_errors: bool
                    lookup: Callable[[str], str | None]) -> PreparedStudy:
     """Plan the rest of a study from its folder: each arm's job resumes from its saved
     config (absolute paths: it works from any directory)."""
-    from benchflow.job.resume import prepare_resume
-
     record = read_record(study_dir)
     total = n_concurrent or sum(int(_json_field(study_dir / arm.job / "config.json",
                                                 "n_concurrent_trials", 1))
@@ -178,8 +175,6 @@ def _resume_folder(study_dir: Path, n_concurrent: int | None, retry_errors: bool
 
 
 def _json_field(path: Path, key: str, default: Any) -> Any:
-    import json
-
     try:
         return json.loads(path.read_text()).get(key, default)
     except (OSError, ValueError, AttributeError):

@@ -11,7 +11,7 @@ install, verifier or benchflow failures: kept apart, see `ErrorPolicy`), not sco
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -126,6 +126,16 @@ class TrialRecord(_Lenient):
                                        n_tool_calls=self.n_tool_calls)}
 
 
+def models_used(trials: Iterable[TrialRecord]) -> list[str]:
+    """The models the results name (top-level and per role), in first-seen order."""
+    seen: dict[str, None] = {}
+    for trial in trials:
+        for model in [trial.model, *(r.model for r in trial.roles.values())]:
+            if model:
+                seen.setdefault(model, None)
+    return list(seen)
+
+
 def read_trial(path: Path, rel: str) -> TrialRecord | None:
     """A trial's result.json, or None while it is missing or half-written."""
     try:
@@ -143,4 +153,5 @@ def trial_dirs(job_dir: Path, agent: str | None = None) -> Iterator[Path]:
 
 
 __all__ = ["AGENT_ERRORS", "ROLES_TOTAL", "ErrorPolicy", "Outcome", "RoleUsage",
-           "TokenCounts", "TrialError", "TrialRecord", "read_trial", "trial_dirs"]
+           "TokenCounts", "TrialError", "TrialRecord", "models_used", "read_trial",
+           "trial_dirs"]

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from benchflow.study.record import RECORD, StudyRecord
+
 
 @dataclass(frozen=True)
 class StudyInfo:
@@ -19,10 +23,6 @@ class StudyInfo:
 
 def study_of(folder: Path) -> StudyInfo | None:
     """The study `folder` holds (its study.json), or None."""
-    from pydantic import ValidationError
-
-    from benchflow.study.record import RECORD, StudyRecord
-
     path = folder / RECORD
     if not path.is_file():
         return None
