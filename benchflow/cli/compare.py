@@ -125,9 +125,11 @@ def compare_command(
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999,
                                               help="confidence level of the intervals")] = 0.95,
 ) -> None:
-    """Compare arms on the tasks they share: pass rates and rewards with confidence
-    intervals, paired differences and tests against a baseline, errors, per-role tokens
-    and cost, time, and (html) figures."""
+    """Compare arms (jobs' agents, a study's arms) on the tasks they share.
+
+    Pass rates and rewards with confidence intervals, paired differences and tests against
+    a baseline, errors, per-role tokens and cost, time, and (html) figures.
+    """
     with user_errors():
         comparison = build_comparison(sources, baseline=baseline, errors=errors.value,
                                       seed=seed, resamples=resamples, confidence=confidence)

@@ -179,8 +179,11 @@ def study_command(
     report: Annotated[bool, typer.Option(
         "--report/--no-report", help="print the comparison of the arms at the end")] = True,
 ) -> None:
-    """Run a study: named arms (agents, models, roles, scenes, skills, flags) over the
-    same tasks and attempts, side by side, in one study folder; run it again to resume."""
+    """Run a study's arms over the same tasks and attempts; run it again to resume.
+
+    Arms are named run configurations (agents, models, roles, scenes, skills, flags); they
+    run side by side in one study folder, and the comparison is printed at the end.
+    """
     code = EXIT_OK
     with user_errors():
         code = _run(source, studies_dir, n_concurrent, retry_errors, report)

@@ -153,3 +153,56 @@ def test_scripted_coder_alone_against_coder_and_reviewer(tmp_path: Path,
     assert set(arm["roles"]) == {"coder", "reviewer"}
     assert arm["agents"] == [{"name": "scripted", "version": "1.0.0", "package": None}]
     assert "Agents: coder-alone: coder = scripted 1.0.0" in c.methods
+
+
+def test_sigint_cancels_every_arm_and_the_study_resumes(tmp_path: Path, job_label: str) -> None:
+    import os
+    import signal
+    import time
+
+    name = f"{job_label}-sig"
+    slow = {"name": "slow", "env": {"SLEEP": "${BF_TEST_SLEEP}"},
+            "execute": "sleep \"$SLEEP\"\necho 'Hello, world!' > /app/hello.txt"}
+    study = {"name": name, "studies_dir": str(tmp_path / "studies"), "k": 2,
+             "n_concurrent_trials": 4,
+             "datasets": [{"path": str(TASKS), "tasks": ["hello-world"]}],
+             "arms": [{"name": "fast", "agent": "oracle"}, {"name": "slow", "agent": slow}]}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    study_dir = tmp_path / "studies" / name
+    client = docker.from_env()
+
+    def running(arm: str) -> int:
+        return len(client.containers.list(filters={"label": f"benchflow.job={name}.{arm}"}))
+
+    proc = subprocess.Popen([str(BENCHFLOW), "study", str(path)], cwd=REPO, text=True,
+                            env={**os.environ, "BF_TEST_SLEEP": "300"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not (len(list(study_dir.glob(f"{name}.fast/*/*/*/result.json"))) == 2
+                   and running("slow") == 2):
+            assert time.monotonic() < deadline and proc.poll() is None, "no slow trials"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        no_containers_left(name, ["fast", "slow"])
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "cancelling the study" in err
+    slow_job = json.loads((study_dir / f"{name}.slow" / "result.json").read_text())
+    assert slow_job["cancelled"] is True
+    fast_files = {p: p.read_bytes() for p in study_dir.glob(f"{name}.fast/*/*/*/result.json")}
+
+    resumed = subprocess.run([str(BENCHFLOW), "study", str(study_dir), "--no-report"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "BF_TEST_SLEEP": "0"})
+    no_containers_left(name, ["fast", "slow"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "2 trial(s) already finished; running 2" in resumed.stderr
+    assert {p: p.read_bytes() for p in study_dir.glob(f"{name}.fast/*/*/*/result.json")} == \
+        fast_files
+    c = compare_json(study_dir)
+    assert [a.pass_rate.value for a in c.arms] == [1.0, 1.0] and c.pairs[0].tied
