@@ -152,3 +152,23 @@ def test_the_study_command_exits_2_on_bad_input(tmp_path, dataset, arms, expecte
     assert expected in result.stderr and "Traceback" not in result.output
     assert result.stderr.startswith("error:")
     assert not (tmp_path / "studies").exists()
+
+
+def test_an_arm_can_bring_a_simulated_user_and_each_trial_gets_its_own(tmp_path, dataset,
+                                                                       behaviour):
+    from benchflow.users import LLMUser
+
+    user = {"type": "llm", "persona": "a busy maintainer", "model": "persona", "max_rounds": 2}
+    study = prepare_study(study_file(tmp_path, dataset, arms=[
+        {"name": "plain", "agent": "oracle"},
+        {"name": "with-user", "agent": "oracle", "user": user}]))
+    plain, with_user = study.arms
+    assert all(t.config.user is None for t in plain.prepared.trials)
+    users = [t.config.user for t in with_user.prepared.trials]
+    assert all(isinstance(u, LLMUser) and u.persona == "a busy maintainer" for u in users)
+    assert len({id(u) for u in users}) == len(users) == 4
+    assert study.record.arm("with-user").config["user"] == user
+    with pytest.raises(ConfigError, match=r"arms\[1\] \(b\): invalid arm:\n  user: .*persona"):
+        prepare_study(study_file(tmp_path, dataset, arms=[
+            {"name": "a", "agent": "oracle"}, {"name": "b", "agent": "oracle",
+                                               "user": {"type": "llm"}}]))
