@@ -206,3 +206,34 @@ def test_sigint_cancels_every_arm_and_the_study_resumes(tmp_path: Path, job_labe
         fast_files
     c = compare_json(study_dir)
     assert [a.pass_rate.value for a in c.arms] == [1.0, 1.0] and c.pairs[0].tied
+
+
+def test_an_arm_with_a_simulated_user(tmp_path: Path, job_label: str) -> None:
+    """Arms may differ by their user: the LLM user (answered by benchflow's scripted model
+    server) drives one round of the oracle in one arm, none in the other."""
+    from benchflow.model_server import ModelServer, parse_script
+
+    name = f"{job_label}-user"
+    script = parse_script({"answers": [{"match": "Write your first message", "steps": [
+        {"text": "Please write hello.txt."}, {"text": "DONE"}]}]})
+    with ModelServer(script) as server:
+        user = {"type": "llm", "persona": "a busy maintainer", "model": "persona",
+                "base_url": f"{server.url}/v1", "max_rounds": 3}
+        study = {"name": name, "studies_dir": str(tmp_path / "studies"), "k": 1,
+                 "datasets": [{"path": str(TASKS), "tasks": ["hello-world"]}],
+                 "arms": [{"name": "plain", "agent": "oracle"},
+                          {"name": "with-user", "agent": "oracle", "user": user}]}
+        path = tmp_path / "study.yaml"
+        path.write_text(yaml.safe_dump(study, sort_keys=False))
+        try:
+            done = benchflow("study", str(path), "--no-report")
+        finally:
+            no_containers_left(name, ["plain", "with-user"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    study_dir = tmp_path / "studies" / name
+    trial = study_dir / f"{name}.with-user" / "oracle" / "tasks" / "hello-world__1"
+    rounds = [json.loads(line) for line in (trial / "user_rounds.jsonl").read_text().splitlines()]
+    assert [r["prompt"] for r in rounds] == ["Please write hello.txt."]
+    plain = study_dir / f"{name}.plain" / "oracle" / "tasks" / "hello-world__1"
+    assert not (plain / "user_rounds.jsonl").exists()
+    assert json.loads((trial / "result.json").read_text())["reward"] == 1.0
