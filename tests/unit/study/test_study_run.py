@@ -172,3 +172,39 @@ def test_an_arm_can_bring_a_simulated_user_and_each_trial_gets_its_own(tmp_path,
         prepare_study(study_file(tmp_path, dataset, arms=[
             {"name": "a", "agent": "oracle"}, {"name": "b", "agent": "oracle",
                                                "user": {"type": "llm"}}]))
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_study_progress_counts_each_arm(tmp_path, dataset, behaviour, terminal):
+    import io
+
+    from rich.console import Console
+
+    from benchflow.cli.study import StudyProgress
+    from benchflow.rollout.events import RolloutEvent, RolloutEventKind
+    from benchflow.rollout.result import ErrorInfo, RolloutResult
+
+    study = prepare_study(study_file(tmp_path, dataset))
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=100)
+
+    def end(arm: str, reward: float | None, error: str | None = None) -> RolloutEvent:
+        result = RolloutResult(job_name=f"s.{arm}", rollout_name=f"{arm}/bench/alpha__1",
+                               task_name="alpha", dataset_name="bench", agent_name=arm,
+                               attempt=1, reward=reward,
+                               error=ErrorInfo(type=error, message="x") if error else None)
+        return RolloutEvent(RolloutEventKind.END, result.rollout_name, result)
+
+    with StudyProgress(console, study) as progress:
+        progress.listener("nop")(end("nop", 0.0))
+        progress.listener("oracle")(end("oracle", 1.0))
+        progress.listener("oracle")(end("oracle", None, "agent_execution_failed"))
+        progress.listener("oracle")(RolloutEvent(RolloutEventKind.START, "x"))
+    assert (progress.done, progress.passed, progress.errors) == (
+        {"nop": 1, "oracle": 2}, {"nop": 0, "oracle": 1}, {"nop": 0, "oracle": 1})
+    text = out.getvalue()
+    if terminal:
+        assert progress.progress is not None
+        assert [t.completed for t in progress.progress.tasks] == [1, 2]
+    else:
+        assert "[oracle 2/4] oracle/bench/alpha__1: error agent_execution_failed" in text
