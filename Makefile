@@ -35,10 +35,11 @@ test-unit: install
 test-slow: setup
 	$(BIN)/pytest -m slow
 
-# The viewer in headless chromium (apt-get install chromium chromium-driver); also part of
-# test-slow, where it skips when the browser is missing. CI (.ci/run: make test) runs neither.
+# The viewer and study reports in headless chromium (apt-get install chromium chromium-driver);
+# also part of test-slow, where they skip when the browser is missing. CI (make test) runs
+# neither. test_study_browser.py runs docs/how-to/studies.md's study first (~5 min).
 test-browser: setup
-	$(BIN)/pytest -m slow tests/integration/test_view_browser.py
+	$(BIN)/pytest -m slow tests/integration/test_view_browser.py tests/integration/test_study_browser.py
 
 # Jobs on a real local Ray cluster (a head and a second node, started and stopped by the
 # tests); installs the ray extra first. Not in CI (make test) for its size and time.

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import typer
 
 COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
-            "datasets", "traces", "login", "check", "benchmarks")
+            "datasets", "traces", "login", "check", "benchmarks", "study", "compare")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -75,6 +75,12 @@ def _register(app: "typer.Typer", name: str) -> None:
             app.add_typer(hosted.benchmarks, name="benchmarks")
         else:
             app.command(name)(hosted.login_command if name == "login" else hosted.check_command)
+    elif name == "study":
+        from benchflow.cli.study import study_command
+        app.command("study")(study_command)
+    elif name == "compare":
+        from benchflow.cli.compare import compare_command
+        app.command("compare")(compare_command)
 
 
 def build_app(only: str | None = None) -> "typer.Typer":

@@ -13,6 +13,7 @@ model_endpoint: {script: ./model.yaml}   # or {base_url: http://..., api_key_env
 verifier: {override_timeout_sec: 120, max_timeout_sec: 600, disable: false}
 metrics: [{type: mean}]
 skills: [./skills/ledger-balances]    # skill folders every agent gets (besides the task's)
+user: {type: llm, persona: "a busy maintainer"}   # a simulated user driving rounds
 mcp_config: ./.mcp.json               # Claude-style MCP servers for every ACP agent
 agents:
   - name: oracle
@@ -404,6 +405,22 @@ class JobConfig(FrozenModel):
                                     "servers every ACP agent gets, besides the task's")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP agent gets (after mcp_config's, same name wins)")
+    user: dict[str, Any] | None = Field(default=None, description="a simulated user driving "
+                                        "rounds in every trial, as a task's `user:` block "
+                                        "({type: llm, persona, model, ...}); a task's own "
+                                        "user otherwise")
+
+    @field_validator("user")
+    @classmethod
+    def _user_block(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from benchflow.users import user_from_frontmatter  # users load only when set
+
+            try:
+                user_from_frontmatter(value, "user")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("user: ")) from None
+        return value
 
     def all_mcp_servers(self) -> list[McpServer]:
         """`mcp_config`'s servers, then `mcp_servers`, by name.

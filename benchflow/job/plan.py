@@ -108,8 +108,17 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         skills=config.skills, mcp_servers=mcp_servers or [],
         # a QA item's answer is its output: nothing in a sandbox is scored, so no hardening
         harden=False if entry.task is not None and entry.task.qa is not None else config.harden,
-        judge_endpoint=config.judge_endpoint,
+        judge_endpoint=config.judge_endpoint, user=_user(config),
     )
+
+
+def _user(config: JobConfig) -> object | None:
+    """A fresh user for one trial (users keep state across rounds) from the job's `user`."""
+    if config.user is None:
+        return None
+    from benchflow.users import user_from_frontmatter  # users load only when a job has one
+
+    return user_from_frontmatter(config.user, "job file user")
 
 
 def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
