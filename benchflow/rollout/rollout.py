@@ -43,6 +43,7 @@ from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.cost import sandbox_cost
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
@@ -58,7 +59,7 @@ from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
-from benchflow.verify.runner import VerifierRun
+from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
@@ -376,7 +377,8 @@ class Rollout:
         timeout = config.verifier_timeout_sec or task.config.verifier.timeout_sec
         return VerifierRun(verifier_dir=task.verifier_dir, mount=task.verifier_mount,
                            timeout_sec=timeout * config.timeout_multiplier,
-                           env=task.config.verifier.env, cwd=self.sandbox.workdir)
+                           env=task.config.verifier.env, cwd=self.sandbox.workdir,
+                           command=script_command(task))
 
     async def cleanup(self) -> None:
         """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
@@ -399,6 +401,14 @@ class Rollout:
             append_error_txt(self.paths.error, exc)
         if keep:
             self.result.sandbox_preserved = self.sandbox.sandbox_id
+        self._add_sandbox_cost()
+
+    def _add_sandbox_cost(self) -> None:
+        """The provider's cost of the sandbox, beside the model cost (spec: `cost`)."""
+        cost = sandbox_cost(self.sandbox)
+        if cost is not None:
+            self.result.sandbox_cost = cost
+            self.result.cost = round((self.result.cost or 0.0) + cost, 8)
 
     # -- the whole rollout -------------------------------------------------------------
 

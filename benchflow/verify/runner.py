@@ -1,8 +1,10 @@
 """Run a task's verifier in the sandbox and turn what it left into rewards.
 
 test.sh is uploaded to the verifier folder (`/verifier` native, `/tests` legacy), made
-executable and run directly from the working directory, never handed to pytest.
-A non-zero exit is `verifier_failed` and any reward file is ignored.
+executable and run directly from the working directory, never handed to pytest; a
+native task's script strategy runs `cd /verifier && <command>` instead (its `command`,
+`./test.sh` by default). A non-zero exit is `verifier_failed` and any reward file is
+ignored.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import anyio
 
 from benchflow.errors import VerifierFailed, VerifierTimeout
 from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.task import Task
 from benchflow.verify.rewards import read_rewards
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,9 @@ class VerifierRun:
     timeout_sec: float
     env: Mapping[str, str]
     cwd: str | None = None
+    command: str | None = None
+    """The script strategy's shell command, run as `cd <mount> && <command>`; None runs
+    `<mount>/test.sh` from `cwd` (the legacy layout, as Harbor does)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,15 @@ class VerifierOutcome:
     @property
     def reward(self) -> float:
         return self.rewards["reward"]
+
+
+def script_command(task: Task) -> str | None:
+    """The command a task's script strategy runs from its verifier folder: the native
+    document's (`./test.sh` by default), a legacy task's `[verifier] command`, else None
+    (a legacy test.sh from the workdir, as Harbor runs it)."""
+    if task.layout == "legacy":
+        return task.config.verifier.command
+    return task.verifier_doc.script_command
 
 
 async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
@@ -63,19 +78,26 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
     """
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
-    launch = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
-              '&& chmod +x "$0" && exec "$0"')
-    if not reset_logs:
-        launch = 'chmod +x "$0" && exec "$0"'
-    result = await sandbox.exec(["sh", "-c", launch, script, logs_mode],
-                                user="root", cwd=run.cwd, env=dict(run.env),
+    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
+             '&& ') if reset_logs else ""
+    if run.command is None:
+        launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
+        what = "test.sh"
+    else:  # the native script strategy: `cd /verifier && <command>`
+        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
+                          '&& exec sh -c "$2"')
+        argv, cwd = [run.mount], run.mount
+        what = ("test.sh" if run.command == "./test.sh"
+                else f"the verifier command {run.command!r}")
+    result = await sandbox.exec(["sh", "-c", launch, *argv, logs_mode, run.command or ""],
+                                user="root", cwd=cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,
-                              f"test.sh exceeded verifier timeout of {run.timeout_sec:g} s")
+                              f"{what} exceeded verifier timeout of {run.timeout_sec:g} s")
     if result.exit_code != 0:
-        raise VerifierFailed(f"test.sh exited with code {result.exit_code} (any reward file is "
+        raise VerifierFailed(f"{what} exited with code {result.exit_code} (any reward file is "
                              f"ignored); output tail:\n{result.text(1500)}")
     return result
 
