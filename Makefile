@@ -24,6 +24,7 @@ docker:
 	bash scripts/ensure-docker.sh
 
 demo: setup
+	$(BIN)/pip install --quiet -e '.[models]'  # the QA API and the model agent (benchflow.qa)
 	$(BIN)/benchflow run tasks/hello-world -a oracle
 
 test: setup

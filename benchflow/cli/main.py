@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import typer
 
 COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
-            "datasets")
+            "datasets", "tools")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -66,6 +66,9 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "agents":
         from benchflow.cli import agents
         app.add_typer(agents.app, name="agents")
+    elif name == "tools":
+        from benchflow.cli import tools
+        app.add_typer(tools.app, name="tools")
 
 
 def build_app(only: str | None = None) -> "typer.Typer":

@@ -152,10 +152,12 @@ class ModelClient:
 
     def _client(self) -> Any:
         if self._sdk is None:
-            from openai import AsyncOpenAI
+            from benchflow._extras import require
 
+            openai = require("openai", "models", "the model client (model agent, QA API, "
+                             "LLM judge)")
             assert self.endpoint.base_url is not None
-            self._sdk = AsyncOpenAI(base_url=api_base_url(self.endpoint.base_url),
+            self._sdk = openai.AsyncOpenAI(base_url=api_base_url(self.endpoint.base_url),
                                     api_key=resolve_api_key(self.endpoint),
                                     max_retries=0, timeout=self.timeout_sec)
         return self._sdk

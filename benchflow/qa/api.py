@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchflow._extras import require
 from benchflow.agents.model_agent import ModelAgentConfig
 from benchflow.config import ModelEndpoint
 from benchflow.errors import ConfigError
@@ -78,6 +79,9 @@ async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
                    ) -> dict[str, Any]:
     """The async form of `rollout` on an already loaded config."""
     started = time.monotonic()
+    if config.agent == "model" or "llm_judgement" in (config.evaluation_metric,
+                                                      *config.extra_metrics):
+        require("openai", "models", "the QA API (its model agent and LLM judge)")
     base = base_dir or Path.cwd()
     if not config.data_path:
         raise ConfigError("no benchmark data: set data_path in the config or pass data_path=")
