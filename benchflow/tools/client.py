@@ -162,6 +162,8 @@ class ToolServerProcess:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        if self._proc is not None and self._proc.stderr is not None:
+            self._proc.stderr.close()
         self._proc = None
 
 
