@@ -14,7 +14,19 @@ from benchflow.tools.base import (
     check_resource_types,
     check_tool_names,
 )
-from benchflow.tools.client import RemoteSession, ToolClient, ToolServerProcess
+
+_LAZY = {"RemoteSession": "benchflow.tools.client", "ToolClient": "benchflow.tools.client",
+         "ToolServerProcess": "benchflow.tools.client", "ToolServer": "benchflow.tools.server"}
+
+
+def __getattr__(name: str) -> object:  # the client imports httpx: only when used
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'benchflow.tools' has no attribute {name!r}")
+
 
 __all__ = ["RESOURCE_TYPES", "TOOL_NAMES", "RemoteSession", "ToolClient", "ToolResult",
-           "ToolServerProcess", "ToolSpec", "check_resource_types", "check_tool_names"]
+           "ToolServer", "ToolServerProcess", "ToolSpec", "check_resource_types",
+           "check_tool_names"]
