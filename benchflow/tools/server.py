@@ -101,17 +101,17 @@ def _describe(name: str) -> dict[str, Any]:
             "parameters": spec.parameters}
 
 
-def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") -> Any:
-    """The server's ASGI app (Starlette): the HTTP routes and the MCP endpoint."""
+def _mcp_server(tools_host: ToolHost) -> Any:
+    """The MCP server (the `mcp` SDK's low-level Server) over the host's sessions."""
+    import base64
+
     from mcp import types
-    from mcp.server.lowlevel.server import Server
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
+    from mcp.server.lowlevel import Server
 
-    tools_host = host or ToolHost()
+    server: Any = Server("benchflow-tools")
 
-    def session_of(request: Any) -> ToolSession:
+    def session_of() -> ToolSession:
+        request = server.request_context.request
         wanted = request.query_params.get("session") if request is not None else None
         if wanted:
             session = tools_host.sessions.get(wanted)
@@ -125,23 +125,33 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") ->
             shared.id = "mcp-shared"
         return shared
 
-    async def list_tools(ctx: Any, params: Any) -> Any:
-        session = session_of(ctx.request)
-        return types.ListToolsResult(tools=[
-            types.Tool(name=spec.function_name, description=spec.description,
-                       input_schema=spec.parameters) for spec in session.specs.values()])
+    @server.list_tools()
+    async def list_tools() -> list[Any]:
+        return [types.Tool(name=spec.function_name, description=spec.description,
+                           inputSchema=spec.parameters) for spec in session_of().specs.values()]
 
-    async def call_tool(ctx: Any, params: Any) -> Any:
-        import base64
-
-        session = session_of(ctx.request)
-        result = await session.call(params.name, dict(params.arguments or {}))
+    @server.call_tool(validate_input=False)  # the tool reports bad arguments to the model
+    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+        result = await session_of().call(name, dict(arguments or {}))
         content: list[Any] = [types.TextContent(type="text", text=result.text)]
         content += [types.ImageContent(type="image", data=base64.b64encode(png).decode(),
-                                       mime_type="image/png") for png in result.images]
-        return types.CallToolResult(content=content, is_error=result.is_error)
+                                       mimeType="image/png") for png in result.images]
+        return types.CallToolResult(content=content, isError=result.is_error)
 
-    mcp_server = Server("benchflow-tools", on_list_tools=list_tools, on_call_tool=call_tool)
+    return server
+
+
+def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") -> Any:
+    """The server's ASGI app (Starlette): the HTTP routes and the MCP endpoint."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Mount, Route
+
+    tools_host = host or ToolHost()
+    manager = StreamableHTTPSessionManager(app=_mcp_server(tools_host), json_response=True,
+                                           stateless=True)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "tools": list(TOOL_NAMES)})
@@ -183,25 +193,25 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") ->
         closed = await tools_host.close(request.path_params["sid"])
         return JSONResponse({"closed": closed}, status_code=200 if closed else 404)
 
-    routes = [Route("/health", health), Route("/tools", tools),
-              Route("/sessions", open_session, methods=["POST"]),
-              Route("/sessions/{sid}/call", call, methods=["POST"]),
-              Route("/sessions/{sid}", close, methods=["DELETE"])]
-    app = mcp_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True,
-                                         json_response=True, host=bind_host,
-                                         custom_starlette_routes=routes)
-    inner = app.router.lifespan_context
+    async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
+        await manager.handle_request(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def lifespan(app_: Any) -> AsyncIterator[None]:
-        async with inner(app_):
+        async with manager.run():
             try:
                 yield
             finally:
                 await tools_host.close_all()  # no session's sandbox outlives the server
 
-    app.router.lifespan_context = lifespan
+    app = Starlette(routes=[
+        Route("/health", health), Route("/tools", tools),
+        Route("/sessions", open_session, methods=["POST"]),
+        Route("/sessions/{sid}/call", call, methods=["POST"]),
+        Route("/sessions/{sid}", close, methods=["DELETE"]),
+        Mount("/mcp", app=mcp_endpoint)], lifespan=lifespan)
     app.state.tool_host = tools_host
+    _ = bind_host
     return app
 
 

@@ -77,15 +77,18 @@ async def test_unknown_tools_and_unreachable_servers_are_typed_errors(server):
 
 
 async def test_the_same_tools_over_mcp(server, documents):
-    from mcp import Client
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
 
     async with ToolClient(server.url) as client:
         session = await client.open(["doc:read"], kwargs={"seed_path": str(documents)})
-    async with Client(session.mcp_url) as mcp:
+    async with streamable_http_client(session.mcp_url) as (read, write, _), \
+            ClientSession(read, write) as mcp:
+        await mcp.initialize()
         listed = await mcp.list_tools()
         assert [t.name for t in listed.tools] == ["doc_read"]
         result = await mcp.call_tool("doc_read", {"path": "project_plan.pdf", "page": 2})
-    assert not result.is_error and PDF_FACT in result.content[0].text
+    assert not result.isError and PDF_FACT in result.content[0].text
 
 
 def test_python_dash_m_serves_on_the_given_port(tmp_path: Path):
