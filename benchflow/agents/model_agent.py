@@ -148,6 +148,9 @@ class ModelConnection:
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         prompt = step.prompt or self.ctx.task.instruction
+        extra = getattr(self.remote, "prompt_text", "")
+        if extra and len(self.messages) == 1:  # the environment's own prompt, once
+            prompt = f"{prompt}\n\n{extra}"
         self.messages.append({"role": "user", "content": prompt})
         self._record("user_message", step, round, text=prompt)
         outcome = StepOutcome(stop_reason="max_turns")
@@ -171,10 +174,15 @@ class ModelConnection:
                     "content": {"type": "text", "text": reply.text}})
             if not reply.tool_calls:
                 outcome.stop_reason = "end_turn"
+                if hasattr(self.remote, "finish"):  # an ORS terminal tool takes the answer
+                    await self.remote.finish(reply.text)
                 break
             for call in reply.tool_calls:
                 outcome.n_tool_calls += 1
                 await self._call_tool(call, step, round)
+            if getattr(self.remote, "finished", False):  # the environment ended the episode
+                outcome.stop_reason = "end_turn"
+                break
         return outcome
 
     async def open_tools(self) -> None:
@@ -184,6 +192,11 @@ class ModelConnection:
             ToolServerError: the server is unreachable or refused the session.
             ConfigError: it does not know a tool.
         """
+        episode = self.ctx.extras.get("ors_episode")
+        if episode is not None:  # an ORS environment's tools (verify/ors.py)
+            self.remote = episode
+            self.tools += episode.schemas()
+            return
         if not self.config.server_tools:
             return
         from benchflow.tools.client import ToolClient
@@ -202,10 +215,10 @@ class ModelConnection:
         self.tools += self.remote.schemas()
 
     async def close_tools(self) -> None:
-        if self.remote is not None:
-            await self.remote.close()
+        if self.remote is not None and hasattr(self.remote, "client"):  # the rollout
+            await self.remote.close()  # closes an ORS episode, not its agent
             await self.remote.client.__aexit__(None, None, None)
-            self.remote = None
+        self.remote = None
 
     async def _run(self, call: Any) -> tuple[str, bool, tuple[bytes, ...]]:
         """(output, failed, PNG images) of one call, wherever the tool runs."""

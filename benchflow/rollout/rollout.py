@@ -41,6 +41,7 @@ from benchflow.rollout.result import (
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
+from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.cost import sandbox_cost
@@ -264,6 +265,7 @@ class Rollout:
         await self.skills.stage(self.ctx)
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
+        await open_strategy(self)  # an ORS environment the agent plays
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -343,7 +345,10 @@ class Rollout:
         self._emit(RolloutEventKind.VERIFY_START)
         self.result.hardened = self.baseline is not None
         judge = judge_verifier(self.task)
-        if judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
+        rewards = await strategy_rewards(self)  # ors-episode, agent-judge
+        if rewards is not None:
+            self.result.rewards = rewards
+        elif judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
             self.result.rewards = await self._judged_verify(judge, self._verifier_run())
             self._logs_collected = True
         else:
@@ -382,6 +387,7 @@ class Rollout:
 
     async def cleanup(self) -> None:
         """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
+        await close_strategy(self)
         if self.sandbox is None:
             return
         try:

@@ -10,6 +10,7 @@ ignored.
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +51,37 @@ class VerifierOutcome:
         return self.rewards["reward"]
 
 
+_HEADLINE_MEAN = ("import json,sys; p=sys.argv[1]; d=json.load(open(p)); "
+                  "d.setdefault('reward', sum(d.values())/len(d)) if d else None; "
+                  "json.dump(d, open(p, 'w'))")
+
+
+def rewardkit_command(tests_dir: str, requirement: str) -> str:
+    """Harbor's rewardkit on the verifier folder (`rewardkit <tests> --workspace <ws>
+    --output /logs/verifier/reward.json`): the image's `rewardkit`, else `uvx`, else a
+    venv with `requirement`. Without a `reward` in its output, the headline is the mean of
+    the named rewards."""
+    q = shlex.quote
+    return ('export LITELLM_LOCAL_MODEL_COST_MAP="${LITELLM_LOCAL_MODEL_COST_MAP:-True}"; '
+            'if command -v rewardkit >/dev/null 2>&1; then set -- rewardkit; '
+            f'elif command -v uvx >/dev/null 2>&1; then set -- uvx --from {q(requirement)} '
+            'rewardkit; else python3 -m venv /tmp/bf-rewardkit && /tmp/bf-rewardkit/bin/pip '
+            f'install --quiet {q(requirement)} && set -- /tmp/bf-rewardkit/bin/rewardkit; fi; '
+            f'"$@" {q(tests_dir)} --workspace "$BENCHFLOW_WORKSPACE" '
+            f'--output {VERIFIER_LOGS}/reward.json '
+            f'&& python3 -c {q(_HEADLINE_MEAN)} {VERIFIER_LOGS}/reward.json')
+
+
 def script_command(task: Task) -> str | None:
-    """The command a task's script strategy runs from its verifier folder: the native
-    document's (`./test.sh` by default), a legacy task's `[verifier] command`, else None
-    (a legacy test.sh from the workdir, as Harbor runs it)."""
+    """The command a task's verifier runs from its verifier folder: the native script
+    strategy's (`./test.sh` by default), a legacy task's `[verifier] command`, rewardkit
+    for `reward-kit`; None runs a legacy test.sh from the workdir, as Harbor does."""
+    doc = task.verifier_doc
+    if doc.strategy == "reward-kit":
+        return rewardkit_command(doc.tests_dir, doc.rewardkit)
     if task.layout == "legacy":
         return task.config.verifier.command
-    return task.verifier_doc.script_command
+    return doc.script_command
 
 
 async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
@@ -85,11 +110,13 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         what = "test.sh"
     else:  # the native script strategy: `cd /verifier && <command>`
         launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
+                          '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
                           '&& exec sh -c "$2"')
         argv, cwd = [run.mount], run.mount
-        what = ("test.sh" if run.command == "./test.sh"
-                else f"the verifier command {run.command!r}")
-    result = await sandbox.exec(["sh", "-c", launch, *argv, logs_mode, run.command or ""],
+        what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
+                if "rewardkit" in run.command else f"the verifier command {run.command!r}")
+    result = await sandbox.exec(["sh", "-c", launch, *argv, logs_mode, run.command or "",
+                                 run.cwd or "/"],
                                 user="root", cwd=cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop

@@ -11,7 +11,7 @@ import pytest
 from benchflow import RolloutConfig, Scene
 from benchflow.rollout import Rollout
 
-from .conftest import TASKS
+from .conftest import FIXTURES, TASKS
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -79,3 +79,87 @@ async def test_a_legacy_command(tmp_path: Path, job_label: str):
     assert result.error is None, result.error
     assert result.reward == 1.0
     assert (rollout.paths.logs_dir / "verifier" / "cwd.txt").read_text().strip() == "/tests"
+
+
+REWARD_KIT = FIXTURES / "tasks" / "reward-kit"
+BUGGY_SOLVE = """#!/bin/sh
+cat > /app/greet.py <<'PY'
+def greet(name):
+    return "Hi" if name == "Linus" else f"Hello, {name}!"
+PY
+echo '{"greeting": "Hello, World!"}' > /app/out.json
+"""
+
+
+def reward_kit_task(tmp_path: Path, verifier_md: str | None = None, solve: str | None = None
+                    ) -> Path:
+    task = tmp_path / "reward-kit"
+    shutil.copytree(REWARD_KIT, task)
+    if verifier_md is not None:
+        (task / "verifier" / "verifier.md").write_text(verifier_md)
+    if solve is not None:
+        (task / "oracle" / "solve.sh").write_text(solve)
+    return task
+
+
+@pytest.mark.parametrize(("solve", "expected"), [
+    (None, {"behaviour": 1.0, "files": 1.0, "reward": 1.0}),
+    (BUGGY_SOLVE, {"behaviour": 0.7778, "files": 1.0, "reward": 0.0}),
+], ids=["oracle", "two-of-three-names"])
+async def test_reward_kit_scores_as_harbors_rewardkit_does(solve, expected, tmp_path: Path,
+                                                          job_label: str):
+    ours = reward_kit_task(tmp_path / "ours", solve=solve)
+    rollout, result = await run_oracle(ours, tmp_path / "ours", job_label)
+    assert result.error is None, result.error
+    assert result.rewards == expected
+    assert (rollout.paths.logs_dir / "verifier" / "reward-details.json").is_file()
+    # Harbor's own invocation (`rewardkit /tests`, here the native /verifier) on the same task
+    harbors = reward_kit_task(tmp_path / "harbor", solve=solve, verifier_md=(
+        "---\ncommand: rewardkit /verifier --workspace /app --output "
+        "/logs/verifier/reward.json\n---\n"))
+    _, reference = await run_oracle(harbors, tmp_path / "harbor", job_label)
+    assert reference.error is None, reference.error
+    assert reference.rewards == result.rewards
+
+
+ORS_TASK = FIXTURES / "tasks" / "ors-guess"
+
+
+def guesses_script(tmp_path: Path, numbers: list[int]) -> Path:
+    import yaml
+
+    steps = [{"tool": "guess", "args": {"number": n}} for n in numbers]
+    path = tmp_path / "guesses.yaml"
+    path.write_text(yaml.safe_dump({"name": "guesser", "models": ["guesser"], "steps": [
+        *steps, {"text": "done"}]}))
+    return path
+
+
+@pytest.mark.parametrize(("numbers", "expected"), [
+    ([5, 8, 7], {"reward": round(1 / 3, 6), "ors.steps": 3.0, "ors.finished": 1.0}),
+    ([2], {"reward": 0.0, "ors.steps": 1.0, "ors.finished": 0.0}),
+], ids=["finished-at-the-third-try", "gave-up"])
+async def test_an_ors_episode_ends_with_the_environments_reward(numbers, expected,
+                                                               tmp_path: Path, job_label: str):
+    import json
+
+    from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig
+    from benchflow.config import ModelEndpoint
+
+    script = guesses_script(tmp_path, numbers)
+    config = RolloutConfig(task_path=ORS_TASK, scenes=[Scene.single(agent="model",
+                                                                    model="guesser")],
+                           model_endpoint=ModelEndpoint(script=script),
+                           jobs_dir=tmp_path / "jobs", job_name=job_label)
+    rollout = Rollout(config, drivers={"model": ModelAgent(ModelAgentConfig(tools=[]))})
+    result = await rollout.run()
+    assert result.error is None, result.error
+    assert result.rewards == expected
+    events = [json.loads(x) for x in rollout.paths.trajectory.read_text().splitlines()[1:]]
+    outputs = [e["update"]["rawOutput"]["output"] for e in events
+               if e["type"] == "tool_call_update"]
+    assert len(outputs) == len(numbers)  # the script's "done" never ran past the finish
+    if expected["ors.finished"]:
+        assert outputs[-1].startswith("right") and "episode finished" in outputs[-1]
+    prompt = next(e for e in events if e["type"] == "user_message")["text"]
+    assert "whole number from 1 to 10" in prompt  # the environment's own prompt
