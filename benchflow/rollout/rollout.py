@@ -157,6 +157,9 @@ class Rollout:
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
+        judge = task.verifier_doc.agent if task.verifier_doc.strategy == "agent-judge" else None
+        if judge:  # installed with the solver, before the network policy applies
+            self.drivers.setdefault(judge, self._given_drivers.get(judge) or get_driver(judge))
         settings = get_settings()
         sandbox_cfg = task.config.sandbox
         # the oracle's solution in the start's one upload, when only built-in agents run

@@ -163,3 +163,61 @@ async def test_an_ors_episode_ends_with_the_environments_reward(numbers, expecte
         assert outputs[-1].startswith("right") and "episode finished" in outputs[-1]
     prompt = next(e for e in events if e["type"] == "user_message")["text"]
     assert "whole number from 1 to 10" in prompt  # the environment's own prompt
+
+
+AGENT_JUDGE = FIXTURES / "tasks" / "agent-judge"
+POEM = "Waves fold into foam"
+
+
+def judge_task(tmp_path: Path, actions: list[dict]) -> Path:
+    """The agent-judge fixture judged by the scripted agent playing `actions`."""
+    import json
+
+    task = tmp_path / "agent-judge"
+    shutil.copytree(AGENT_JUDGE, task)
+    script = tmp_path / "judge-script.json"
+    script.write_text(json.dumps({"turns": [{"actions": actions}]}))
+    (task / "verifier" / "verifier.md").write_text(
+        f"---\nstrategy: agent-judge\nagent: scripted\nmodel: {json.dumps(str(script))}\n"
+        "rubric: rubrics/verifier.toml\n---\nRead /app/poem.txt and score it.\n")
+    return task
+
+
+def judge_outputs(rollout: Rollout) -> list[str]:
+    import json
+
+    path = rollout.paths.verifier_dir / "judge" / "trajectory" / "acp_trajectory.jsonl"
+    events = [json.loads(x) for x in path.read_text().splitlines()[1:]]
+    return [json.dumps(e["update"].get("rawOutput")) for e in events
+            if e["type"] == "tool_call_update" and e["update"].get("rawOutput")]
+
+
+async def test_an_agent_judge_scores_as_its_own_read_only_user(tmp_path: Path, job_label: str):
+    task = judge_task(tmp_path, [
+        {"type": "shell", "command": "id -un; echo vandalised > /app/poem.txt; "
+                                     "touch /app/planted; cat /app/poem.txt; true"},
+        {"type": "message", "text": 'Scores: {"scores": {"form": 1, "topic": 0.5}, '
+                                    '"reasoning": "A haiku, half about the sea."}'}])
+    rollout, result = await run_oracle(task, tmp_path, job_label)
+    assert result.error is None, result.error
+    assert result.rewards == {"reward": round((2 * 1 + 0.5) / 3, 6), "judge.form": 1.0,
+                              "judge.topic": 0.5}
+    shell = judge_outputs(rollout)[0]
+    assert "bf-judge" in shell and "Permission denied" in shell  # its own user, read-only
+    assert POEM in shell  # the solver's poem, unchanged
+    # the judge's trajectory is its own; the solver's holds no judge event
+    assert "bf-judge" not in rollout.paths.trajectory.read_text()
+    assert (rollout.paths.verifier_dir / "judge" / "scores.json").is_file()
+
+
+@pytest.mark.parametrize("answer", [
+    "It is a fine poem, I would give it four out of five.",
+    '{"scores": {"form": 1}}',
+    '{"scores": {"form": 1, "topic": 7}}',
+    '{"scores": {"form": 1, "topic": 1, "rhyme": 1}}',
+], ids=["no-json", "missing-criterion", "out-of-range", "unknown-criterion"])
+async def test_malformed_judge_scores_are_a_typed_error(answer, tmp_path: Path, job_label: str):
+    task = judge_task(tmp_path, [{"type": "message", "text": answer}])
+    _, result = await run_oracle(task, tmp_path, job_label)
+    assert result.error is not None and result.error.type == "verifier_reward_invalid"
+    assert result.reward is None and "judge" in result.error.message
