@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance test-agent-judge bench matrix parity clean
 
 setup: install docker
 
@@ -67,6 +67,11 @@ matrix: setup
 # Needs the task repositories mirrored locally (see labs/harbor-parity/README.md): not in CI.
 parity: setup
 	$(BIN)/python labs/harbor-parity/run.py
+
+# A real agent (claude, against the scripted model server) as an agent-judge verifier,
+# unable to write the workspace; slow on the first run (claude's npm install, then cached).
+test-agent-judge: setup
+	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance
