@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-faithful golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-faithful golden bench matrix parity clean
 
 setup: install docker
 
@@ -24,6 +24,7 @@ docker:
 	bash scripts/ensure-docker.sh
 
 demo: setup
+	$(BIN)/pip install --quiet -e '.[models]'  # the QA API and the model agent (benchflow.qa)
 	$(BIN)/benchflow run tasks/hello-world -a oracle
 
 test: setup
@@ -94,6 +95,11 @@ matrix: setup
 # Needs the task repositories mirrored locally (see labs/harbor-parity/README.md): not in CI.
 parity: setup
 	$(BIN)/python labs/harbor-parity/run.py
+
+# A real agent (claude, against the scripted model server) as an agent-judge verifier,
+# unable to write the workspace; slow on the first run (claude's npm install, then cached).
+test-agent-judge: setup
+	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance

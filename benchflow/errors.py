@@ -15,7 +15,9 @@ BenchflowError
 │   ├── ResourceAllocationError  environment_resource_allocation_failed
 │   ├── SandboxExecError     environment_exec_failed: daemon/API failure in an exec after
 │   │                        start (a non-zero exit is a result)
-│   └── SandboxTeardownError environment_teardown_failed (never retried)
+│   ├── SandboxTeardownError environment_teardown_failed (never retried)
+│   └── ToolServerError      environment_start_failed: the tool server is unreachable or
+│                            refused a session (benchflow.tools)
 ├── AgentError
 │   ├── AgentInstallError    agent_install_failed
 │   ├── AgentInstallTimeout  agent_install_timeout
@@ -187,6 +189,12 @@ class SandboxTeardownError(SandboxError):
         return False
 
 
+class ToolServerError(SandboxError):
+    """The tool server (`benchflow tools serve`) is unreachable or refused a session."""
+
+    error_type: ClassVar[ErrorType] = "environment_start_failed"
+
+
 class AgentError(BenchflowError):
     """The agent under test failed. A legitimate outcome: never retried."""
 
@@ -315,6 +323,7 @@ __all__ = [
     "SandboxTeardownError",
     "TaskInvalidError",
     "TaskNotFoundError",
+    "ToolServerError",
     "VerifierError",
     "VerifierFailed",
     "VerifierTampered",

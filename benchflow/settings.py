@@ -101,9 +101,24 @@ def get_settings() -> Settings:
     return Settings.from_env()
 
 
+_SECRETS: dict[str, str] = {}
+"""Keys given as literal values (the QA API's `api_key: "sk-..."`), by a made-up name."""
+
+
+def define_secret(value: str, prefix: str = "BENCHFLOW_LITERAL_KEY") -> str:
+    """A variable name under which `host_env` answers `value` (never put in os.environ):
+    configs then carry the name, never the key."""
+    import hashlib
+
+    name = f"{prefix}_{hashlib.sha256(value.encode()).hexdigest()[:12].upper()}"
+    _SECRETS[name] = value
+    return name
+
+
 def host_env(name: str) -> str | None:
-    """One host environment variable (for `${VAR}` expansion and agent credentials)."""
-    return os.environ.get(name)
+    """One host environment variable (for `${VAR}` expansion and agent credentials), or a
+    secret given in code (`define_secret`)."""
+    return _SECRETS.get(name) or os.environ.get(name)
 
 
 def host_environ() -> dict[str, str]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import typer
 
 COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
-            "datasets", "traces", "login", "check", "benchmarks", "study", "compare")
+            "datasets", "traces", "login", "check", "benchmarks", "study", "compare", "tools")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -81,6 +81,9 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "compare":
         from benchflow.cli.compare import compare_command
         app.command("compare")(compare_command)
+    elif name == "tools":
+        from benchflow.cli import tools
+        app.add_typer(tools.app, name="tools")
 
 
 def build_app(only: str | None = None) -> "typer.Typer":

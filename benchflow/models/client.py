@@ -169,13 +169,16 @@ class ModelClient:
 
     def _client(self) -> Any:
         if self._sdk is None:
-            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+            from benchflow._extras import require
 
+            openai = require("openai", "models", "the model client (model agent, QA API, "
+                             "LLM judge)")
             assert self.endpoint.base_url is not None
-            self._sdk = AsyncOpenAI(base_url=api_base_url(self.endpoint.base_url),
-                                    api_key=self.api_key or resolve_api_key(self.endpoint),
-                                    max_retries=0, timeout=self.timeout_sec,
-                                    http_client=DefaultAsyncHttpxClient(verify=_tls_context()))
+            self._sdk = openai.AsyncOpenAI(
+                base_url=api_base_url(self.endpoint.base_url),
+                api_key=self.api_key or resolve_api_key(self.endpoint),
+                max_retries=0, timeout=self.timeout_sec,
+                http_client=openai.DefaultAsyncHttpxClient(verify=_tls_context()))
         return self._sdk
 
     def delay_sec(self, retry: int) -> float:

@@ -122,6 +122,8 @@ class RolloutResult(StrictModel):
     reward: float | None = None
     rewards: dict[str, float] | None = None
     cost: float | None = None
+    sandbox_cost: float | None = Field(
+        default=None, description="the sandbox provider's share of `cost` (Modal, Daytona)")
     error: ErrorInfo | None = None
     retried_errors: list[ErrorInfo] = Field(
         default_factory=list, description="errors of earlier attempts that were retried")

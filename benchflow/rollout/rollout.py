@@ -47,8 +47,10 @@ from benchflow.rollout.roles import (
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.secrets import redact_text, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
+from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.cost import sandbox_cost
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
@@ -64,7 +66,7 @@ from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
-from benchflow.verify.runner import VerifierRun
+from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
@@ -169,6 +171,9 @@ class Rollout:
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
+        judge = task.verifier_doc.agent if task.verifier_doc.strategy == "agent-judge" else None
+        if judge:  # installed with the solver, before the network policy applies
+            self.drivers.setdefault(judge, self._given_drivers.get(judge) or get_driver(judge))
         settings = get_settings()
         sandbox_cfg = task.config.sandbox
         # the oracle's solution in the start's one upload, when only built-in agents run
@@ -278,6 +283,7 @@ class Rollout:
         await self.skills.stage(self.ctx)
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
+        await open_strategy(self)  # an ORS environment the agent plays
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -359,7 +365,10 @@ class Rollout:
         self._emit(RolloutEventKind.VERIFY_START)
         self.result.hardened = self.baseline is not None
         judge = judge_verifier(self.task)
-        if judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
+        rewards = await strategy_rewards(self)  # ors-episode, agent-judge
+        if rewards is not None:
+            self.result.rewards = rewards
+        elif judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
             self.result.rewards = await self._judged_verify(judge, self._verifier_run())
             self._logs_collected = True
         else:
@@ -393,10 +402,12 @@ class Rollout:
         timeout = config.verifier_timeout_sec or task.config.verifier.timeout_sec
         return VerifierRun(verifier_dir=task.verifier_dir, mount=task.verifier_mount,
                            timeout_sec=timeout * config.timeout_multiplier,
-                           env=task.config.verifier.env, cwd=self.sandbox.workdir)
+                           env=task.config.verifier.env, cwd=self.sandbox.workdir,
+                           command=script_command(task))
 
     async def cleanup(self) -> None:
         """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
+        await close_strategy(self)
         if self.sandbox is None:
             return
         try:
@@ -416,6 +427,14 @@ class Rollout:
             append_error_txt(self.paths.error, exc)
         if keep:
             self.result.sandbox_preserved = self.sandbox.sandbox_id
+        self._add_sandbox_cost()
+
+    def _add_sandbox_cost(self) -> None:
+        """The provider's cost of the sandbox, beside the model cost (spec: `cost`)."""
+        cost = sandbox_cost(self.sandbox)
+        if cost is not None:
+            self.result.sandbox_cost = cost
+            self.result.cost = round((self.result.cost or 0.0) + cost, 8)
 
     # -- the whole rollout -------------------------------------------------------------
 

@@ -37,7 +37,13 @@ from benchflow.steps import desugar
 from benchflow.task import Task, TaskStep
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, verify
+from benchflow.verify.runner import (
+    VERIFIER_LOGS,
+    VerifierOutcome,
+    VerifierRun,
+    script_command,
+    verify,
+)
 from benchflow.verify.separate import SeparateVerifier, collect_artifacts, verify_separately
 from benchflow.verify.soft import soft_verify
 
@@ -190,7 +196,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
     with step_tests(task.verifier_dir, step) as tests:
         run = VerifierRun(verifier_dir=tests, mount=task.verifier_mount,
                           timeout_sec=timeout * rollout.config.timeout_multiplier, env=env,
-                          cwd=sandbox.workdir)
+                          cwd=sandbox.workdir, command=script_command(task))
         if (task.config.step_separate(step.config) if step else verifier.separate):
             separate = SeparateVerifier(
                 environment=rollout.config.environment,

@@ -13,7 +13,7 @@ from benchflow.config import ModelEndpoint, Role, RolloutConfig
 from benchflow.steps import Step
 from benchflow.task import Task
 from benchflow.trajectory.reader import iter_events
-from benchflow.users import BaseUser, LLMUser, RoundResult, user_from_frontmatter
+from benchflow.users import BaseUser, LLMUser, RoundResult, resolve, user_from_frontmatter
 from benchflow.verify.soft import SoftVerifyResult
 
 log = logging.getLogger(__name__)
@@ -32,11 +32,11 @@ async def run_user_loop(*, user: BaseUser, driver: AgentDriver, ctx: AgentContex
     `score_round(round)` is the soft verify between rounds (non-destructive);
     `on_prompt(step, outcome, round)` sees each answered prompt (the rollout's counters).
     """
-    await user.setup(instruction, solution)
+    await resolve(user.setup(instruction, solution))  # sync or async, as the user wrote it
     result: RoundResult | None = None
     n_prompts = n_tool_calls = 0
     for round_index in range(max_rounds):
-        prompt = await user.run(round_index, instruction, result)
+        prompt = await resolve(user.run(round_index, instruction, result))
         if prompt is None:
             break
         step = Step(scene=scene, scene_index=0, turn_index=round_index, role=role, prompt=prompt)

@@ -26,7 +26,8 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "task": ("task", {k: k for k in ("name", "description", "authors", "keywords")}),
     "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
     "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins",
-                                             "environment_mode", "environment", "type", "judge")}),
+                                             "environment_mode", "environment", "type", "judge",
+                                             "command", "options")}),
     "environment": (
         "sandbox",
         {

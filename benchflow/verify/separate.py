@@ -16,6 +16,8 @@ plants a conftest.py, a .pth or a pytest plugin is restored or removed as in the
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import os
 import tempfile
@@ -161,8 +163,7 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
             for child in sorted(logs_copy.iterdir()) if logs_copy.is_dir() else []:
                 if child.name != "verifier":
                     await fresh.upload(child, f"{_LOGS}/{child.name}")
-            run = VerifierRun(verifier_dir=run.verifier_dir, mount=run.mount,
-                              timeout_sec=run.timeout_sec, env=run.env, cwd=fresh.workdir)
+            run = dataclasses.replace(run, cwd=fresh.workdir)
             if baseline is not None:
                 done = await verify_hardened(fresh, run, out_dir, logs_dir, baseline=baseline,
                                              agent_user=None, config=config,

@@ -165,6 +165,13 @@ def test_modal_provider_config_is_validated():
         ModalSandboxProvider({"app_nam": "typo"})
     with pytest.raises(ConfigError, match="sandbox_timeout_sec"):
         ModalSandboxProvider({"sandbox_timeout_sec": 90000})  # over Modal's 24 h
+    with pytest.raises(ConfigError, match="region or regions, not both"):
+        ModalSandboxProvider({"region": "us-east", "regions": ["us-west"]})
+    spec_keys = ModalSandboxProvider({"app_name": "rollout-my-app", "region": "us-east",
+                                      "verbose": True}).config
+    assert (spec_keys.region_arg, spec_keys.verbose) == ("us-east", True)
+    assert ModalSandboxProvider({"regions": ["us-east", "us-west"]}).config.region_arg == [
+        "us-east", "us-west"]
     provider = ModalSandboxProvider({"app_name": "evals", "max_sandboxes": 3})
     box = provider.create(SandboxSpec(name="t"))
     assert (box.config.app_name, box.config.max_sandboxes, box.backend) == ("evals", 3, "modal")
