@@ -56,7 +56,12 @@ from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
+from benchflow.verify.baseline import (
+    Baseline,
+    scrub_git_history,
+    take_baseline,
+    task_named_tools,
+)
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -232,7 +237,8 @@ class Rollout:
                 await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
-                                                config=hardening)
+                                                config=hardening,
+                                                named=task_named_tools(self.task))
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""
