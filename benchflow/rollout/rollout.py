@@ -178,6 +178,7 @@ class Rollout:
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
             files={config.instruction_path: task.instruction.encode()},
             trees=(self._solution_tree,) if self._solution_tree else (),
+            compose_file=task.compose_file,
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},

@@ -303,8 +303,8 @@ def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
         if step else rollout.paths.verifier_dir / "build.log",
         "network": None,
         "network_policy": "public" if (declared or task.config.sandbox).allow_internet else "none"}
-    if own is not None:
-        update |= {"docker_image": own[0], "environment_dir": own[1]}
+    if own is not None:  # one image: the task's other services are not the verifier's
+        update |= {"docker_image": own[0], "environment_dir": own[1], "compose_file": None}
     if declared is not None:
         update |= {"cpus": declared.cpus, "memory_mb": declared.memory_mb,
                    "storage_mb": declared.storage_mb, "gpus": declared.gpus,

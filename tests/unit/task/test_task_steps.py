@@ -148,7 +148,7 @@ def test_artifact_sources_are_absolute_sandbox_paths(bad):
 
 @pytest.mark.parametrize(("extra", "message"), [
     ({"exclude": ["*.log"]}, "exclude patterns are not supported"),
-    ({"service": "db"}, "multi-container tasks are not supported"),
+    ({"service": "db"}, "benchflow collects artifacts from the main service only"),
 ])
 def test_artifact_keys_benchflow_cannot_honour_are_refused(extra, message):
     with pytest.raises(ValidationError, match=message):
@@ -192,10 +192,10 @@ def test_a_step_without_its_instruction_names_the_file(tmp_path):
         load_task(make_task(tmp_path, {"a": "do a", "b": ""}))
 
 
-def test_multi_container_tasks_are_refused(tmp_path):
+def test_multi_container_tasks_load_with_their_compose_file(tmp_path):
     task = make_task(tmp_path, {"a": "x"}, {"environment/docker-compose.yaml": "services: {}\n"})
-    with pytest.raises(TaskInvalidError, match="multi-container tasks are not supported"):
-        load_task(task)
+    assert load_task(task).compose_file == task / "environment" / "docker-compose.yaml"
+    assert load_task(make_task(tmp_path / "plain", {"a": "x"})).compose_file is None
 
 
 def test_step_tests_lay_the_steps_files_over_the_tasks(tmp_path):
