@@ -6,9 +6,9 @@ image's PATH, with an agent-writable /app/bin after it; test.sh runs
 `pytest --ctrf ...`, whose option exists only when the plugin loads.
 `fixtures/tasks/tb-tool-envs` has the plugin in a uv tool environment (root's ~/.local/bin
 on PATH), in a pipx-style venv (its script linked into /usr/local/bin) and in a venv the
-PATH does not name, which test.sh calls by absolute path. Each must score 1.0 hardened and
-plain; a plugin a root agent adds to the venv must never load; the workspace's /app/bin
-stays off the verifier's PATH.
+PATH does not name, which test.sh calls by absolute path (`make test-slow`). Each must
+score 1.0 hardened and plain; a plugin a root agent adds to the venv must never load; the
+workspace's /app/bin stays off the verifier's PATH.
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ async def test_a_plugin_planted_in_the_venv_never_loads(harden, tmp_path, job_la
         assert marker.read_text() == "loaded"
 
 
+@pytest.mark.slow  # its image installs three environments from PyPI (about 4 min cold)
 async def test_plugins_of_uv_pipx_and_named_environments_load_hardened(tmp_path, job_label):
     result, run = await rollout(TOOLS_TASK, "oracle", tmp_path, job_label, harden=True)
     assert (result.reward, result.error) == (1.0, None), run.paths.root
