@@ -261,6 +261,7 @@ class ComposeSandbox(DockerSandbox):
 
     async def stop(self, delete: bool = True) -> None:
         if not self._started_group:
+            self._drop_files()
             return
         verb = ["down", "--volumes", "--remove-orphans", "--timeout", "5"] if delete else \
             ["stop", "--timeout", "5"]
@@ -275,9 +276,13 @@ class ComposeSandbox(DockerSandbox):
         if delete:
             self.container_id = None
             self._started_group = False
-            if self._dir is not None:
-                self._dir.cleanup()
-                self._dir = None
+            self._drop_files()
+
+    def _drop_files(self) -> None:
+        """Delete the generated compose files (they hold main's environment)."""
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
 
     async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
         """Like a single container's, except that main keeps the services' network."""

@@ -84,6 +84,9 @@ class TaskSpec:
     uv_from_pypi: bool = False
     """Replace the astral.sh uv installer line of its scripts with uv from PyPI (see
     `UV_FROM_PYPI`): this machine cannot reach astral.sh. Both harnesses run the same files."""
+    rewrites: tuple[tuple[str, str], ...] = ()
+    """Literal (old, new) replacements in its scripts, each a task defect the manifest names
+    (an unpinned dependency that broke since): recorded with the other changes."""
 
     @property
     def dir(self) -> Path:
@@ -122,7 +125,9 @@ class Row:
 def load_manifest() -> tuple[dict[str, str], list[TaskSpec]]:
     data = tomllib.loads(MANIFEST.read_text())
     subs = dict(data["substitutions"])
-    tasks = [TaskSpec(**{**t, "unset_env": tuple(t.get("unset_env", ()))}) for t in data["task"]]
+    tasks = [TaskSpec(**{**t, "unset_env": tuple(t.get("unset_env", ())),
+                         "rewrites": tuple(tuple(r) for r in t.get("rewrites", ()))})
+             for t in data["task"]]
     ids = [t.id for t in tasks]
     if len(ids) != len(set(ids)):
         raise SystemExit(f"{MANIFEST}: duplicate task ids")
@@ -233,7 +238,7 @@ def spec_digest(spec: TaskSpec, subs: dict[str, str]) -> str:
                                         for p in sorted(root.rglob("*")) if p.is_file())
                                ).hexdigest()
     blob = json.dumps([spec.repo, spec.commit, spec.path, spec.local, local, spec.uv_from_pypi,
-                       UV_FROM_PYPI, sorted(subs.items())]).encode()
+                       UV_FROM_PYPI, spec.rewrites, sorted(subs.items())]).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -265,9 +270,15 @@ def prepare_task(spec: TaskSpec, git_dir: Path | None, subs: dict[str, str]) -> 
             text, ch = substitute_dockerfile(path.read_text(), subs, f"{spec.id}/{rel}")
         elif path.is_file() and path.name == "task.toml":
             text, ch = substitute_task_toml(path.read_text(), subs, f"{spec.id}/{rel}")
-        elif path.is_file() and path.suffix == ".sh" and spec.uv_from_pypi:
-            text, n = UV_INSTALLER_RE.subn(lambda _: UV_FROM_PYPI, path.read_text())
-            ch = ["astral.sh uv installer -> uv from PyPI"] * min(n, 1)
+        elif path.is_file() and path.suffix == ".sh" and (spec.uv_from_pypi or spec.rewrites):
+            text, ch = path.read_text(), []
+            if spec.uv_from_pypi:
+                text, n = UV_INSTALLER_RE.subn(lambda _: UV_FROM_PYPI, text)
+                ch += ["astral.sh uv installer -> uv from PyPI"] * min(n, 1)
+            for old, new in spec.rewrites:
+                if old in text:
+                    text = text.replace(old, new)
+                    ch.append(f"{old!r} -> {new!r}")
         else:
             continue
         if ch:
