@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance bench matrix parity clean
 
 setup: install docker
 
@@ -46,9 +46,24 @@ test-ray: setup
 	$(BIN)/pip install --quiet -e '.[ray]'
 	$(BIN)/pytest -m slow tests/integration/test_ray.py
 
+# Two GRPO steps by TRL on CPU with benchflow as the environment (a tiny model made by the
+# test, nothing downloaded), plus the train extra's unit tests (Parquet). Installs the
+# `train` extra; torch first, pinned to the CPU build on disk, so pip never pulls CUDA.
+TORCH ?= torch==2.13.0
+test-train: install
+	$(BIN)/pip install --quiet '$(TORCH)'
+	$(BIN)/pip install --quiet -e '.[dev,train]' '$(TORCH)'
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "slow or not slow" tests/train tests/unit/trajectory/test_token_export.py
+
 # The reduced reward-hack matrix, hardened, on the Modal and Daytona SDK fakes (~10 min).
 test-cloud-fakes: setup
 	$(BIN)/pytest -m slow tests/integration/test_cloud_fakes_e2e.py
+
+# The TypeScript tracing SDK (sdk/typescript): npm ci, tsc, Node's test runner, then its
+# example endpoint against `benchflow run -a http` (needs node >= 20 and npm; also in test-slow).
+test-ts: install
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm test
+	$(BIN)/pytest -m slow tests/integration/test_traced_endpoint_ts.py
 
 bench: setup
 	$(BIN)/python labs/benchmarks/cli_overhead.py
@@ -58,6 +73,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/acp_throughput.py
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
+	$(BIN)/python labs/benchmarks/tracing_import.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py

@@ -132,6 +132,10 @@ class ModelEndpoint(FrozenModel):
                                     description="host variable holding the endpoint's key")
     model: str | None = Field(default=None, description="the model id benchflow itself asks "
                               "for (model agent, judges, LLM users); agents take -m")
+    request_tokens: Literal["vllm", "sglang"] | None = Field(
+        default=None, description="ask the endpoint for token ids and log-probabilities in "
+        "this server's request options on every generation call through benchflow's relay "
+        "(recorded in model_calls.jsonl; needs capture_model_calls)")
 
     @classmethod
     def remote(cls, base_url: str, model: str | None = None,
@@ -145,6 +149,9 @@ class ModelEndpoint(FrozenModel):
             raise ValueError("set exactly one of `script` (a scripted model) and `base_url`")
         if self.api_key_env and self.script is not None:
             raise ValueError("`api_key_env` goes with `base_url`; a scripted model needs no key")
+        if self.request_tokens and self.script is not None:
+            raise ValueError("`request_tokens` goes with `base_url` (a vLLM or SGLang server); "
+                             "a scripted model returns no token ids")
         return self
 
 

@@ -6,7 +6,7 @@ trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancel
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -38,6 +38,9 @@ from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
 from benchflow.telemetry import recorder
+
+if TYPE_CHECKING:
+    from benchflow.traces.join import JobTraces
 
 ANSWERS_SHOWN = 50
 """A QA job of at most this many rollouts prints each item's answer and reward."""
@@ -73,8 +76,25 @@ def _notify(message: str) -> None:
     err_console.print(f"[yellow]{message}[/]", highlight=False)
 
 
+def _job_traces(prepared: PreparedJob, listen: str | None) -> "JobTraces | None":
+    """The job's trace listener when it has an http agent (`listen`: see --trace-listen)."""
+    from benchflow.agents.http import HttpAgent
+
+    http = {id(d): d for t in prepared.to_run for d in t.drivers.values()
+            if isinstance(d, HttpAgent)}
+    if not http:
+        return None
+    from benchflow.traces.join import JobTraces
+
+    traces = JobTraces.start(prepared.job_dir, listen, [d.scrub for d in http.values()])
+    if traces is not None:
+        err_console.print(f"agent traces: OTLP/HTTP on {traces.url}", highlight=False)
+    return traces
+
+
 async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
-                   resuming: bool, otel: bool = False) -> tuple[JobResult, Job]:
+                   resuming: bool, otel: bool = False,
+                   trace_listen: str | None = None) -> tuple[JobResult, Job]:
     config = prepared.config
     if resuming:  # sandboxes a crashed run left behind
         await remove_containers(config.name, provider)
@@ -82,7 +102,8 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
         spans = recorder(otel, config.name)  # also on with OTEL_EXPORTER_OTLP_ENDPOINT
-        job = make_job(prepared, listener=combine(progress, spans))
+        traces = _job_traces(prepared, trace_listen)
+        job = make_job(prepared, listener=combine(progress, spans, traces))
         if resuming:
             from benchflow.job.resume import previous_start
 
@@ -94,14 +115,18 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
         finally:
             if spans is not None:
                 spans.finish()
+            if traces is not None:
+                traces.stop()
     return result, job
 
 
-def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -> int:
+def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
+                 trace_listen: str | None = None) -> int:
     """Run a prepared job (new or resumed) with progress, signals and a summary; the exit code.
 
     The one path `jobs run`, `jobs resume` and `benchflow run` share; `otel` exports spans
-    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does).
+    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does); `trace_listen` is where jobs with an http
+    agent receive its traces (None: the default address, `none`: nowhere).
     """
     set_console_level(prepared.config.log_level)
     environment = prepared.config.environment
@@ -114,7 +139,8 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
         else:
             start_new_job(prepared)
         result, job = run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
-                                                    otel=otel or prepared.config.otel))
+                                                    otel=otel or prepared.config.otel,
+                                                    trace_listen=trace_listen))
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward
@@ -135,7 +161,7 @@ def _exit_code(fn: object, *args: object, **kwargs: object) -> int:
 
 def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
               environment: str | None, jobs_dir: Path | None, executor: str | None = None,
-              ray_address: str | None = None) -> int:
+              ray_address: str | None = None, trace_listen: str | None = None) -> int:
     config = load_job_config(path)
     if environment is not None:
         check_backend(environment)
@@ -145,18 +171,19 @@ def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
     prepared = prepare_job(with_absolute_paths(config), source=path)
     if not prepared.trials:
         raise ConfigError(f"{path}: the job has no trials: its datasets hold no tasks")
-    return run_prepared(prepared, resuming=False)
+    return run_prepared(prepared, resuming=False, trace_listen=trace_listen)
 
 
 def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int | None = None,
                  environment: str | None = None, jobs_dir: Path | None = None,
-                 executor: str | None = None, ray_address: str | None = None) -> int:
+                 executor: str | None = None, ray_address: str | None = None,
+                 trace_listen: str | None = None) -> int:
     """Run the job file at `path` with optional overrides; returns the exit code.
 
     Bad input is printed as one line on stderr (exit code 2), never a traceback.
     """
     return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir,
-                      executor, ray_address)
+                      executor, ray_address, trace_listen)
 
 
 @app.command("run")
@@ -174,11 +201,15 @@ def run_command(
         "--executor", help="local (this process) or ray (Ray workers; the ray extra)")] = None,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="with --executor ray: the cluster (auto, host:port)")] = None,
+    trace_listen: Annotated[str | None, typer.Option(
+        "--trace-listen", help="http agents: where to receive their OTLP/HTTP traces, "
+        "HOST:PORT or none (default 127.0.0.1:4318)")] = None,
 ) -> None:
     """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""
     raise typer.Exit(run_job_file(job_file, n_concurrent=n_concurrent, n_attempts=n_attempts,
                                   environment=environment, jobs_dir=jobs_dir,
-                                  executor=executor, ray_address=ray_address))
+                                  executor=executor, ray_address=ray_address,
+                                  trace_listen=trace_listen))
 
 
 def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,

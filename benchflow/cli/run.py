@@ -69,6 +69,10 @@ def run_command(
         "--capture-model-calls", help="record every model request and response (with token "
         "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
         "--model-server or --model-base-url")] = False,
+    capture_tokens: Annotated[str | None, typer.Option(
+        "--capture-tokens", help="vllm | sglang: ask --model-base-url for token ids and "
+        "logprobs (in that server's options) on every call and record them; implies "
+        "--capture-model-calls")] = None,
     skill: Annotated[list[Path] | None, typer.Option(
         "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
         "agent; repeatable")] = None,
@@ -91,6 +95,10 @@ def run_command(
     registry: Annotated[str | None, typer.Option(
         "--registry", help="for PATH = NAME[@VERSION]: the registry.json path or URL "
         "(default: BENCHFLOW_REGISTRY)")] = None,
+    trace_listen: Annotated[str | None, typer.Option(
+        "--trace-listen", help="with -a http: where to receive the endpoint's OTLP/HTTP "
+        "traces (filed into each attempt's trace_events.jsonl): HOST:PORT, or none "
+        "(default 127.0.0.1:4318)")] = None,
     otel: Annotated[bool, typer.Option(
         "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
         "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
@@ -125,14 +133,19 @@ def run_command(
             model_server=model_server, model_base_url=model_base_url,
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
-            capture_model_calls=capture_model_calls, harden=harden,
+            capture_model_calls=capture_model_calls or capture_tokens is not None,
+            capture_tokens=capture_tokens, harden=harden,
             http=_http_agent(agent, agent_endpoint, header, timeout_seconds),
             max_tasks=max_tasks, registry=registry,
             qa=QaOptions(metric, answer_pattern, judge_model),
             judge=(judge_base_url, judge_api_key_env, judge_model),
             tools=None if tools is None else [t for t in tools if t != "none"],
             max_turns=max_turns)
-        code = jobs.run_prepared(prepared, resuming=False, otel=otel)
+        if trace_listen is not None:
+            from benchflow.traces.listener import parse_listen
+
+            parse_listen(trace_listen)  # a bad address fails before anything starts
+        code = jobs.run_prepared(prepared, resuming=False, otel=otel, trace_listen=trace_listen)
     raise typer.Exit(code)
 
 
@@ -144,6 +157,7 @@ def _prepare(path: Path, **opts: Any) -> Any:
 
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
                               opts["model_api_key_env"])
+    endpoint = with_token_capture(endpoint, opts.pop("capture_tokens", None))
     judge = _judge_endpoint(*opts.pop("judge"), fallback=endpoint)
     skills_from_paths(opts["skill"] or [])  # a bad skill path fails before anything starts
     if opts["capture_model_calls"] and endpoint is None:
@@ -238,6 +252,24 @@ def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
     if is_task_dir(path):
         return {"path": tasks[0].path.parent, "tasks": [tasks[0].path.name]}
     return {"path": Path(path).expanduser().resolve(), "tasks": task_filter, **limit}
+
+
+def with_token_capture(endpoint: Any, dialect: str | None) -> Any:
+    """`endpoint` asking for token ids in `dialect`'s options (`--capture-tokens`).
+
+    Raises:
+        ConfigError: an unknown dialect, or no real endpoint to ask.
+    """
+    if dialect is None:
+        return endpoint
+    from benchflow.model_server.token_data import TOKEN_DIALECTS
+
+    if dialect not in TOKEN_DIALECTS:
+        raise ConfigError(f"--capture-tokens {dialect!r}: choose {' or '.join(TOKEN_DIALECTS)}")
+    if endpoint is None or endpoint.base_url is None:
+        raise ConfigError("--capture-tokens asks a real endpoint for token ids: add "
+                          "--model-base-url URL (a vLLM or SGLang server)")
+    return endpoint.model_copy(update={"request_tokens": dialect})
 
 
 def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,

@@ -16,8 +16,9 @@ becomes one line of `<rollout>/model_calls.jsonl`:
 Streamed responses (server-sent events) are reassembled into the response the same call
 would have returned unstreamed (OpenAI Chat Completions, Anthropic Messages; the Responses
 API's final `response.completed`; other streams keep their events). Token ids and
-log-probabilities are lifted out when the upstream returns them (vLLM: `logprobs`,
-`return_token_ids` -> `prompt_token_ids` and `choices[].token_ids`, `prompt_logprobs`).
+log-probabilities are lifted out when the upstream returns them, unchanged, with a
+`token_data` marker (`exact` | `absent`) on every call: see `token_data.py` for what the
+relay asks vLLM and SGLang for (`ModelEndpoint.request_tokens`).
 Headers are never recorded; request and response bodies go through the `scrub` function
 given (the rollout passes a `Scrubber`: API keys and secret-named fields masked). Role and
 turn come from `place()`, the rollout's current prompt (roles take turns, so the current
@@ -35,6 +36,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchflow.model_server.token_data import token_fields
 
 MODEL_CALLS = "model_calls.jsonl"
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024
@@ -182,31 +185,6 @@ def reassemble(path: str, events: list[Any]) -> Any:
             if isinstance(event, dict) and event.get("type") == "response.completed":
                 return event.get("response")
     return {"events": events}
-
-
-def token_fields(response: Any) -> dict[str, Any]:
-    """Usage, token ids and log-probabilities found in a (reassembled) response."""
-    if not isinstance(response, dict):
-        return {}
-    out: dict[str, Any] = {}
-    if response.get("usage") is not None:
-        out["usage"] = response["usage"]
-    for key in ("prompt_token_ids", "prompt_logprobs"):
-        if response.get(key) is not None:
-            out[key] = response[key]
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        first = choices[0]
-        if first.get("token_ids") is not None:
-            out["completion_token_ids"] = first["token_ids"]
-        logprobs = first.get("logprobs")
-        content = logprobs.get("content") if isinstance(logprobs, dict) else None
-        if isinstance(content, list):
-            out["logprobs"] = [t.get("logprob") for t in content if isinstance(t, dict)]
-            out["logprob_tokens"] = [t.get("token") for t in content if isinstance(t, dict)]
-        elif isinstance(logprobs, dict) and isinstance(logprobs.get("token_logprobs"), list):
-            out["logprobs"] = logprobs["token_logprobs"]  # legacy completions
-    return out
 
 
 class ModelCallLog:

@@ -6,7 +6,9 @@ address and forwards each HTTP request to the endpoint (TLS on the host side),
 streaming the response back unchanged. Headers pass through, the API key among them;
 the log holds one summary line per request (method, path, status, duration) and never
 headers or bodies. With a `ModelCallLog` (`capture=`), each call's bodies are also recorded,
-scrubbed, in `model_calls.jsonl`.
+scrubbed, in `model_calls.jsonl`; with `request_tokens=` ("vllm" or "sglang") each
+generation request also asks the upstream for token ids and log-probabilities
+(`token_data.py`), the one change the relay makes to a request.
 
 ```python
 with ModelRelay("https://gateway.example.com/openai", host=gateway_ip) as relay:
@@ -30,6 +32,7 @@ from urllib.parse import urlsplit
 from benchflow.errors import ConfigError
 from benchflow.model_server.capture import MAX_CAPTURE_BYTES, ModelCallLog
 from benchflow.model_server.server import read_body
+from benchflow.model_server.token_data import TokenDialect, with_token_options
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,8 @@ class _Handler(BaseHTTPRequestHandler):
         where = relay.capture.where() if relay.capture is not None else None
         status = 502
         try:
-            body = self._read_body()
+            body = relay.prepare(self.command, self.path, self._read_body(),
+                                 self.headers.get("Content-Encoding"))
             status = self._forward(relay, body)
             if relay.capture is not None:
                 self._capture(relay.capture, body, status, wall, where)
@@ -147,12 +151,16 @@ class ModelRelay:
         port: 0 picks a free port.
         log_dir: where `requests.jsonl` (summaries only) goes; None keeps them in memory.
         capture: records every call in full (`model_calls.jsonl`, see `capture.py`).
+        request_tokens: asks the upstream for token ids and log-probabilities in this
+            server's options on every generation call (`token_data.py`).
     """
 
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0,
                  log_dir: str | Path | None = None,
-                 capture: ModelCallLog | None = None) -> None:
+                 capture: ModelCallLog | None = None,
+                 request_tokens: TokenDialect | None = None) -> None:
         self.capture = capture
+        self.request_tokens = request_tokens
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"model endpoint {upstream!r} must be an http(s) URL")
@@ -183,6 +191,13 @@ class ModelRelay:
                                                context=ssl.create_default_context())
         return http.client.HTTPConnection(parts.hostname or "", parts.port,
                                           timeout=_UPSTREAM_TIMEOUT_SEC)
+
+    def prepare(self, method: str, path: str, body: bytes, encoding: str | None) -> bytes:
+        """The request body to forward: with the token options of `request_tokens` added to
+        generation calls (an encoded body is forwarded as it is)."""
+        if self.request_tokens is None or method != "POST" or encoding:
+            return body
+        return with_token_options(body, path, self.request_tokens)
 
     def record(self, summary: dict[str, Any]) -> None:
         with self._lock:

@@ -15,8 +15,10 @@ endpoint names (through `benchflow.settings`) and is never logged.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -101,6 +103,15 @@ class UsageTotals:
             self.total_cost = round((self.total_cost or 0.0) + usage.cost, 12)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once per process: loading the CA bundle takes
+    ~0.1 s and blocks the event loop, once per client otherwise (a client per rollout)."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
 def api_base_url(base_url: str) -> str:
     """The SDK's base URL: the endpoint's root plus `/v1` (given with or without it)."""
     root = base_url.rstrip("/")
@@ -152,12 +163,13 @@ class ModelClient:
 
     def _client(self) -> Any:
         if self._sdk is None:
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
             assert self.endpoint.base_url is not None
             self._sdk = AsyncOpenAI(base_url=api_base_url(self.endpoint.base_url),
                                     api_key=resolve_api_key(self.endpoint),
-                                    max_retries=0, timeout=self.timeout_sec)
+                                    max_retries=0, timeout=self.timeout_sec,
+                                    http_client=DefaultAsyncHttpxClient(verify=_tls_context()))
         return self._sdk
 
     def delay_sec(self, retry: int) -> float:

@@ -173,6 +173,31 @@ def scenes_for_check(config: RolloutConfig) -> list[Scene]:
                                     PROVIDER_API_KEY_ENV: endpoint_api_key(config.model_endpoint)})
 
 
+def capture_log(config: RolloutConfig, path: Path | None) -> ModelCallLog | None:
+    """The rollout's `model_calls.jsonl` log when calls are captured, else None.
+
+    Raises:
+        ConfigError: capture without a model endpoint (or without a path); token options
+            (`request_tokens`) without capture.
+    """
+    endpoint = config.model_endpoint
+    if not config.capture_model_calls:
+        if endpoint is not None and endpoint.request_tokens:
+            raise ConfigError("request_tokens (--capture-tokens) asks the endpoint for token "
+                              "ids that only a capture records: also turn on "
+                              "capture_model_calls (--capture-model-calls)")
+        return None
+    if endpoint is None:
+        raise ConfigError("capture_model_calls (--capture-model-calls) records the calls that "
+                          "pass through benchflow's model server or relay: also give a model "
+                          "endpoint (--model-server SCRIPT or --model-base-url URL)")
+    if path is None:
+        raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
+    from benchflow.model_server.capture import ModelCallLog
+
+    return ModelCallLog(path, Scrubber())
+
+
 def _on_loopback(url: str) -> bool:
     """Whether `url` names this host's loopback, which no sandbox reaches directly."""
     host = urlsplit(url).hostname or ""
@@ -204,18 +229,7 @@ class RolloutNetwork:
     def __init__(self, config: RolloutConfig, *, allow_internet: bool, job_name: str,
                  log_dir: Path, capture_path: Path | None = None) -> None:
         self.endpoint = config.model_endpoint
-        self.capture: ModelCallLog | None = None
-        if config.capture_model_calls:
-            if self.endpoint is None:
-                raise ConfigError("capture_model_calls (--capture-model-calls) records the "
-                                  "calls that pass through benchflow's model server or relay: "
-                                  "also give a model endpoint (--model-server SCRIPT or "
-                                  "--model-base-url URL)")
-            if capture_path is None:
-                raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
-            from benchflow.model_server.capture import ModelCallLog
-
-            self.capture = ModelCallLog(capture_path, Scrubber())
+        self.capture: ModelCallLog | None = capture_log(config, capture_path)
         self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
         self.backend = config.environment
         # model-only as an outbound allowlist: the sandbox calls the endpoint itself
@@ -265,7 +279,8 @@ class RolloutNetwork:
             from benchflow.model_server.relay import ModelRelay
 
             self._server = ModelRelay(endpoint_root(self.endpoint.base_url), host=host,
-                                      log_dir=self.log_dir, capture=self.capture)
+                                      log_dir=self.log_dir, capture=self.capture,
+                                      request_tokens=self.endpoint.request_tokens)
         if self._server is not None:
             self.url = self._server.start()
             self._port = self._server.port
@@ -371,6 +386,7 @@ __all__ = [
     "NO_API_KEY",
     "SCRIPTED_API_KEY",
     "RolloutNetwork",
+    "capture_log",
     "endpoint_api_key",
     "endpoint_root",
     "model_endpoint",

@@ -16,6 +16,8 @@ import jinja2
 from benchflow.job.store import read_trial_result
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
+from benchflow.traces.reader import read_events, span_tree
+from benchflow.traces.store import TRACE_EVENTS
 from benchflow.trajectory.conversation import Message, Note, Plan, Thought, ToolCall, TurnUsage
 from benchflow.view import data
 
@@ -113,11 +115,12 @@ class Pages:
                 if block.role and block.role not in roles:
                     roles.append(block.role)
         timeline = _timeline(result)
+        agent_trace = span_tree(read_events(trial_dir / TRACE_EVENTS)) if page == 1 else []
         return self._render(
             "trial.html", 5, job=job_dir.name, rel=rel, result=result, traj=traj,
             roles={name: i % ROLE_COLOURS for i, name in enumerate(roles)},
             config=data.trial_config(trial_dir), logs=data.trial_logs(self.root, trial_dir),
-            timeline=timeline, live=result is None, page=page,
+            timeline=timeline, live=result is None, page=page, agent_trace=agent_trace,
         )
 
     def compare(self, a: Path, b: Path) -> str:

@@ -22,7 +22,7 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.acp", "benchflow.task.qa", "benchflow.rollout.qa", "benchflow.job.registry",
     "benchflow.job.pull", "benchflow.job.resume", "benchflow.verify.judged",
     "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
-    "benchflow.telemetry.otel",
+    "benchflow.telemetry.otel", "benchflow.traces", "benchflow.tracing",
     # the progress bar (a terminal only)
     "rich.progress", "rich.live",
 }
