@@ -550,7 +550,7 @@ def outcome(cell: Cell) -> str:
 
 
 def agreement(row: Row, harbor_ran: bool) -> str:
-    harbor = harbor_ran and row.harbor.error != CANNOT_RUN
+    harbor = harbor_ran and row.harbor.error != CANNOT_RUN and row.harbor.text != "-"
     cells = [row.plain, row.hardened] + ([row.harbor] if harbor else [])
     same = len({outcome(c) for c in cells}) == 1
     return ("yes" if same else "NO") + ("" if harbor or not harbor_ran else " (bf only)")
