@@ -568,17 +568,18 @@ def render(tasks: list[TaskSpec], rows: dict[str, Row], *, harbor_note: str | No
         row = rows.get(spec.id)
         if row is None:
             continue
+        harbor = row.harbor.text if row.harbor.text != "-" else "not re-run"
         lines.append(f"| {spec.id} | {spec.category} | {row.plain.text} | {row.hardened.text} | "
-                     f"{row.harbor.text if harbor_ran else 'n/a'} | {agreement(row, harbor_ran)} | "
+                     f"{harbor if harbor_ran else 'n/a'} | {agreement(row, harbor_ran)} | "
                      f"{spec.expect or '1.0'} |")
     n = len([s for s in tasks if s.id in rows])
     ones = sum(1 for s in tasks if s.id in rows and expected_ok(s, rows[s.id]))
     agree = sum(1 for s in tasks if s.id in rows and agreement(rows[s.id], harbor_ran) == "yes")
-    bf_only = sum(1 for s in tasks if s.id in rows and agreement(rows[s.id], harbor_ran).endswith(
-        "(bf only)"))
+    cannot = sum(1 for s in tasks if s.id in rows and rows[s.id].harbor.error == CANNOT_RUN)
+    not_run = sum(1 for s in tasks if s.id in rows and rows[s.id].harbor.text == "-")
     lines += ["", f"{n} tasks; benchflow oracle 1.0 plain and hardened on {ones}; "
-              f"all three agree on {agree}; Harbor cannot run {bf_only} here (compared: benchflow "
-              "plain vs hardened only)."]
+              f"all three agree on {agree}; Harbor cannot run {cannot} here and was not re-run "
+              f"on {not_run} (compared: benchflow plain vs hardened only)."]
     details = [f"- {s.id} / {name}: {' '.join(c.detail.split())}" for s in tasks if s.id in rows
                for name, c in (("plain", rows[s.id].plain), ("hardened", rows[s.id].hardened),
                                ("harbor", rows[s.id].harbor)) if c.detail]
