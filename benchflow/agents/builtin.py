@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import AsyncIterator, Collection
@@ -27,6 +28,8 @@ ORACLE_DIR = "/oracle"
 SOLUTION_DIR = "/solution"
 """Harbor's path of the solution folder: a link to ORACLE_DIR, so `/solution/...` works."""
 ORACLE_LOG = "/logs/agent/oracle.txt"
+_LOG_LIMIT = 10 * 1024 * 1024
+"""The end of solve.sh's output kept in the rollout (its log stays whole in /logs)."""
 
 
 class _NopConnection:
@@ -107,11 +110,17 @@ class _OracleConnection:
         timeout = ctx.bounded(ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec))
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
-        script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'
+        # Output to the log file only, read afterwards: a server or database solve.sh leaves
+        # running holds no pipe of this exec open, so the run ends when solve.sh does
+        # (hardening kills such leftovers before the verifier, as any agent's).
+        script = f"bash {ORACLE_DIR}/solve.sh > {ORACLE_LOG} 2>&1 < /dev/null"
         env = {**ctx.env, **oracle.env}
         started = time.monotonic()
-        result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
-                                        env=env, timeout=timeout)
+        ran = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
+                                     env=env, timeout=timeout)
+        log = await ctx.sandbox.exec(["tail", "-c", str(_LOG_LIMIT), ORACLE_LOG], user="root",
+                                     timeout=60, env={"PATH": SYSTEM_PATH})
+        result = dataclasses.replace(ran, stdout=log.stdout + ran.stdout)
         out = ctx.paths.command_dir
         out.mkdir(parents=True, exist_ok=True)
         (out / "stdout.txt").write_bytes(result.stdout)

@@ -376,6 +376,7 @@ class RolloutNetwork:
         if self.policy == "public":
             return {}
         fields: dict[str, Any] = {"egress_allowlist": self.allowlist} if self.allowlist else {}
+        fields["isolate_services"] = True  # a multi-container task's other services too
         self._start_policy = "public" if online_install else self.policy
         if self._start_policy == "public":
             log.info("installing the agents needs the network: the sandbox starts public and "

@@ -64,7 +64,12 @@ from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
+from benchflow.verify.baseline import (
+    Baseline,
+    scrub_git_history,
+    take_baseline,
+    task_named_tools,
+)
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -192,6 +197,7 @@ class Rollout:
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
             files={config.instruction_path: task.instruction.encode()},
             trees=(self._solution_tree,) if self._solution_tree else (),
+            compose_file=task.compose_file,
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
             labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
@@ -252,7 +258,8 @@ class Rollout:
                 await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
-                                                config=hardening)
+                                                config=hardening,
+                                                named=task_named_tools(self.task))
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""

@@ -42,7 +42,12 @@ class DockerProvider(SandboxProvider):
     def create(self, spec: SandboxSpec) -> Sandbox:
         """A container for `spec`; `provider_config` keys (network, runtime, volumes) apply."""
         keys = {k: v for k, v in self.provider_config.items() if k in DockerProviderConfig.model_fields}
-        return DockerSandbox(spec.model_copy(update=keys) if keys else spec)
+        spec = spec.model_copy(update=keys) if keys else spec
+        if spec.compose_file is not None:  # a multi-container task
+            from benchflow.sandbox.compose import ComposeSandbox
+
+            return ComposeSandbox(spec)
+        return DockerSandbox(spec)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
         from benchflow.sandbox.cleanup import cleanup_containers
@@ -50,9 +55,10 @@ class DockerProvider(SandboxProvider):
         return await cleanup_containers(job_name)
 
     async def cleanup_extras(self, job_name: str | None = None) -> list[str]:
+        from benchflow.sandbox.compose import cleanup_compose_networks
         from benchflow.sandbox.network import cleanup_networks
 
-        return await cleanup_networks(job_name)
+        return [*await cleanup_compose_networks(job_name), *await cleanup_networks(job_name)]
 
     def cleanup_now(self, job_name: str) -> list[str]:
         try:
@@ -64,7 +70,9 @@ class DockerProvider(SandboxProvider):
                     container.remove(force=True, v=True)
                 except Exception:  # noqa: BLE001 - best effort: keep removing the others
                     log.warning("could not remove container %s", container.name)
-            return [c.name for c in containers]
+            from benchflow.sandbox.compose import cleanup_compose_networks_now
+
+            return [c.name for c in containers] + cleanup_compose_networks_now(job_name)
         except (BenchflowError, Exception) as exc:  # noqa: BLE001 - no daemon: nothing to remove
             log.warning("could not list containers of job %s: %s", job_name, exc)
             return []

@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 Layout = Literal["native", "legacy", "qa"]
 
 _VERIFIER = {"native": ("verifier", "/verifier"), "legacy": ("tests", "/tests")}
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
+"""A task's compose file names (Harbor reads them in environment/)."""
 _SOLUTION = {"native": "oracle", "legacy": "solution"}
 _CONFIG_FILE = {"native": "task.md", "legacy": "task.toml"}
 _PROMPT_KINDS = ("role", "scene")
@@ -90,6 +92,9 @@ class Task:
     """A multi-step task's steps, in order (empty for a one-step task)."""
     verifier_doc: VerifierDoc = field(default_factory=VerifierDoc, compare=False, repr=False)
     """How the task is scored (verifier/verifier.md, or task.toml's [verifier])."""
+    compose_file: Path | None = None
+    """`environment/docker-compose.yaml`: more services beside `main`, where the agent and
+    the verifier run (Harbor's multi-container tasks; docker only)."""
 
     @property
     def multi_step(self) -> bool:
@@ -286,12 +291,8 @@ def load_task(path: Path | str) -> Task:
             f"{given / 'environment' / 'Dockerfile'}: missing and no docker_image is set: "
             f"add environment/Dockerfile or set {key} in {_CONFIG_FILE[layout]}"
         )
-    if _files.is_file(environment_dir / "docker-compose.yaml") or _files.is_file(
-            environment_dir / "docker-compose.yml"):
-        problems.append(
-            f"{given / 'environment' / 'docker-compose.yaml'}: multi-container tasks are not "
-            "supported by benchflow (the verifier would score a different setup); use one "
-            "Dockerfile")
+    compose = next((environment_dir / n for n in COMPOSE_FILES
+                    if _files.is_file(environment_dir / n)), None)
     if problems:
         raise TaskInvalidError("; ".join(problems))
 
@@ -312,6 +313,7 @@ def load_task(path: Path | str) -> Task:
         scenes=scenes,
         verifier_doc=doc,
         steps=tuple(steps),
+        compose_file=compose,
     )
 
 

@@ -189,7 +189,7 @@ class Artifact(_Strict):
     exclude: list[str] = Field(default_factory=list)
     """Harbor's tar --exclude patterns: not supported (refused when not empty)."""
     service: str | None = None
-    """Harbor's compose service: only the agent's own (`main`) exists in benchflow."""
+    """Harbor's compose service: benchflow collects from `main` (the agent's) only."""
 
     @field_validator("exclude")
     @classmethod
@@ -204,8 +204,9 @@ class Artifact(_Strict):
     @classmethod
     def _main_only(cls, value: str | None) -> str | None:
         if value not in (None, "main"):
-            raise ValueError(f"artifact service {value!r}: multi-container tasks are not "
-                             "supported by benchflow; only the agent's sandbox (main) exists")
+            raise ValueError(f"artifact service {value!r}: benchflow collects artifacts from "
+                             "the main service only (where the agent ran); copy the file to "
+                             "main, or collect it there")
         return value
 
     @field_validator("source")

@@ -32,7 +32,7 @@ from benchflow.sandbox.base import SYSTEM_PATH, Sandbox
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.task.models import Artifact, HardeningConfig
-from benchflow.verify.baseline import take_baseline
+from benchflow.verify.baseline import named_tools, take_baseline
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
 
@@ -121,6 +121,13 @@ async def _harbor_test_script(fresh: Sandbox, mount: str) -> list[str]:
     return [line]
 
 
+def _named_tools(verifier_dir: Path) -> tuple[str, ...]:
+    try:
+        return named_tools([(verifier_dir / "test.sh").read_text(errors="replace")])
+    except OSError:
+        return ()
+
+
 async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                             run: VerifierRun, out_dir: Path, logs_dir: Path, *,
                             hardened: bool, config: HardeningConfig,
@@ -154,7 +161,8 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
             await fresh.start()
             if verifier.image_holds_tests:
                 warnings += await _harbor_test_script(fresh, run.mount)
-            baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config)
+            baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config,
+                                            named=_named_tools(run.verifier_dir))
                         if hardened else None)
             for artifact in verifier.artifacts:
                 kept = verifier.artifacts_dir / artifact.kept_as
