@@ -107,7 +107,7 @@ def test_a_two_role_trial_shows_who_ran_when(tmp_path):
     assert [(b.role, b.turn) for b in bars] == [("coder", 0), ("reviewer", 1)]
     assert bars[0].left == 0.0 and bars[1].start_sec >= bars[0].start_sec
     html = TestClient(create_app(root)).get("/jobs/job-a/scripted/ds/t1__1/index.html").text
-    section = html.split("<h2>Roles</h2>", 1)[1].split("</div>\n\n", 1)[0]
+    section = html.split("<h2>Role timeline</h2>", 1)[1].split("</div>\n\n", 1)[0]
     assert re.findall(r'data-timeline-role="(\w+)"', section) == ["coder", "reviewer"]
     assert 'class="bar role-0"' in section and 'class="bar role-1"' in section
 
