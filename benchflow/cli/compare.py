@@ -50,8 +50,7 @@ def require_study_extra() -> None:
 
 
 def rich_table(table: "TextTable") -> Table:
-    out = Table(title=table.title, box=box.SIMPLE_HEAD, title_justify="left",
-                show_edge=False, pad_edge=False, collapse_padding=True)
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for index, header in enumerate(table.headers):
         out.add_column(header, justify="right" if index in table.right else "left",
                        overflow="fold")
@@ -65,9 +64,9 @@ def rich_report(comparison: "Comparison") -> Group:
     from benchflow.study.report import report_tables, task_lists
 
     parts: list[Table | Text] = []
-    for table in report_tables(comparison):  # notes below, as wide as the screen
-        parts += [rich_table(table), *([Text(table.note, style="dim")] if table.note else []),
-                  Text("")]
+    for table in report_tables(comparison):  # title and notes as wide as the screen
+        parts += [Text(table.title, style="italic"), rich_table(table),
+                  *([Text(table.note, style="dim")] if table.note else []), Text("")]
     parts.append(Text("Tasks won, lost and tied", style="italic"))
     parts += [Text(f"  {line}") for line in task_lists(comparison)]
     parts += [Text(""), Text("Methods", style="italic"), Text(comparison.methods)]

@@ -46,17 +46,23 @@ class Interval(StrictModel):
 
 
 class RoleCost(StrictModel):
-    """One role's usage over an arm's trials (`(all roles)` when results have no roles)."""
+    """One role's usage over an arm's trials, summed from the results' `roles.<name>`
+    (`(all roles)`: the totals of results written without `roles`)."""
 
     role: str
     agents: list[str] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=list)
-    trials: int = 0
-    tokens_reported: int = Field(default=0, description="trials whose tokens are known")
+    models: list[str] = Field(default_factory=list, description="the models the role used")
+    trials: int = Field(default=0, description="trials the role took part in")
+    tokens_reported: int = Field(default=0, description="of those, trials whose role tokens "
+                                 "are known")
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
     cost: float | None = None
+    n_prompts: int = 0
+    n_tool_calls: int = 0
+    usage_sources: list[str] = Field(default_factory=list, description="acp: the agent "
+                                     "reported the tokens; model_calls: benchflow counted them")
 
     @property
     def tokens_per_trial(self) -> tuple[float, float] | None:
@@ -105,16 +111,19 @@ class ArmStats(StrictModel):
     mean_trial_sec: float | None = None
     total_trial_sec: float | None = None
     mean_agent_sec: float | None = None
+    tokens_reported: int = Field(default=0, description="trials whose tokens are known")
+    input_tokens: int = 0
+    output_tokens: int = 0
     roles: list[RoleCost] = Field(default_factory=list)
     models: list[str] = Field(default_factory=list)
 
     @property
     def tokens_per_trial(self) -> tuple[float, float] | None:
-        """(input, output) tokens per trial over the roles that report them."""
-        known = [r.tokens_per_trial for r in self.roles if r.tokens_per_trial is not None]
-        if not known:
+        """(input, output) tokens per trial, over the trials that report them."""
+        if not self.tokens_reported:
             return None
-        return sum(t[0] for t in known), sum(t[1] for t in known)
+        return (self.input_tokens / self.tokens_reported,
+                self.output_tokens / self.tokens_reported)
 
     @property
     def infra_errors(self) -> int:
@@ -220,6 +229,10 @@ def _roles(trials: list[TrialRecord]) -> list[RoleCost]:
                 cost.agents.append(usage.agent)
             if usage.model and usage.model not in cost.models:
                 cost.models.append(usage.model)
+            if usage.usage_source and usage.usage_source not in cost.usage_sources:
+                cost.usage_sources.append(usage.usage_source)
+            cost.n_prompts += usage.n_prompts
+            cost.n_tool_calls += usage.n_tool_calls
             if usage.tokens is not None:
                 cost.tokens_reported += 1
                 cost.input_tokens += usage.tokens.input
@@ -231,6 +244,16 @@ def _roles(trials: list[TrialRecord]) -> list[RoleCost]:
         agents = list(dict.fromkeys(t.agent_name for t in trials))
         return [RoleCost(role=ROLES_TOTAL, agents=agents, trials=len(trials))]
     return list(roles.values())
+
+
+def _trial_tokens(trial: TrialRecord) -> tuple[int, int] | None:
+    """A trial's (input, output) tokens: its totals, else the sum over its roles."""
+    if trial.tokens is not None:
+        return trial.tokens.input, trial.tokens.output
+    known = [r.tokens for r in trial.roles.values() if r.tokens is not None]
+    if not known:
+        return None
+    return sum(t.input for t in known), sum(t.output for t in known)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -256,6 +279,7 @@ def _arm_stats(arm: Arm, groups: dict[str, list[TrialRecord]], cells: dict[str, 
     times = [t.durations.total_sec for t in trials if t.durations.total_sec is not None]
     agent_times = [t.durations.agent_execution_sec for t in trials
                    if t.durations.agent_execution_sec is not None]
+    token_counts = [n for n in map(_trial_tokens, trials) if n is not None]
     return ArmStats(
         name=arm.name, source=arm.source, job=arm.job_dir.name, agent=arm.agent,
         running=arm.running, tasks=len(scored), trials=len(trials),
@@ -271,7 +295,10 @@ def _arm_stats(arm: Arm, groups: dict[str, list[TrialRecord]], cells: dict[str, 
         outcomes=dict(outcomes), errors=dict(sorted(errors.items())),
         cost=round(sum(costs), 12) if costs else None, cost_per_trial=_mean(costs),
         mean_trial_sec=_mean(times), total_trial_sec=round(sum(times), 3) if times else None,
-        mean_agent_sec=_mean(agent_times), roles=_roles(trials), models=models_used(trials),
+        mean_agent_sec=_mean(agent_times), tokens_reported=len(token_counts),
+        input_tokens=sum(n[0] for n in token_counts),
+        output_tokens=sum(n[1] for n in token_counts),
+        roles=_roles(trials), models=models_used(trials),
     )
 
 

@@ -33,10 +33,11 @@ from benchflow._config_files import read_config_file
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig, parse_job_config, with_absolute_paths
+from benchflow.roles import ROLE_NAME, RoleAgent, parse_agent_spec
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 STUDY_KEYS = ("name", "description", "studies_dir", "k", "baseline", "arms")
-ARM_KEYS = ("name", "description", "agent")
+ARM_KEYS = ("name", "description", "agent", "roles")
 SET_BY_STUDY = ("name", "jobs_dir", "n_attempts", "datasets", "agents")
 """Job-file keys a study sets for every arm (so arms run the same tasks and attempts)."""
 
@@ -115,9 +116,75 @@ def _agent_entry(value: Any, where: str) -> dict[str, Any]:
         name, sep, model = value.partition(":")
         return {"name": name, **({"model": model} if sep and model else {})}
     if isinstance(value, dict):
-        return dict(value)
+        entry = dict(value)
+        if "roles" in entry:
+            entry["roles"] = _role_mapping(entry["roles"], f"{where}.agent.roles")
+        return entry
     raise ConfigError(f"{where}.agent: expected a job-file agent entry ({{name: ..., model: "
                       "...}}) or NAME[:MODEL]")
+
+
+def _role_mapping(value: Any, where: str) -> dict[str, str]:
+    """`roles` as the job file writes it, `{role: "AGENT[:MODEL]"}`, from that mapping or
+    a list of `NAME=AGENT[:MODEL]` strings (the `--role` form).
+
+    Raises:
+        ConfigError: not a mapping or list, a malformed entry, a role given twice.
+    """
+    pairs: list[tuple[str, Any]]
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        pairs = [v.partition("=")[::2] for v in value]
+        bad = next((v for v in value if "=" not in v), None)
+        if bad is not None:
+            raise ConfigError(f"{where}: {bad!r}: expected NAME=AGENT[:MODEL], e.g. "
+                              "reviewer=codex:gpt-5.4")
+    else:
+        raise ConfigError(f"{where}: expected {{role: AGENT[:MODEL]}} or a list of "
+                          "NAME=AGENT[:MODEL]")
+    if not pairs:
+        raise ConfigError(f"{where}: empty: assign an agent to at least one role")
+    out: dict[str, str] = {}
+    for name, spec in pairs:
+        name = str(name).strip()
+        if not ROLE_NAME.match(name):
+            raise ConfigError(f"{where}: {name or '(empty)'!r} is not a role name (letters, "
+                              "digits, '_', '.', '-')")
+        if name in out:
+            raise ConfigError(f"{where}: role {name!r} given twice: give each role once")
+        if not isinstance(spec, str):
+            raise ConfigError(f"{where}.{name}: expected AGENT[:MODEL], e.g. codex:gpt-5.4")
+        out[name] = str(parse_agent_spec(spec, where=f"{where}.{name}"))
+    return out
+
+
+_FILLS = {"name": "agent", "model": "model", "scenes": "scenes", "env": "env",
+          "description": "description"}
+"""An arm's `agent` keys that carry over into its `roles` entry (`name` plays the roles
+not listed)."""
+
+
+def _roles_entry(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The job-file `{roles: ...}` agent entry of an arm that sets `roles`."""
+    entry: dict[str, Any] = {"roles": _role_mapping(raw["roles"], f"{where}.roles")}
+    agent = raw.get("agent")
+    if agent is None:
+        return entry
+    if isinstance(agent, str):
+        fill: RoleAgent = parse_agent_spec(agent, where=f"{where}.agent")
+        return {**entry, "agent": fill.agent,
+                **({"model": fill.model} if fill.model is not None else {})}
+    if not isinstance(agent, dict):
+        raise ConfigError(f"{where}.agent: expected NAME[:MODEL] or {{name, model, scenes, "
+                          "env}} (the agent of the roles `roles` leaves out)")
+    if "roles" in agent:
+        raise ConfigError(f"{where}.agent.roles: the arm sets roles already: give them once")
+    extra = sorted(set(agent) - set(_FILLS))
+    if extra:
+        raise ConfigError(f"{where}.agent.{extra[0]}: not with the arm's roles: its agent "
+                          f"only plays the other roles (keys: {', '.join(_FILLS)})")
+    return {**entry, **{_FILLS[k]: v for k, v in agent.items()}}
 
 
 def parse_study(data: Any, source: Path | str = "study") -> StudySpec:
@@ -143,8 +210,9 @@ def parse_study(data: Any, source: Path | str = "study") -> StudySpec:
     arms: list[dict[str, Any]] = []
     for index, raw in enumerate(arms_data):
         where = f"{source}: arms[{index}]"
-        if not isinstance(raw, dict) or "name" not in raw or "agent" not in raw:
-            raise ConfigError(f"{where}: an arm needs `name` and `agent`")
+        if not isinstance(raw, dict) or "name" not in raw or not (
+                "agent" in raw or "roles" in raw):
+            raise ConfigError(f"{where}: an arm needs `name` and `agent` (or `roles`)")
         if any(arm["name"] == raw["name"] for arm in arms):
             raise ConfigError(f"{where}.name: arm name {raw['name']!r} is given twice: give "
                               "each arm its own name")
@@ -154,7 +222,9 @@ def parse_study(data: Any, source: Path | str = "study") -> StudySpec:
                               "tasks and attempts): remove it from the arm")
         overrides = {k: v for k, v in raw.items() if k not in ARM_KEYS}
         arms.append({"name": raw["name"], "description": raw.get("description"),
-                     "agent": _agent_entry(raw["agent"], where), "overrides": overrides})
+                     "agent": (_roles_entry(raw, where) if "roles" in raw
+                               else _agent_entry(raw["agent"], where)),
+                     "overrides": overrides})
     study = {k: data[k] for k in STUDY_KEYS if k in data and k != "arms"}
     study.setdefault("name", Path(str(source)).stem)
     shared = {k: v for k, v in data.items() if k not in STUDY_KEYS}

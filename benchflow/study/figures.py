@@ -133,28 +133,45 @@ def cost_reward_chart(comparison: Comparison) -> Chart:
                  "trial.", _png(figure))
 
 
+def role_token_shares(comparison: Comparison) -> dict[str, dict[str, float]]:
+    """Per role, per arm: the role's tokens (in + out) per trial of the arm, so that an
+    arm's roles add up to its tokens per trial (a role in only some trials counts 0 in the
+    others)."""
+    shares: dict[str, dict[str, float]] = {}
+    for arm in comparison.arms:
+        for role in arm.roles:
+            total = role.input_tokens + role.output_tokens
+            if arm.tokens_reported and role.tokens_reported:
+                shares.setdefault(role.role, {})[arm.name] = total / arm.tokens_reported
+    return shares
+
+
+def _role_label(comparison: Comparison, role: str) -> str:
+    """`coder (claude)`: the role and the agents that played it, in any arm."""
+    agents = list(dict.fromkeys(a for arm in comparison.arms for r in arm.roles
+                                if r.role == role for a in r.agents))
+    return f"{role} ({', '.join(agents)})" if agents and len(agents) <= 3 else role
+
+
 def role_tokens_chart(comparison: Comparison) -> Chart:
     """Stacked bars: tokens per trial (in + out) of each role, per arm."""
     arms = comparison.arms
-    roles = list(dict.fromkeys(r.role for a in arms for r in a.roles))
+    shares = role_token_shares(comparison)
     figure = _figure(6.4, 0.9 + 0.45 * len(arms))
     ax = figure.add_subplot()
     left = [0.0] * len(arms)
-    for index, role in enumerate(roles):
-        widths = []
-        for arm in arms:
-            cost = next((r for r in arm.roles if r.role == role), None)
-            per_trial = cost.tokens_per_trial if cost is not None else None
-            widths.append(0.0 if per_trial is None else per_trial[0] + per_trial[1])
-        ax.barh([a.name for a in arms], widths, left=left, color=_colour(index), label=role)
+    for index, (role, by_arm) in enumerate(shares.items()):
+        widths = [by_arm.get(a.name, 0.0) for a in arms]
+        ax.barh([a.name for a in arms], widths, left=left, color=_colour(index),
+                label=_role_label(comparison, role))
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.invert_yaxis()
     ax.set_xlabel("tokens per trial (in + out)")
-    if roles:
+    if shares:
         ax.legend(fontsize=8, loc="lower right")
     return Chart("role-tokens", "Tokens per role",
-                 "Tokens per trial of each role (a result without per-role usage counts as "
-                 "one role, '(all roles)').", _png(figure))
+                 "Tokens per trial of each role (from each result's roles; a result "
+                 "without them counts as one role, '(all roles)').", _png(figure))
 
 
 def comparison_charts(comparison: Comparison) -> list[Chart]:
@@ -168,4 +185,4 @@ def comparison_charts(comparison: Comparison) -> list[Chart]:
 
 
 __all__ = ["Chart", "comparison_charts", "cost_reward_chart", "pass_rate_chart",
-           "role_tokens_chart", "task_matrix_chart"]
+           "role_token_shares", "role_tokens_chart", "task_matrix_chart"]

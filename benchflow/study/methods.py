@@ -21,16 +21,31 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _role(name: str, agent: str, version: str | None, models: list[str]) -> str:
+    return (f"{name} = {agent}" + (f" {version}" if version else "")
+            + (f" ({', '.join(models)})" if models else ""))
+
+
 def _agents(comparison: Comparison) -> str:
+    """Who played each role of each arm: the agent (with its installed version, from the
+    study record) and the models the results' `roles` say were used."""
+    from benchflow.study.trials import ROLES_TOTAL
+
     parts = []
     for arm in comparison.arms:
         record = comparison.records.get(arm.name)
+        used = {r.role: r for r in arm.roles if r.role != ROLES_TOTAL}
         if record is not None and record.roles:
             versions = {a.name: a.version for a in record.agents}
-            roles = [f"{role} = {plan.agent}"
-                     + (f" {versions[plan.agent]}" if versions.get(plan.agent) else "")
-                     + (f" ({plan.model})" if plan.model else "")
-                     for role, plan in record.roles.items()]
+            roles = []
+            for name, plan in record.roles.items():
+                models = plan.models_used or (used[name].models if name in used else [])
+                roles.append(_role(name, plan.agent, versions.get(plan.agent),
+                                   models or ([plan.model] if plan.model else [])))
+            parts.append(f"{arm.name}: {'; '.join(roles)}")
+        elif used:
+            roles = [_role(name, ", ".join(r.agents) or "?", None, r.models)
+                     for name, r in used.items()]
             parts.append(f"{arm.name}: {'; '.join(roles)}")
         elif arm.models:
             parts.append(f"{arm.name}: {arm.agent or arm.job} ({', '.join(arm.models)})")

@@ -9,8 +9,8 @@
 ```
 
 Per arm the record holds the resolved job config (secrets redacted), the agents with
-the versions their manifests install, the role -> agent/model assignments planned, the
-models the results say were used, each task's image id (as the sandbox backend reports
+the versions their manifests install, per role the agent and model planned and the
+agents and models the results' `roles` say were used, each task's image id (as the sandbox backend reports
 it) and git commit, and the benchflow and Python versions (`provenance` collects them).
 """
 
@@ -40,10 +40,15 @@ class AgentVersion(StrictModel):
 
 
 class RolePlan(StrictModel):
-    """Who plays a role, as planned (the results' `roles` say what was used)."""
+    """Who plays a role: as planned (`model` None: the agent's default), and what the
+    results' `roles.<name>` say was used."""
 
     agent: str
     model: str | None = None
+    agents_used: list[str] = Field(default_factory=list, description="roles.<name>.agent "
+                                   "of the results")
+    models_used: list[str] = Field(default_factory=list, description="roles.<name>.model "
+                                   "of the results: the models actually used")
 
 
 class TaskRecord(StrictModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchflow.study.compare import Comparison, Interval
+from benchflow.study.trials import ROLES_TOTAL
 
 VERDICT_MARK = {"won": "won", "lost": "lost", "tied": "tied"}
 
@@ -75,6 +76,13 @@ def _short(text: str, limit: int = 24) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
+def model_label(model: str, limit: int = 18) -> str:
+    """A model as a table shows it: a script's file name rather than its path."""
+    if "/" in model and model.endswith((".yaml", ".yml", ".json")):
+        model = model.rsplit("/", 1)[1]
+    return _short(model, limit)
+
+
 def _k(comparison: Comparison) -> int:
     return max((a.attempts for a in comparison.arms), default=1)
 
@@ -135,17 +143,27 @@ def _costs(comparison: Comparison) -> TextTable:
 
 def _roles(comparison: Comparison) -> TextTable:
     rows = []
+    counted = False
     for arm in comparison.arms:
         for role in arm.roles:
             per_trial = role.tokens_per_trial
             cost = None if role.cost is None or not role.trials else role.cost / role.trials
+            mark = "*" if "model_calls" in role.usage_sources else ""
+            counted = counted or bool(mark)
             rows.append([arm.name, role.role, ", ".join(role.agents) or "-",
-                         ", ".join(_short(m, 16) for m in role.models) or "-",
-                         "-" if per_trial is None else tokens(per_trial[0]),
-                         "-" if per_trial is None else tokens(per_trial[1]), money(cost)])
+                         ", ".join(model_label(m) for m in role.models) or "-",
+                         "-" if per_trial is None else tokens(per_trial[0]) + mark,
+                         "-" if per_trial is None else tokens(per_trial[1]) + mark,
+                         money(cost)])
+    note = "per trial the role took part in; model: the one the role used"
+    if counted:
+        note += ("; * tokens counted by benchflow's model server or relay (the agent "
+                 "reports none)")
+    if any(r.role == ROLES_TOTAL for a in comparison.arms for r in a.roles):
+        note += f"; {ROLES_TOTAL}: results without per-role usage"
     return TextTable("Tokens and cost per role (per trial)",
                      ["arm", "role", "agent", "model", "in", "out", "cost"], rows,
-                     frozenset({4, 5, 6}), id="roles")
+                     frozenset({4, 5, 6}), note=note, id="roles")
 
 
 def _tasks(comparison: Comparison) -> TextTable:
@@ -212,5 +230,5 @@ def markdown(comparison: Comparison) -> str:
     return "\n".join(out)
 
 
-__all__ = ["TextTable", "interval", "markdown", "money", "num", "p_value", "report_tables",
+__all__ = ["TextTable", "interval", "markdown", "model_label", "money", "num", "p_value", "report_tables",
            "seconds", "task_lists", "tokens"]

@@ -51,12 +51,13 @@ from benchflow.study.provenance import arm_record, image_ids
 from benchflow.study.record import (
     RECORD,
     STUDY_FILE,
+    RolePlan,
     StudyRecord,
     is_study_dir,
     read_record,
     write_record,
 )
-from benchflow.study.trials import models_used, read_trial
+from benchflow.study.trials import models_used, read_trial, roles_used
 
 log = logging.getLogger(__name__)
 
@@ -338,8 +339,8 @@ async def run_study(study: PreparedStudy, listener_for: Callable[[str], RolloutL
 
 
 async def finish_record(study: PreparedStudy) -> StudyRecord:
-    """Complete study.json with what the runs showed: the models the results name, each
-    task's image id, the end time."""
+    """Complete study.json with what the runs showed: the agents and models the results
+    name (per role: `roles.<name>`), each task's image id, the end time."""
     record = study.record
     for arm in study.arms:
         arm_rec = record.arm(arm.name)
@@ -348,6 +349,10 @@ async def finish_record(study: PreparedStudy) -> StudyRecord:
                               sorted(arm.prepared.job_dir.glob(f"*/*/*/{RESULT}")))
                   if t is not None]
         arm_rec.models_used = models_used(trials)
+        for name, (agents, models) in roles_used(trials).items():
+            plan = arm_rec.roles.get(name) or RolePlan(agent=agents[0] if agents else "")
+            arm_rec.roles[name] = plan.model_copy(update={"agents_used": agents,
+                                                         "models_used": models})
         for key, image in (await image_ids(arm.prepared)).items():
             if key in arm_rec.tasks:
                 arm_rec.tasks[key].image = image

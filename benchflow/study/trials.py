@@ -51,6 +51,8 @@ class RoleUsage(_Lenient):
     cost: float | None = None
     n_prompts: int = 0
     n_tool_calls: int = 0
+    usage_source: str | None = None
+    """`acp` (the agent reported it) or `model_calls` (benchflow counted the role's calls)."""
 
 
 class TrialError(_Lenient):
@@ -136,6 +138,20 @@ def models_used(trials: Iterable[TrialRecord]) -> list[str]:
     return list(seen)
 
 
+def roles_used(trials: Iterable[TrialRecord]) -> dict[str, tuple[list[str], list[str]]]:
+    """Per role of the results' `roles`: the agents and the models used, in first-seen
+    order (results without `roles` name none)."""
+    seen: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
+    for trial in trials:
+        for name, role in trial.roles.items():
+            agents, models = seen.setdefault(name, ({}, {}))
+            if role.agent:
+                agents.setdefault(role.agent, None)
+            if role.model:
+                models.setdefault(role.model, None)
+    return {name: (list(agents), list(models)) for name, (agents, models) in seen.items()}
+
+
 def read_trial(path: Path, rel: str) -> TrialRecord | None:
     """A trial's result.json, or None while it is missing or half-written."""
     try:
@@ -154,4 +170,4 @@ def trial_dirs(job_dir: Path, agent: str | None = None) -> Iterator[Path]:
 
 __all__ = ["AGENT_ERRORS", "ROLES_TOTAL", "ErrorPolicy", "Outcome", "RoleUsage",
            "TokenCounts", "TrialError", "TrialRecord", "models_used", "read_trial",
-           "trial_dirs"]
+           "roles_used", "trial_dirs"]

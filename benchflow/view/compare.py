@@ -7,6 +7,9 @@
 /side-by-side.html?a=<job>/<trial>&b=<job>/<trial>                 two trials of a task
 ```
 
+Who played each role (agent and model) comes from the results' `roles`: in the report's
+per-role table and on each side of the side-by-side page.
+
 The comparison page shows what `benchflow compare` reports (figures, tables, methods),
 each task linking to its trials side by side; it refreshes while an arm is running.
 Figures are cached by the comparison they draw, so a refresh that changed nothing
@@ -131,6 +134,8 @@ class SideTrial:
     error: str | None
     running: bool
     attempts: list[str]  # the rels of the task's attempts in this job
+    roles: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    """(role, agent, model) from result.json's `roles`, in the trial's order."""
 
 
 def side_trial(root: Path, path: str) -> SideTrial | None:
@@ -152,7 +157,9 @@ def side_trial(root: Path, path: str) -> SideTrial | None:
                      reward=record.reward if record else None,
                      error=record.error.type if record and record.error else None,
                      running=record is None,
-                     attempts=[f"{parts[1]}/{parts[2]}/{p.name}" for p in attempts])
+                     attempts=[f"{parts[1]}/{parts[2]}/{p.name}" for p in attempts],
+                     roles=[(name, r.agent, r.model) for name, r in
+                            (record.roles.items() if record else [])])
 
 
 __all__ = ["ComparePage", "SideTrial", "compare_page", "side_trial"]

@@ -53,6 +53,15 @@ def _fmt_time(value: Any) -> str:
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _model_label(model: str | None) -> str:
+    """A model as a label shows it: a script's file name rather than its path."""
+    if model is None:
+        return "–"
+    if "/" in model and model.endswith((".yaml", ".yml", ".json")):
+        return model.rsplit("/", 1)[1]
+    return model
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
@@ -63,7 +72,8 @@ def environment() -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(num=_fmt_num, pct=_fmt_pct, sec=_fmt_sec, time=_fmt_time, tojson_pretty=_json)
+    env.filters.update(num=_fmt_num, pct=_fmt_pct, sec=_fmt_sec, time=_fmt_time, tojson_pretty=_json,
+                       model=_model_label)
     env.globals.update(PREVIEW=TOOL_OUTPUT_PREVIEW, FULL=TOOL_OUTPUT_FULL, Message=Message, Thought=Thought,
                        ToolCall=ToolCall, Plan=Plan, TurnUsage=TurnUsage, Note=Note)
     env.tests.update({
@@ -121,7 +131,8 @@ class Pages:
                 if block.role and block.role not in roles:
                     roles.append(block.role)
         timeline = _timeline(result)
-        role_timeline = role_timeline_of(paths.trajectory) if page == 1 else []
+        played = {n: (r.agent, r.model) for n, r in result.roles.items()} if result else None
+        role_timeline = role_timeline_of(paths.trajectory, played) if page == 1 else []
         for bar in role_timeline:
             if bar.role not in roles:
                 roles.append(bar.role)

@@ -149,11 +149,120 @@ def test_scripted_coder_alone_against_coder_and_reviewer(tmp_path: Path,
     # the scripted agents report their usage: the reviewer's turns cost tokens and money
     assert pair.tokens_per_trial[0] > alone.tokens_per_trial[0] > 0
     assert pair.cost_per_trial > alone.cost_per_trial > 0
-    record = json.loads((tmp_path / "studies" / name / "study.json").read_text())
+    study_dir = tmp_path / "studies" / name
+    script = "examples/studies/coder-reviewer/script.yaml"
+    # per-role rows come from each result's `roles`: the sums of result.json's numbers
+    for arm, roles in ((alone, ["coder"]), (pair, ["coder", "reviewer"])):
+        sums = role_sums(study_dir / f"{name}.{arm.name}")
+        assert [r.role for r in arm.roles] == list(sums) == roles
+        for row in arm.roles:
+            assert (row.agents, row.models, row.usage_sources) == (["scripted"], [script],
+                                                                  ["acp"])
+            assert (row.trials, row.tokens_reported, row.input_tokens, row.output_tokens,
+                    row.n_prompts, row.n_tool_calls) == sums[row.role][:6]
+            assert row.cost == pytest.approx(sums[row.role][6])
+    assert pair.roles[1].n_prompts == 3 and pair.roles[0].n_prompts == 6  # coder: 2 turns
+    assert_role_rows(study_dir, [("coder-alone", "coder"), ("coder-reviewer", "coder"),
+                                 ("coder-reviewer", "reviewer")], tmp_path)
+    record = json.loads((study_dir / "study.json").read_text())
     arm = next(a for a in record["arms"] if a["name"] == "coder-reviewer")
-    assert set(arm["roles"]) == {"coder", "reviewer"}
+    assert arm["roles"] == {role: {"agent": "scripted", "model": script,
+                                   "agents_used": ["scripted"], "models_used": [script]}
+                            for role in ("coder", "reviewer")}
     assert arm["agents"] == [{"name": "scripted", "version": "1.0.0", "package": None}]
-    assert "Agents: coder-alone: coder = scripted 1.0.0" in c.methods
+    assert f"Agents: coder-alone: coder = scripted 1.0.0 ({script})" in c.methods
+
+
+def role_sums(job_dir: Path) -> dict[str, tuple]:
+    """Per role, summed over the job's result.json `roles`: (trials, trials with tokens,
+    input, output, prompts, tool calls, cost)."""
+    sums: dict[str, list] = {}
+    for path in sorted(job_dir.glob("*/*/*/result.json")):
+        for name, role in json.loads(path.read_text())["roles"].items():
+            row = sums.setdefault(name, [0, 0, 0, 0, 0, 0, 0.0])
+            tokens = role["tokens"]
+            row[0] += 1
+            row[1] += tokens is not None
+            row[2] += tokens["input"] if tokens else 0
+            row[3] += tokens["output"] if tokens else 0
+            row[4] += role["n_prompts"]
+            row[5] += role["n_tool_calls"]
+            row[6] += role["cost"] or 0.0
+    return {name: tuple(row) for name, row in sums.items()}
+
+
+def assert_role_rows(study_dir: Path, rows: list[tuple[str, str]], tmp_path: Path) -> None:
+    """The per-role rows (arm, role) in every format: the table, markdown, and the html
+    report's table and its tokens-per-role figure."""
+    table = benchflow("compare", str(study_dir)).stdout
+    section = table.split("Tokens and cost per role", 1)[1].split("\n\n", 1)[0]
+    assert [tuple(line.split()[:2]) for line in section.splitlines()[3:]
+            if not line.startswith("per trial")] == rows
+    markdown = benchflow("compare", str(study_dir), "--format", "markdown").stdout
+    section = markdown.split("## Tokens and cost per role", 1)[1].split("\n## ", 1)[0]
+    assert [tuple(cells.split(" | ")[:2]) for cells in
+            (line.strip("| ") for line in section.splitlines() if line.startswith("| "))
+            ][1:] == rows
+    html = tmp_path / f"{study_dir.name}.html"
+    assert benchflow("compare", str(study_dir), "--format", "html", "-o",
+                     str(html)).returncode == 0
+    page = html.read_text()
+    section = page.split("Tokens and cost per role", 1)[1].split("</table>", 1)[0]
+    import re
+
+    assert re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td>", section) == rows
+    assert 'alt="Tokens per role"' in page
+
+
+def test_study_arms_assign_agents_per_role(tmp_path: Path, job_label: str) -> None:
+    """examples/studies/which-reviewer: arms assign an agent and a model (the scripted
+    agent's script) to each role of the task's own scenes, with `roles:` as a mapping and
+    as NAME=AGENT[:MODEL] strings; study.json names each role's agent and the model its
+    results say it used, and the comparison's per-role rows show them."""
+    example = REPO / "examples" / "studies" / "which-reviewer"
+    study = yaml.safe_load((example / "study.yaml").read_text())
+    name = f"{job_label}-roles"
+    study.update(name=name, studies_dir=str(tmp_path / "studies"))
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    try:
+        done = benchflow("study", str(path))
+    finally:
+        no_containers_left(name, ["careful", "rubber-stamp"])
+    print(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    study_dir = tmp_path / "studies" / name
+    script = "examples/studies/coder-reviewer/script.yaml"
+    stamp = "examples/studies/which-reviewer/rubber-stamp.yaml"
+    record = StudyRecord.model_validate_json((study_dir / "study.json").read_bytes())
+    careful, lazy = record.arm("careful"), record.arm("rubber-stamp")
+    assert careful.config["agents"][0]["roles"] == {"coder": f"scripted:{script}",
+                                                    "reviewer": f"scripted:{script}"}
+    assert lazy.config["agents"][0]["roles"] == {"coder": f"scripted:{script}",
+                                                 "reviewer": f"scripted:{stamp}"}
+    assert {n: (r.agent, r.model, r.agents_used, r.models_used)
+            for n, r in lazy.roles.items()} == {
+        "coder": ("scripted", script, ["scripted"], [script]),
+        "reviewer": ("scripted", stamp, ["scripted"], [stamp])}
+    # the trials ran the task's own scenes: coder, reviewer, coder
+    trial = study_dir / f"{name}.rubber-stamp" / "scripted" / "tasks" / "coder-reviewer__1"
+    result = json.loads((trial / "result.json").read_text())
+    assert {n: (r["agent"], r["model"], r["n_prompts"]) for n, r in result["roles"].items()} \
+        == {"coder": ("scripted", script, 2), "reviewer": ("scripted", stamp, 1)}
+    c = compare_json(study_dir)
+    assert [a.pass_rate.value for a in c.arms] == [1.0, 0.0]
+    assert c.pairs[0].lost == ["tasks/coder-reviewer"]
+    for arm in c.arms:
+        sums = role_sums(study_dir / f"{name}.{arm.name}")
+        assert {r.role: (r.input_tokens, r.output_tokens) for r in arm.roles} == {
+            role: row[2:4] for role, row in sums.items()}
+    reviewer = c.arm("rubber-stamp").roles[1]
+    assert (reviewer.role, reviewer.models, reviewer.tokens_per_trial) == (
+        "reviewer", [stamp], (600, 20))  # the rubber stamp's own usage, per trial
+    assert f"reviewer = scripted 1.0.0 ({stamp})" in c.methods
+    assert_role_rows(study_dir, [("careful", "coder"), ("careful", "reviewer"),
+                                 ("rubber-stamp", "coder"), ("rubber-stamp", "reviewer")],
+                     tmp_path)
 
 
 def test_sigint_cancels_every_arm_and_the_study_resumes(tmp_path: Path, job_label: str) -> None:

@@ -94,7 +94,8 @@ def test_the_docs_study_gives_the_documented_result(study_dir: Path) -> None:
     assert p.permutation.p_value == pytest.approx(0.5)
     docs = (REPO / "docs/how-to/studies.md").read_text()
     for line in ("coder-alone *       4      12  0.50  0.00–1.00    0.50  0.00–1.00    0.50",
-                 "coder-reviewer  pass rate  +0.50  [+0.00, +1.00]  0.031  McNemar 6:0"):
+                 "coder-reviewer  pass rate  +0.50  [+0.00, +1.00]  0.031  McNemar 6:0",
+                 "coder-reviewer  reviewer  scripted  script.yaml   875   75  $0.0019"):
         assert line in docs and line in subprocess.run(
             [str(BENCHFLOW), "compare", str(study_dir)], capture_output=True, text=True,
             check=True).stdout
@@ -172,10 +173,18 @@ def test_the_viewer_compares_the_study_and_shows_trials_side_by_side(
     assert len(frames) == 2 and all(f.is_displayed() for f in frames)
     badges = [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".side-head .badge")]
     assert badges == ["reward 0.00", "reward 1.00"]
+    sides = [[r.text for r in side.find_elements(By.CSS_SELECTOR, "[data-side-role]")]
+             for side in browser.find_elements(By.CSS_SELECTOR, ".side-roles")]
+    assert sides == [["coder scripted · script.yaml"],  # who played each role, per side
+                     ["coder scripted · script.yaml", "reviewer scripted · script.yaml"]]
     browser.switch_to.frame(frames[1])  # the coder + reviewer trial: who ran when
     bars = browser.find_elements(By.CSS_SELECTOR, ".role-timeline .phase")
     assert [b.get_attribute("data-timeline-role") for b in bars] == ["coder", "reviewer",
                                                                      "coder"]
+    assert [b.find_element(By.CSS_SELECTOR, ".who").text for b in bars] == [
+        "scripted · script.yaml"] * 3
+    assert {b.get_attribute("data-model") for b in bars} == {
+        "examples/studies/coder-reviewer/script.yaml"}
     widths = [b.find_element(By.CSS_SELECTOR, ".bar").size["width"] for b in bars]
     assert all(w > 0 for w in widths)
     browser.switch_to.default_content()

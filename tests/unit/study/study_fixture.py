@@ -32,7 +32,8 @@ def result_json(job: str, agent: str, task: str, attempt: int, reward: float | N
                 "tokens": {"input": r.get("input", 0), "output": r.get("output", 0),
                            "cached": 0},
                 "cost": r.get("cost"), "n_prompts": r.get("prompts", 1),
-                "n_tool_calls": r.get("tool_calls", 0), "usage_source": "acp"}
+                "n_tool_calls": r.get("tool_calls", 0),
+                "usage_source": r.get("source", "acp")}
     start = T0 + timedelta(minutes=attempt)
     result = RolloutResult(
         job_name=job, rollout_name=f"{agent}/{dataset}/{task}__{attempt}", task_name=task,

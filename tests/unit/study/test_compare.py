@@ -188,3 +188,32 @@ def test_a_comparison_is_reproducible_and_the_seed_matters(tmp_path):
     assert one == two
     assert other.arm("alone").pass_rate.value == compare_arms(
         load_arms([source])).arm("alone").pass_rate.value
+
+
+def test_a_role_in_some_trials_only(tmp_path):
+    """Per role: tokens per trial it took part in, its prompts and tool calls, where its
+    tokens came from; the arm's tokens per trial come from each trial's totals, and the
+    roles' shares of it (the stacked bars) add up to them."""
+    from benchflow.study.figures import role_token_shares
+
+    both = {"coder": {"input": 100, "output": 10, "prompts": 2, "tool_calls": 3},
+            "reviewer": {"agent": "codex", "model": "gpt-x", "input": 40, "output": 4,
+                         "source": "model_calls", "tool_calls": 1}}
+    trials = [result_json("j", "claude+codex", "t1", 1, 1.0, roles=both),
+              result_json("j", "claude+codex", "t2", 1, 0.0,
+                          roles={"coder": {"input": 60, "output": 6}})]
+    base = [result_json("k", "claude", t, 1, 0.0, roles={"coder": {"input": 50, "output": 5}})
+            for t in ("t1", "t2")]
+    c = compare_arms(load_arms([write_job(tmp_path / "k", base), write_job(tmp_path / "j",
+                                                                          trials)]))
+    arm = c.arm("j")
+    roles = {r.role: r for r in arm.roles}
+    assert (roles["coder"].trials, roles["coder"].tokens_per_trial) == (2, (80, 8))
+    assert (roles["reviewer"].trials, roles["reviewer"].tokens_per_trial) == (1, (40, 4))
+    assert (roles["coder"].n_prompts, roles["coder"].n_tool_calls) == (3, 3)
+    assert roles["reviewer"].usage_sources == ["model_calls"]
+    assert roles["coder"].usage_sources == ["acp"]
+    assert arm.tokens_per_trial == (100, 10)  # (140 + 60) / 2, (14 + 6) / 2
+    shares = role_token_shares(c)
+    assert shares == {"coder": {"k": 55, "j": 88}, "reviewer": {"j": 22}}
+    assert shares["coder"]["j"] + shares["reviewer"]["j"] == sum(arm.tokens_per_trial)

@@ -120,3 +120,22 @@ def test_compare_prints_the_table_by_default(tmp_path):
     code, text = invoke(str(three_arms(tmp_path)), "--errors", "fail", "--seed", "3")
     assert code == 0, text
     assert "Against the baseline coder-alone" in text and "--errors fail" in text
+
+
+def test_the_roles_table_marks_counted_tokens_and_names_scripts_by_file(tmp_path):
+    from benchflow.study.report import report_tables
+
+    roles = {"coder": {"model": "examples/studies/x/a-long-script-name.yaml", "input": 10,
+                       "output": 2},
+             "reviewer": {"agent": "codex", "model": "gpt-5.4", "input": 7, "output": 1,
+                          "source": "model_calls"}}
+    a = write_job(tmp_path / "a", binary_arm("a", "scripted", {"t": [1]}, roles=roles))
+    b = write_job(tmp_path / "b", binary_arm("b", "nop", {"t": [0]}))
+    c = compare_arms(load_arms([a, b]))
+    table = next(t for t in report_tables(c) if t.id == "roles")
+    assert table.rows[:2] == [
+        ["a", "coder", "scripted", "…-script-name.yaml", "10", "2", "-"],
+        ["a", "reviewer", "codex", "gpt-5.4", "7*", "1*", "-"]]
+    assert "* tokens counted by benchflow's model server" in table.note
+    assert table.rows[2][:2] == ["b", "(all roles)"] and "(all roles): results without" in \
+        table.note

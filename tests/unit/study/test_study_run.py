@@ -208,3 +208,129 @@ def test_study_progress_counts_each_arm(tmp_path, dataset, behaviour, terminal):
         assert [t.completed for t in progress.progress.tasks] == [1, 2]
     else:
         assert "[oracle 2/4] oracle/bench/alpha__1: error agent_execution_failed" in text
+
+
+ROLES_TASK = """---
+task:
+  name: review
+agents:
+  coder: {}
+  reviewer: {}
+scenes:
+  - name: review-loop
+    turns:
+      - {role: coder}
+      - {role: reviewer}
+      - {role: coder, prompt: "Revise after the review."}
+---
+Write hello.
+"""
+
+
+@pytest.fixture
+def roles_dataset(tmp_path: Path) -> Path:
+    """`tmp/duo/review`: a task that declares a coder and a reviewer."""
+    from tests.unit.job.conftest import write_task
+
+    folder = write_task(tmp_path / "duo", "review")
+    (folder / "task.md").write_text(ROLES_TASK)
+    return folder.parent
+
+
+@pytest.mark.parametrize("arm", [
+    {"roles": {"coder": "scripted:./c.yaml", "reviewer": "scripted:./r.yaml"}},
+    {"roles": ["coder=scripted:./c.yaml", "reviewer = scripted:./r.yaml"]},
+    {"agent": {"roles": ["coder=scripted:./c.yaml", "reviewer=scripted:./r.yaml"]}},
+    {"agent": {"roles": {"coder": "scripted:./c.yaml", "reviewer": "scripted:./r.yaml"}}},
+])
+def test_an_arm_assigns_agents_per_role(tmp_path, arm):
+    spec = parse_study({"name": "s", "datasets": [{"path": "tasks"}],
+                        "arms": [{"name": "a", "agent": "nop"}, {"name": "b", **arm}]})
+    assert spec.arms[1].agent == {"roles": {"coder": "scripted:./c.yaml",
+                                            "reviewer": "scripted:./r.yaml"}}
+    (config,) = spec.job_configs()["b"].agents
+    assert config.name == "scripted"
+    assert {k: str(v) for k, v in config.assigned().items()} == {
+        "coder": "scripted:./c.yaml", "reviewer": "scripted:./r.yaml"}
+
+
+def test_an_arm_with_roles_and_an_agent_for_the_others(tmp_path):
+    spec = parse_study({"name": "s", "datasets": [{"path": "tasks"}], "arms": [
+        {"name": "a", "agent": "nop"},
+        {"name": "b", "roles": ["reviewer=codex:gpt-5.4"], "agent": "claude:claude-sonnet-4-6"},
+        {"name": "c", "roles": {"reviewer": "codex"},
+         "agent": {"name": "scripted", "model": "./c.yaml", "scenes": "./scenes.yaml"}}]})
+    assert spec.arms[1].agent == {"roles": {"reviewer": "codex:gpt-5.4"}, "agent": "claude",
+                                  "model": "claude-sonnet-4-6"}
+    assert spec.arms[2].agent == {"roles": {"reviewer": "codex"}, "agent": "scripted",
+                                  "model": "./c.yaml", "scenes": "./scenes.yaml"}
+    assert spec.job_data(spec.arms[1])["agents"][0]["agent"] == "claude"
+
+
+@pytest.mark.parametrize(("arm", "expected"), [
+    ({"roles": ["coder:claude"]}, "arms[1].roles: 'coder:claude': expected NAME=AGENT[:MODEL]"),
+    ({"roles": ["coder=claude", "coder=codex"]}, "arms[1].roles: role 'coder' given twice"),
+    ({"roles": {"coder": "claude:"}}, "arms[1].roles.coder: the model after ':' is empty"),
+    ({"roles": {"bad role": "claude"}}, "arms[1].roles: 'bad role' is not a role name"),
+    ({"roles": {"coder": 3}}, "arms[1].roles.coder: expected AGENT[:MODEL]"),
+    ({"roles": []}, "arms[1].roles: empty"),
+    ({"roles": "coder=claude"}, "arms[1].roles: expected {role: AGENT[:MODEL]} or a list"),
+    ({"roles": {"coder": "claude"}, "agent": {"roles": {"reviewer": "codex"}}},
+     "arms[1].agent.roles: the arm sets roles already"),
+    ({"roles": {"coder": "claude"}, "agent": {"name": "x", "install": "pip install x"}},
+     "arms[1].agent.install: not with the arm's roles"),
+    ({"agent": {"roles": ["reviewer"]}}, "arms[1].agent.roles: 'reviewer': expected NAME="),
+])
+def test_bad_roles_of_an_arm(arm, expected):
+    with pytest.raises(ConfigError) as info:
+        parse_study({"name": "s", "datasets": [{"path": "x"}],
+                     "arms": [{"name": "a", "agent": "nop"}, {"name": "b", **arm}]},
+                    "study.yaml")
+    assert str(info.value).startswith("study.yaml: " + expected), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_roles_arm_plans_each_role_and_the_record_names_what_was_used(
+        tmp_path, roles_dataset, behaviour):
+    """Roles assigned per arm reach every trial's scenes and study.json; after the run the
+    record adds the agents and models the results' `roles` name (the model actually used:
+    here the agent's default, which the plan left unset)."""
+    from tests.unit.study.study_fixture import result_json, write_trial
+
+    (tmp_path / "c.yaml").write_text("turns: []\n")
+    path = study_file(tmp_path, roles_dataset, datasets=[{"path": str(roles_dataset)}], k=1,
+                      arms=[{"name": "pair", "roles": {"coder": f"scripted:{tmp_path}/c.yaml",
+                                                       "reviewer": "scripted"}},
+                            {"name": "same", "roles": [f"coder=scripted:{tmp_path}/c.yaml",
+                                                       f"reviewer=scripted:{tmp_path}/c.yaml"]}])
+    study = prepare_study(path)
+    pair = study.arms[0].prepared
+    (trial,) = pair.trials
+    (scene,) = trial.config.scenes
+    assert [(r.name, r.agent, r.model) for r in scene.roles] == [
+        ("coder", "scripted", f"{tmp_path}/c.yaml"), ("reviewer", "scripted", None)]
+    record = study.record.arm("pair")
+    assert {n: (p.agent, p.model) for n, p in record.roles.items()} == {
+        "coder": ("scripted", f"{tmp_path}/c.yaml"), "reviewer": ("scripted", None)}
+    assert [(a.name, a.version) for a in record.agents] == [("scripted", "1.0.0")]
+    assert pair.config.agents[0].roles == {"coder": f"scripted:{tmp_path}/c.yaml",
+                                           "reviewer": "scripted"}
+
+    start_study(study)  # the results, as the rollouts would write them
+    for arm in study.arms:
+        write_trial(arm.prepared.job_dir, result_json(
+            arm.prepared.config.name, "scripted", "review", 1, 1.0, dataset="duo",
+            model=None, roles={"coder": {"model": f"{tmp_path}/c.yaml", "input": 10},
+                               "reviewer": {"model": "scripted-default", "input": 5}}))
+    run_job_loop(lambda: finish_record(study))
+    saved = read_record(tmp_path / "studies" / "s").arm("pair")
+    assert saved.roles["reviewer"].model is None
+    assert saved.roles["reviewer"].models_used == ["scripted-default"]
+    assert saved.roles["reviewer"].agents_used == ["scripted"]
+    assert saved.roles["coder"].models_used == [f"{tmp_path}/c.yaml"]
+    from benchflow.study.arms import load_arms
+    from benchflow.study.compare import compare_arms
+
+    methods = compare_arms(load_arms([tmp_path / "studies" / "s"])).methods
+    assert (f"pair: coder = scripted 1.0.0 ({tmp_path}/c.yaml); reviewer = scripted 1.0.0 "
+            "(scripted-default)") in methods

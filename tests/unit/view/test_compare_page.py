@@ -107,7 +107,7 @@ def test_a_two_role_trial_shows_who_ran_when(tmp_path):
     assert [(b.role, b.turn) for b in bars] == [("coder", 0), ("reviewer", 1)]
     assert bars[0].left == 0.0 and bars[1].start_sec >= bars[0].start_sec
     html = TestClient(create_app(root)).get("/jobs/job-a/scripted/ds/t1__1/index.html").text
-    section = html.split("<h2>Roles</h2>", 1)[1].split("</div>\n\n", 1)[0]
+    section = html.split("<h2>Role timeline</h2>", 1)[1].split("</div>\n\n", 1)[0]
     assert re.findall(r'data-timeline-role="(\w+)"', section) == ["coder", "reviewer"]
     assert 'class="bar role-0"' in section and 'class="bar role-1"' in section
 
@@ -139,3 +139,80 @@ def test_the_static_export_holds_the_study_and_its_comparison(studies: Path, tmp
     assert 'href="jobs/s.alone/index.html"' in compare
     assert (out / "studies" / "s" / "jobs" / "s.alone" / "scripted" / "tasks" / "a__1"
             / "index.html").is_file()
+
+
+def two_roles(root: Path, *, finished: bool) -> Path:
+    """A coder (claude) + reviewer (codex) trial: the trajectory header names the roles as
+    planned (the reviewer's model unknown: the agent's default); the result, when written,
+    names the model actually used."""
+    from datetime import UTC, datetime, timedelta
+
+    from benchflow.paths import RolloutPaths
+    from benchflow.rollout.result import RolloutResult
+    from benchflow.trajectory import TrajectoryHeader, TrajectoryWriter
+    from benchflow.trajectory.events import RoleIdentity
+
+    paths = RolloutPaths.for_trial(root, "j", "claude+codex", "ds", "t", 1)
+    paths.mkdirs()
+    header = TrajectoryHeader(job_name="j", task_name="t", agents=["claude", "codex"],
+                              roles={"coder": RoleIdentity(agent="claude",
+                                                           model="claude-sonnet-4-6"),
+                                     "reviewer": RoleIdentity(agent="codex")})
+    t0 = datetime(2026, 1, 2, tzinfo=UTC)
+    with TrajectoryWriter(paths.trajectory, header) as writer:
+        for role, turn, sec in [("coder", 0, 0), ("coder", 0, 4), ("reviewer", 1, 5),
+                                ("reviewer", 1, 9)]:
+            writer.record("user_message", role=role, turn=turn, scene="s", text="x",
+                          ts=t0 + timedelta(seconds=sec))
+    if finished:
+        result = RolloutResult(
+            job_name="j", rollout_name="claude+codex/ds/t__1", task_name="t", dataset_name="ds",
+            agent_name="claude+codex", attempt=1, reward=1.0,
+            roles={"coder": {"agent": "claude", "model": "claude-sonnet-4-6"},
+                   "reviewer": {"agent": "codex", "model": "gpt-5.4"}})
+        paths.result.write_text(result.model_dump_json())
+    return paths.trajectory
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_the_role_timeline_names_who_played_each_role(tmp_path, finished):
+    root = tmp_path / "jobs"
+    trajectory = two_roles(root, finished=finished)
+    html = TestClient(create_app(root)).get("/jobs/j/claude+codex/ds/t__1/index.html").text
+    section = html.split('<div class="timeline role-timeline">', 1)[1].split("</div>\n\n")[0]
+    bars = re.findall(r'data-timeline-role="(\w+)" data-agent="(\w+)" data-model="([^"]*)"',
+                      section)
+    # running: the header's plan (the reviewer's default model not known yet); finished:
+    # the result's roles, the model actually used
+    assert bars == [("coder", "claude", "claude-sonnet-4-6"),
+                    ("reviewer", "codex", "gpt-5.4" if finished else "")]
+    assert "claude · claude-sonnet-4-6</span>" in section
+    assert ("codex · gpt-5.4</span>" if finished else "codex</span>") in section
+    bars_ = role_timeline(trajectory, {"reviewer": ("gemini", "g-2")})
+    assert [(b.role, b.agent, b.model, b.sec) for b in bars_] == [
+        ("coder", "claude", "claude-sonnet-4-6", 4.0), ("reviewer", "gemini", "g-2", 4.0)]
+
+
+def test_each_side_names_who_played_each_role(tmp_path):
+    pair = {"coder": {"model": "examples/x/script.yaml", "input": 10},
+            "reviewer": {"agent": "codex", "model": "gpt-5.4", "input": 5}}
+    root = tmp_path / "studies"
+    write_study(root / "s", {
+        "alone": binary_arm("s.alone", "scripted", {"a": [0]},
+                            roles={"coder": pair["coder"]}),
+        "pair": binary_arm("s.pair", "scripted", {"a": [1]}, roles=pair)})
+    client = TestClient(create_app(root))
+    compare = client.get("/studies/s/compare.html").text
+    roles_table = compare.split("Tokens and cost per role", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td><td>(\w+)</td><td>([^<]+)</td>",
+                      roles_table) == [("alone", "coder", "scripted", "script.yaml"),
+                                       ("pair", "coder", "scripted", "script.yaml"),
+                                       ("pair", "reviewer", "codex", "gpt-5.4")]
+    (link,) = re.findall(r'href="(/studies/s/side-by-side\.html\?[^"]+)"', compare)
+    page = client.get(link.replace("&amp;", "&")).text
+    sides = re.findall(r'<div class="side-roles">(.*?)</div>', page, re.S)
+    assert len(sides) == 2
+    who = [re.findall(r'data-side-role="(\w+)">.*?<span class="who"[^>]*>([^<]+)</span>', s)
+           for s in sides]
+    assert who == [[("coder", "scripted · script.yaml")],
+                   [("coder", "scripted · script.yaml"), ("reviewer", "codex · gpt-5.4")]]
