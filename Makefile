@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance test-reliability reliability bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-faithful test-reliability reliability golden bench matrix parity clean
 
 setup: install docker
 
@@ -24,6 +24,7 @@ docker:
 	bash scripts/ensure-docker.sh
 
 demo: setup
+	$(BIN)/pip install --quiet -e '.[models]'  # the QA API and the model agent (benchflow.qa)
 	$(BIN)/benchflow run tasks/hello-world -a oracle
 
 test: setup
@@ -35,16 +36,37 @@ test-unit: install
 test-slow: setup
 	$(BIN)/pytest -m slow
 
-# The viewer in headless chromium (apt-get install chromium chromium-driver); also part of
-# test-slow, where it skips when the browser is missing. CI (.ci/run: make test) runs neither.
+# The viewer and study reports in headless chromium (apt-get install chromium chromium-driver);
+# also part of test-slow, where they skip when the browser is missing. CI (make test) runs
+# neither. test_study_browser.py runs docs/how-to/studies.md's study first (~5 min).
 test-browser: setup
-	$(BIN)/pytest -m slow tests/integration/test_view_browser.py
+	$(BIN)/pytest -m slow tests/integration/test_view_browser.py tests/integration/test_study_browser.py
 
 # Jobs on a real local Ray cluster (a head and a second node, started and stopped by the
 # tests); installs the ray extra first. Not in CI (make test) for its size and time.
 test-ray: setup
 	$(BIN)/pip install --quiet -e '.[ray]'
 	$(BIN)/pytest -m slow tests/integration/test_ray.py
+
+# Two GRPO steps by TRL on CPU with benchflow as the environment (a tiny model made by the
+# test, nothing downloaded), plus the train extra's unit tests (Parquet). Installs the
+# `train` extra; torch first, pinned to the CPU build on disk, so pip never pulls CUDA.
+TORCH ?= torch==2.13.0
+test-train: install
+	$(BIN)/pip install --quiet '$(TORCH)'
+	$(BIN)/pip install --quiet -e '.[dev,train]' '$(TORCH)'
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "slow or not slow" tests/train tests/unit/trajectory/test_token_export.py
+
+# benchflow as a verifiers environment (the benchflow-env package), run by vf-eval and by
+# verifiers' own API against benchflow's scripted model server. verifiers pins openai<3 and
+# mcp==2.0.0, so it gets its own venv ($(VF_VENV)) and the dev venv keeps its openai.
+VF_VENV ?= .venv-vf
+test-verifiers:
+	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/pip install --quiet --upgrade pip
+	$(VF_VENV)/bin/pip install --quiet -e '.[dev,verifiers]'
+	$(VF_VENV)/bin/pip install --quiet -e environments/benchflow_env
+	$(VF_VENV)/bin/pytest -m "slow or not slow" tests/train/test_verifiers_env.py
 
 # The reduced reward-hack matrix, hardened, on the Modal and Daytona SDK fakes (~10 min).
 test-cloud-fakes: setup
@@ -59,6 +81,12 @@ test-reliability: setup
 reliability: setup
 	$(BIN)/python labs/reliability/run.py
 
+# The TypeScript tracing SDK (sdk/typescript): npm ci, tsc, Node's test runner, then its
+# example endpoint against `benchflow run -a http` (needs node >= 20 and npm; also in test-slow).
+test-ts: install
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm test
+	$(BIN)/pytest -m slow tests/integration/test_traced_endpoint_ts.py
+
 bench: setup
 	$(BIN)/python labs/benchmarks/cli_overhead.py
 	$(BIN)/python labs/benchmarks/provider_overhead.py
@@ -67,6 +95,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/acp_throughput.py
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
+	$(BIN)/python labs/benchmarks/tracing_import.py
 	$(BIN)/python labs/benchmarks/agent_output.py
 
 matrix: setup
@@ -77,8 +106,24 @@ matrix: setup
 parity: setup
 	$(BIN)/python labs/harbor-parity/run.py
 
+# A real agent (claude, against the scripted model server) as an agent-judge verifier,
+# unable to write the workspace; slow on the first run (claude's npm install, then cached).
+test-agent-judge: setup
+	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
+
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance
+
+# The four real agents (claude, codex, gemini, opencode; npm inside the sandbox) in two
+# two-role scenes against the scripted model server, checked on the sft/sharegpt/atif
+# exports and the viewer (~5 min once the agents' image layer is cached).
+test-faithful: setup
+	$(BIN)/pytest -m slow tests/conformance/test_faithful_records.py
+
+# Re-record tests/golden/job (the same two scenes, normalized) after an agent upgrade;
+# tests/unit/trajectory/test_golden.py then says which update shapes changed.
+golden: setup
+	$(BIN)/python -m tests.golden.record
 
 clean:
 	rm -rf $(VENV) jobs

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, Field, SecretStr, ValidationError, field_validator,
+                      model_validator)
 
 from benchflow import bounds as B
 from benchflow._models import FrozenModel
@@ -131,8 +132,15 @@ class ModelEndpoint(FrozenModel):
                                  "dropped; agents that need it add it back)")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                     description="host variable holding the endpoint's key")
+    api_key: SecretStr | None = Field(
+        default=None, exclude=True, description="the key itself, for a caller in this process "
+        "that holds it (a trainer's per-rollout token); never written to a file")
     model: str | None = Field(default=None, description="the model id benchflow itself asks "
                               "for (model agent, judges, LLM users); agents take -m")
+    request_tokens: Literal["vllm", "sglang"] | None = Field(
+        default=None, description="ask the endpoint for token ids and log-probabilities in "
+        "this server's request options on every generation call through benchflow's relay "
+        "(recorded in model_calls.jsonl; needs capture_model_calls)")
 
     @classmethod
     def remote(cls, base_url: str, model: str | None = None,
@@ -144,8 +152,13 @@ class ModelEndpoint(FrozenModel):
     def _one_source(self) -> ModelEndpoint:
         if (self.script is None) == (self.base_url is None):
             raise ValueError("set exactly one of `script` (a scripted model) and `base_url`")
-        if self.api_key_env and self.script is not None:
+        if (self.api_key_env or self.api_key) and self.script is not None:
             raise ValueError("`api_key_env` goes with `base_url`; a scripted model needs no key")
+        if self.api_key_env and self.api_key:
+            raise ValueError("set one of `api_key_env` (a host variable) and `api_key`")
+        if self.request_tokens and self.script is not None:
+            raise ValueError("`request_tokens` goes with `base_url` (a vLLM or SGLang server); "
+                             "a scripted model returns no token ids")
         return self
 
 

@@ -19,7 +19,9 @@ BenchflowError
 │   │                        start (a non-zero exit is a result)
 │   ├── ResourceExhaustedError  environment_resource_exhausted: the sandbox ran past a limit
 │   │                        benchflow enforces (disk); never retried
-│   └── SandboxTeardownError environment_teardown_failed (never retried)
+│   ├── SandboxTeardownError environment_teardown_failed (never retried)
+│   └── ToolServerError      environment_start_failed: the tool server is unreachable or
+│                            refused a session (benchflow.tools)
 ├── AgentError
 │   ├── AgentInstallError    agent_install_failed
 │   ├── AgentInstallTimeout  agent_install_timeout
@@ -211,6 +213,12 @@ class SandboxTeardownError(SandboxError):
         return False
 
 
+class ToolServerError(SandboxError):
+    """The tool server (`benchflow tools serve`) is unreachable or refused a session."""
+
+    error_type: ClassVar[ErrorType] = "environment_start_failed"
+
+
 class AgentError(BenchflowError):
     """The agent under test failed. A legitimate outcome: never retried."""
 
@@ -355,6 +363,7 @@ __all__ = [
     "TaskEscapeError",
     "TaskInvalidError",
     "TaskNotFoundError",
+    "ToolServerError",
     "VerifierError",
     "VerifierFailed",
     "VerifierTampered",

@@ -8,6 +8,8 @@
 | `BENCHFLOW_REGISTRY` | the registry.json (path or http(s) URL) `benchflow datasets` and `benchflow run NAME@VERSION` use by default |
 | `OTEL_EXPORTER_OTLP_ENDPOINT` | (standard) an OTLP/HTTP collector: spans are exported there (needs the `otel` extra) |
 | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | (standard) the same, for traces only (wins over the above) |
+| `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TRACES_HEADERS` | (standard) `k=v,k2=v2` headers for the collector (the tracing SDK's export) |
+| `BENCHFLOW_CONFIG_DIR` | where `rollout login` keeps its 0600 config file (default `$XDG_CONFIG_HOME/benchflow`, else `~/.config/benchflow`) |
 """
 
 from __future__ import annotations
@@ -43,6 +45,20 @@ def _extra_ca_certs(value: str | None, host_ca_dir: Path) -> tuple[Path, ...]:
     return _paths(value)
 
 
+def _traces_url(env: Mapping[str, str]) -> str | None:
+    if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return base.rstrip("/") + "/v1/traces" if base else None
+
+
+def _config_dir(env: Mapping[str, str]) -> Path:
+    if env.get("BENCHFLOW_CONFIG_DIR"):
+        return Path(env["BENCHFLOW_CONFIG_DIR"]).expanduser()
+    xdg = env.get("XDG_CONFIG_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".config") / "benchflow"
+
+
 @dataclass(frozen=True)
 class Settings:
     """A snapshot of the environment variables benchflow reads."""
@@ -54,6 +70,12 @@ class Settings:
     """Where OpenTelemetry spans go (the standard OTLP variables); None: not configured."""
     registry: str | None = None
     """The default registry.json (path or URL) for `benchflow datasets` and `run NAME@VERSION`."""
+    otlp_traces_url: str | None = None
+    """The OTLP/HTTP traces URL: the traces endpoint as given, or the endpoint + /v1/traces."""
+    otlp_headers: str | None = None
+    """The collector's headers as the standard variables give them (`k=v,k2=v2`)."""
+    config_dir: Path = field(default_factory=lambda: Path.home() / ".config" / "benchflow")
+    """Where `rollout login` writes its config file."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *,
@@ -67,6 +89,10 @@ class Settings:
             otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                            or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None),
             registry=env.get("BENCHFLOW_REGISTRY") or None,
+            otlp_traces_url=_traces_url(env),
+            otlp_headers=(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+                          or env.get("OTEL_EXPORTER_OTLP_HEADERS") or None),
+            config_dir=_config_dir(env),
         )
 
 
@@ -75,9 +101,24 @@ def get_settings() -> Settings:
     return Settings.from_env()
 
 
+_SECRETS: dict[str, str] = {}
+"""Keys given as literal values (the QA API's `api_key: "sk-..."`), by a made-up name."""
+
+
+def define_secret(value: str, prefix: str = "BENCHFLOW_LITERAL_KEY") -> str:
+    """A variable name under which `host_env` answers `value` (never put in os.environ):
+    configs then carry the name, never the key."""
+    import hashlib
+
+    name = f"{prefix}_{hashlib.sha256(value.encode()).hexdigest()[:12].upper()}"
+    _SECRETS[name] = value
+    return name
+
+
 def host_env(name: str) -> str | None:
-    """One host environment variable (for `${VAR}` expansion and agent credentials)."""
-    return os.environ.get(name)
+    """One host environment variable (for `${VAR}` expansion and agent credentials), or a
+    secret given in code (`define_secret`)."""
+    return _SECRETS.get(name) or os.environ.get(name)
 
 
 def host_environ() -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ class Step:
     role: Role
     prompt: str
     skills: tuple[str, ...] = ()
+    session_turn: int = 0
+    """The prompt's index within the role's ACP session (`session_turns`)."""
 
     def same_session(self, other: Step) -> bool:
         """Whether `other` continues this step's ACP session (same scene and role)."""
@@ -44,7 +47,7 @@ def desugar(scenes: Sequence[Scene], instruction: str,
     """
     prompts = prompts or {}
     skills = skills or {}
-    steps = []
+    steps: list[Step] = []
     for scene_index, scene in enumerate(scenes):
         roles = {r.name: r for r in scene.roles}
         for turn_index, turn in enumerate(scene.turns):
@@ -54,7 +57,20 @@ def desugar(scenes: Sequence[Scene], instruction: str,
                 prompt=resolve_prompt(turn.prompt, scene.name, turn.role, prompts, instruction),
                 skills=skills.get((scene_index, turn.role), ()),
             ))
-    return steps
+    return [dataclasses.replace(step, session_turn=n)
+            for step, n in zip(steps, session_turns(steps), strict=True)]
+
+
+def session_turns(steps: Sequence[Step]) -> list[int]:
+    """Each step's index within its role's ACP session (the trajectory's `session_turn`).
+
+    The one place that knows how sessions map to steps: today a session is a run of
+    consecutive steps of one role in one scene (`session_groups`), so coder -> reviewer ->
+    coder gives 0, 0, 0."""
+    out: list[int] = []
+    for group in session_groups(steps):
+        out.extend(range(len(group)))
+    return out
 
 
 def session_groups(steps: Sequence[Step]) -> list[list[Step]]:

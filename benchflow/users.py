@@ -41,7 +41,11 @@ class RoundResult:
 
 
 class BaseUser:
-    """Subclass and implement `run`; override `setup` to see the instruction (and solution)."""
+    """Subclass and implement `run`; override `setup` to see the instruction (and solution).
+
+    Both methods may be written `def` or `async def` (the spec shows them synchronous);
+    the user loop awaits whatever they return when it is awaitable.
+    """
 
     async def setup(self, instruction: str, solution: str | None) -> None:
         """Called once before round 0. `solution` is set only with `oracle_access=True`."""
@@ -50,6 +54,13 @@ class BaseUser:
                   ) -> str | None:
         """The prompt of round `round` (None stops). `round_result` is None at round 0."""
         raise NotImplementedError
+
+
+async def resolve(value: Any) -> Any:
+    """`value`, awaited when it is awaitable (a user method may be sync or async)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
 
 
 UserFn = Callable[[int, str, RoundResult | None], "str | None | Awaitable[str | None]"]
@@ -63,9 +74,7 @@ class FunctionUser(BaseUser):
 
     async def run(self, round: int, instruction: str, round_result: RoundResult | None
                   ) -> str | None:
-        value: Any = self.fn(round, instruction, round_result)
-        if inspect.isawaitable(value):
-            value = await value
+        value: str | None = await resolve(self.fn(round, instruction, round_result))
         return value
 
 

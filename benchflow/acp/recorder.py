@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from benchflow.trajectory.events import Event, update_line, utc_now
+from benchflow.trajectory.tool_calls import update_output
 from benchflow.trajectory.writer import TrajectoryWriter
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ _TOOL_CALL_KINDS = ("tool_call", "tool_call_update")
 
 
 _MAX_TEXT_PARTS = 1024
+_MAX_TRACKED_CALLS = 10_000
 
 
 class UpdateRecorder:
@@ -45,6 +47,7 @@ class UpdateRecorder:
         self.scene = scene
         self.role = role
         self.turn: int | None = None
+        self.session_turn: int | None = None
         self.round: int | None = None
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
@@ -59,6 +62,8 @@ class UpdateRecorder:
         self._text_len = 0
         self.session_cost: float | None = None
         self.cost_currency: str | None = None
+        self._call_state: dict[str, list[bool]] = {}
+        """This turn's tool calls: id -> [has arguments, has output] (`tool_calls.py`)."""
 
     # ---- numbering and context
 
@@ -73,13 +78,16 @@ class UpdateRecorder:
             "scene": self.scene,
             "role": self.role,
             "turn": self.turn,
+            "session_turn": self.session_turn,
             "round": self.round,
             "session_id": session_id,
         }
 
-    def begin_turn(self, turn: int | None, round: int | None) -> None:
-        self.turn, self.round = turn, round
+    def begin_turn(self, turn: int | None, round: int | None,
+                   session_turn: int | None = None) -> None:
+        self.turn, self.round, self.session_turn = turn, round, session_turn
         self.turn_tool_calls = 0
+        self._call_state = {}
         self._text_parts, self._text_len = [], 0
         self.last_activity = self._now()
 
@@ -168,15 +176,32 @@ class UpdateRecorder:
             self.turn_tool_calls += 1
             if update.get("status") in _RUNNING:
                 self._running_tools.add(str(update.get("toolCallId")))
+            self._note_call(update)
         elif kind == "tool_call_update":
             if update.get("status") in ("completed", "failed"):
                 self._running_tools.discard(str(update.get("toolCallId")))
                 self._touch_if_idle()
+            self._note_call(update)
         elif kind == "usage_update":
             cost = update.get("cost")
             if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
                 self.session_cost = float(cost["amount"])
                 self.cost_currency = cost.get("currency")
+
+    def _note_call(self, update: dict[str, Any]) -> None:
+        if len(self._call_state) > _MAX_TRACKED_CALLS:
+            return
+        state = self._call_state.setdefault(str(update.get("toolCallId")), [False, False])
+        raw_input = update.get("rawInput")
+        state[0] = state[0] or (raw_input is not None and raw_input not in ({}, "", []))
+        # what the opening tool_call carries is a preview, not the result (tool_calls.py)
+        state[1] = state[1] or (update.get("sessionUpdate") == "tool_call_update"
+                                and bool(update_output(update)))
+
+    def incomplete_tool_calls(self) -> list[str]:
+        """Ids of this turn's tool calls whose updates carried no arguments or no output
+        (benchflow fills those from the model calls, when it sees them)."""
+        return [i for i, (args, output) in self._call_state.items() if not (args and output)]
 
     def _add_text(self, text: str) -> None:
         self._text_parts.append(text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -71,6 +71,8 @@ class PromptOutcome:
     usage: Usage | None
     agent_text: str
     duration_sec: float
+    incomplete_tool_calls: list[str] = field(default_factory=list)
+    """Ids of the turn's tool calls whose updates carried no arguments or no output."""
 
 
 class AcpSession:
@@ -294,7 +296,8 @@ class AcpSession:
 
     # ------------------------------------------------------------------ prompts
 
-    async def prompt(self, text: str, *, turn: int = 0, round: int | None = None) -> PromptOutcome:
+    async def prompt(self, text: str, *, turn: int = 0, round: int | None = None,
+                     session_turn: int | None = None) -> PromptOutcome:
         """Send one prompt and wait for the turn to end.
 
         Raises:
@@ -307,7 +310,7 @@ class AcpSession:
         if self._closed_reason is not None:
             raise AgentProtocolError(f"ACP session is closed ({self._closed_reason})")
         rec = self._recorder
-        rec.begin_turn(turn, round)
+        rec.begin_turn(turn, round, session_turn)
         rec.record("user_message", session_id=self.session_id, text=text)
         cost_before = rec.session_cost
         started = anyio.current_time()
@@ -352,6 +355,7 @@ class AcpSession:
             usage=usage,
             agent_text=rec.turn_text(),
             duration_sec=anyio.current_time() - started,
+            incomplete_tool_calls=rec.incomplete_tool_calls(),
         )
 
     async def _watch(self, done: anyio.Event) -> str | None:
@@ -429,7 +433,8 @@ class AcpSession:
                 update={"cost": cost, "currency": rec.cost_currency}
             )
         if usage is not None:
-            rec.record("usage", session_id=self.session_id, usage=usage, scope="turn")
+            rec.record("usage", session_id=self.session_id, usage=usage, scope="turn",
+                       source="acp")
             self.usage_total = usage if self.usage_total is None else self.usage_total + usage
         return usage
 

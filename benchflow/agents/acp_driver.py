@@ -138,13 +138,16 @@ class AcpConnection:
         Raises:
             AgentTimeout, AgentExecutionError, AgentProtocolError: as `AcpSession.prompt`.
         """
-        out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round)
+        out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round,
+                                        session_turn=step.session_turn)
         usage = out.usage
         return StepOutcome(
             stop_reason=out.stop_reason, n_tool_calls=out.n_tool_calls,
             input_tokens=(usage.input_tokens or 0) if usage else 0,
             output_tokens=(usage.output_tokens or 0) if usage else 0,
-            cost=usage.cost if usage else None, agent_text=out.agent_text)
+            cost=usage.cost if usage else None, agent_text=out.agent_text,
+            reported_usage=usage is not None and bool(usage.input_tokens or usage.output_tokens),
+            incomplete_tool_calls=out.incomplete_tool_calls)
 
 
 class AcpAgentDriver:

@@ -60,6 +60,8 @@ class AgentContext:
     model_endpoint: ModelEndpoint | None = None
     """The model endpoint as the host reaches it (base_url, key variable), for drivers that
     call a model themselves (the model agent)."""
+    model_keys: Mapping[str, str] = field(default_factory=dict)
+    """Each role's key for benchflow's model server or relay (calls are attributed by it)."""
 
     def require_sandbox(self, who: str) -> Sandbox:
         """The sandbox, or a ConfigError naming `who` when this rollout has none."""
@@ -103,6 +105,11 @@ class StepOutcome:
     output_tokens: int = 0
     cost: float | None = None
     agent_text: str = ""
+    reported_usage: bool = False
+    """The agent reported the turn's tokens itself (over ACP, or the model agent's client)."""
+    incomplete_tool_calls: list[str] = field(default_factory=list)
+    """Ids of tool calls the agent reported without arguments or output (benchflow fills
+    them from the model calls it relayed)."""
 
 
 class AgentConnection(Protocol):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import AsyncIterator, Collection
@@ -12,9 +13,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
-from benchflow.agents.command import output_capture
 from benchflow.sandbox.base import SYSTEM_PATH
-from benchflow.sandbox.output import exec_captured
 from benchflow.sandbox.spec import SpecTree
 from benchflow.steps import Step
 
@@ -29,6 +28,8 @@ ORACLE_DIR = "/oracle"
 SOLUTION_DIR = "/solution"
 """Harbor's path of the solution folder: a link to ORACLE_DIR, so `/solution/...` works."""
 ORACLE_LOG = "/logs/agent/oracle.txt"
+_LOG_LIMIT = 10 * 1024 * 1024
+"""The end of solve.sh's output kept in the rollout (its log stays whole in /logs)."""
 
 
 class _NopConnection:
@@ -109,12 +110,21 @@ class _OracleConnection:
         timeout = ctx.bounded(ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec))
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
-        script = f'bash {ORACLE_DIR}/solve.sh 2>&1 | tee {ORACLE_LOG}; exit "${{PIPESTATUS[0]}}"'
+        # Output to the log file only, read afterwards: a server or database solve.sh leaves
+        # running holds no pipe of this exec open, so the run ends when solve.sh does
+        # (hardening kills such leftovers before the verifier, as any agent's).
+        script = f"bash {ORACLE_DIR}/solve.sh > {ORACLE_LOG} 2>&1 < /dev/null"
         env = {**ctx.env, **oracle.env}
         started = time.monotonic()
-        result = await exec_captured(ctx.sandbox, ["bash", "-c", script],
-                                     output_capture(ctx.paths.command_dir), user=user,
-                                     cwd=ctx.workdir, env=env, timeout=timeout)
+        ran = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
+                                     env=env, timeout=timeout)
+        log = await ctx.sandbox.exec(["tail", "-c", str(_LOG_LIMIT), ORACLE_LOG], user="root",
+                                     timeout=60, env={"PATH": SYSTEM_PATH})
+        result = dataclasses.replace(ran, stdout=log.stdout + ran.stdout)
+        out = ctx.paths.command_dir
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "stdout.txt").write_bytes(result.stdout)
+        (out / "stderr.txt").write_bytes(result.stderr)
         if ctx.trajectory is not None:
             ctx.trajectory.record("oracle", command=f"bash {ORACLE_DIR}/solve.sh",
                                   exit_code=result.exit_code, output=result.text(100_000),

@@ -172,8 +172,12 @@ class HttpAgent:
         async with httpx.AsyncClient(timeout=self.timeout_sec) as client:
             yield _HttpConnection(self, ctx, client)
 
-    async def post(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:
+    async def post(self, client: httpx.AsyncClient, payload: dict[str, Any],
+                   trace_headers: Mapping[str, str] | None = None) -> httpx.Response:
         """POST `payload`, retrying transient answers and connection failures with backoff.
+
+        `trace_headers` (W3C `traceparent`) go along, so an OpenTelemetry-instrumented
+        endpoint's spans join the attempt's trace on their own.
 
         Raises:
             AgentTimeout: no answer within `timeout_sec`.
@@ -186,7 +190,8 @@ class HttpAgent:
         while True:
             attempt += 1
             try:
-                response = await client.post(self.endpoint, json=payload, headers=self.headers)
+                response = await client.post(self.endpoint, json=payload,
+                                             headers={**(trace_headers or {}), **self.headers})
             except httpx.TimeoutException as exc:
                 raise map_httpx_error(exc, self.endpoint, self.timeout_sec) from None
             except httpx.TransportError as exc:
@@ -221,7 +226,9 @@ class _HttpConnection:
         context = dict(scene=step.scene, role=step.role.name, turn=step.turn_index, round=round)
         if ctx.trajectory is not None:
             ctx.trajectory.record("user_message", text=step.prompt, **context)
-        response = await agent.post(self.client, build_payload(ctx, step))
+        traceparent = ctx.env.get("TRACEPARENT")
+        response = await agent.post(self.client, build_payload(ctx, step),
+                                    {"traceparent": traceparent} if traceparent else None)
         answer = parse_answer(response.content)
         output = agent.scrub(answer.output)
         if ctx.trajectory is not None:

@@ -3,8 +3,9 @@
 `benchflow run TASK -a model -m MODEL --model-base-url URL [--model-api-key-env VAR]`
 
 Each prompt is a user message (the first one is the task instruction); the model answers,
-calls tools (`shell`, `read_file`, `write_file`, run in the sandbox as the agent user) and
-sees their output, until it answers without a tool call or `max_turns` model calls are
+calls tools (`shell`, `read_file`, `write_file`, run in the sandbox as the agent user; and
+the tool server's `web:search`, `web:browse`, `doc:read`, `code:run`, `vm:*`, called over
+HTTP in one session per connection, with the item's kwargs) and sees their output, until it answers without a tool call or `max_turns` model calls are
 spent. Consecutive steps of one role share the conversation. Everything goes to the same
 trajectory schema as ACP agents: user_message, agent_message, tool_call and
 tool_call_update (with the real output), usage. With no tools it needs no sandbox.
@@ -12,6 +13,7 @@ tool_call_update (with the real output), usage. With no tools it needs no sandbo
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,10 +24,11 @@ from pydantic import Field, model_validator
 
 from benchflow._models import FrozenModel
 from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
-from benchflow.agents.model_tools import TOOL_NAMES, TOOL_SCHEMAS, ToolName, ToolRunner
+from benchflow.agents.model_tools import TOOL_NAMES, TOOL_SCHEMAS, ToolRunner
 from benchflow.config import Role
 from benchflow.errors import ConfigError
 from benchflow.steps import Step
+from benchflow.tools.base import TOOL_NAMES as SERVER_TOOLS
 from benchflow.trajectory.events import Usage as EventUsage
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -34,10 +37,21 @@ DEFAULT_SYSTEM_PROMPT = (
     "and no tool call.")
 
 
+class ToolServerSettings(FrozenModel):
+    """Where the model agent's server tools run (`benchflow tools serve`) and the session's
+    resource settings (AgentFlow's `resource_types` / `resource_init_configs`)."""
+
+    url: str = Field(default="http://127.0.0.1:18890", pattern=r"^https?://")
+    resource_types: list[str] = Field(default_factory=list)
+    resource_init_configs: dict[str, Any] = Field(default_factory=dict)
+
+
 class ModelAgentConfig(FrozenModel):
     """How the model agent behaves (tools, limits, prompts)."""
 
-    tools: list[ToolName] = Field(default_factory=lambda: list(TOOL_NAMES))
+    tools: list[str] = Field(default_factory=lambda: list(TOOL_NAMES))
+    """Sandbox tools (`shell`, `read_file`, `write_file`) and tool-server tools (`web:search`...)."""
+    tool_server: ToolServerSettings = ToolServerSettings()
     max_turns: int = Field(default=30, ge=1, description="model calls per prompt")
     system_prompt: str = ""
     system_prompt_file: Path | None = None
@@ -55,7 +69,20 @@ class ModelAgentConfig(FrozenModel):
             raise ValueError("give system_prompt or system_prompt_file, not both")
         if len(set(self.tools)) != len(self.tools):
             raise ValueError(f"tools listed twice: {self.tools}")
+        for name in self.tools:
+            if name not in TOOL_NAMES and name not in SERVER_TOOLS:
+                raise ValueError(unknown_tool(name))
         return self
+
+    @property
+    def local_tools(self) -> list[str]:
+        """The tools run in the rollout's sandbox."""
+        return [t for t in self.tools if t in TOOL_NAMES]
+
+    @property
+    def server_tools(self) -> list[str]:
+        """The tools run by the tool server."""
+        return [t for t in self.tools if t in SERVER_TOOLS]
 
     def resolved_system_prompt(self) -> str:
         """The system prompt text (from the file when one is named).
@@ -71,26 +98,29 @@ class ModelAgentConfig(FrozenModel):
         return self.system_prompt or DEFAULT_SYSTEM_PROMPT
 
 
-def check_tools(names: list[str], where: str = "tools") -> list[ToolName]:
+def check_tools(names: list[str], where: str = "tools") -> list[str]:
     """The names as model-agent tools.
 
     Raises:
         ConfigError: a name is not one of the model agent's tools.
     """
     for name in names:
-        if name not in TOOL_NAMES:
+        if name not in TOOL_NAMES and name not in SERVER_TOOLS:
             raise ConfigError(f"{where}: {unknown_tool(name)}")
-    return list(names)  # type: ignore[arg-type]
+    return list(names)
 
 
 def unknown_tool(name: str) -> str:
-    """Why `name` is not a model-agent tool, with the nearest tool's name."""
+    """Why `name` is not a model-agent tool, naming the nearest and every known tool."""
     from benchflow.task._suggest import suggest
 
-    near = suggest(name, TOOL_NAMES)
+    known = [*TOOL_NAMES, *SERVER_TOOLS]
+    near = suggest(name, known)
     hint = f" (did you mean {near!r}?)" if near else ""
-    return (f"tool {name!r} does not exist in benchflow{hint}; the model agent's tools are "
-            f"{', '.join(TOOL_NAMES)}")
+    return f"unknown tool {name!r}{hint}; known tools: {', '.join(known)}"
+
+
+_SERVER_KIND = {"web": "fetch", "doc": "read", "code": "execute", "vm": "other"}
 
 
 class ModelConnection:
@@ -101,9 +131,11 @@ class ModelConnection:
         self.ctx, self.role, self.scene, self.config, self.client = ctx, role, scene, config, client
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": config.resolved_system_prompt()}]
-        self.tools = [TOOL_SCHEMAS[name] for name in config.tools]
+        self.tools = [TOOL_SCHEMAS[name] for name in config.local_tools]
+        self.remote: Any = None
+        """The tool server session (`benchflow.tools.RemoteSession`) of the server tools."""
         self.runner: ToolRunner | None = None
-        if config.tools:
+        if config.local_tools:
             self.runner = ToolRunner(ctx.require_sandbox("the model agent's tools"),
                                      user=ctx.agent_user, workdir=ctx.workdir,
                                      timeout_sec=ctx.scaled(config.tool_timeout_sec),
@@ -112,10 +144,14 @@ class ModelConnection:
     def _record(self, type: str, step: Step, round: int | None, **fields: Any) -> None:
         if self.ctx.trajectory is not None:
             self.ctx.trajectory.record(type, scene=step.scene, role=step.role.name,
-                                       turn=step.turn_index, round=round, **fields)
+                                       turn=step.turn_index, session_turn=step.session_turn,
+                                       round=round, **fields)
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         prompt = step.prompt or self.ctx.task.instruction
+        extra = getattr(self.remote, "prompt_text", "")
+        if extra and len(self.messages) == 1:  # the environment's own prompt, once
+            prompt = f"{prompt}\n\n{extra}"
         self.messages.append({"role": "user", "content": prompt})
         self._record("user_message", step, round, text=prompt)
         outcome = StepOutcome(stop_reason="max_turns")
@@ -125,6 +161,8 @@ class ModelConnection:
                                            temperature=self.config.temperature)
             outcome.input_tokens += reply.usage.input
             outcome.output_tokens += reply.usage.output
+            outcome.reported_usage = outcome.reported_usage or bool(
+                reply.usage.input or reply.usage.output)
             if reply.usage.cost is not None:
                 outcome.cost = (outcome.cost or 0.0) + reply.usage.cost
             self._record("usage", step, round, scope="turn",
@@ -139,33 +177,97 @@ class ModelConnection:
                     "content": {"type": "text", "text": reply.text}})
             if not reply.tool_calls:
                 outcome.stop_reason = "end_turn"
+                if hasattr(self.remote, "finish"):  # an ORS terminal tool takes the answer
+                    await self.remote.finish(reply.text)
                 break
             for call in reply.tool_calls:
                 outcome.n_tool_calls += 1
                 await self._call_tool(call, step, round)
+            if getattr(self.remote, "finished", False):  # the environment ended the episode
+                outcome.stop_reason = "end_turn"
+                break
         return outcome
 
+    async def open_tools(self) -> None:
+        """Open the tool server session (the item's kwargs reach its tools).
+
+        Raises:
+            ToolServerError: the server is unreachable or refused the session.
+            ConfigError: it does not know a tool.
+        """
+        episode = self.ctx.extras.get("ors_episode")
+        if episode is not None:  # an ORS environment's tools (verify/ors.py)
+            self.remote = episode
+            self.tools += episode.schemas()
+            return
+        if not self.config.server_tools:
+            return
+        from benchflow.tools.client import ToolClient
+
+        server = self.config.tool_server
+        client = ToolClient(server.url)
+        try:
+            self.remote = await client.open(
+                self.config.server_tools, resource_types=server.resource_types,
+                init_configs=server.resource_init_configs,
+                kwargs=dict(self.ctx.extras.get("task_input") or {}),
+                timeout_sec=self.ctx.scaled(self.config.tool_timeout_sec))
+        except BaseException:
+            await client.__aexit__(None, None, None)
+            raise
+        self.tools += self.remote.schemas()
+
+    async def close_tools(self) -> None:
+        if self.remote is not None and hasattr(self.remote, "client"):  # the rollout
+            await self.remote.close()  # closes an ORS episode, not its agent
+            await self.remote.client.__aexit__(None, None, None)
+        self.remote = None
+
+    async def _run(self, call: Any) -> tuple[str, bool, tuple[bytes, ...]]:
+        """(output, failed, PNG images) of one call, wherever the tool runs."""
+        server_name = self.remote.tool_name(call.name) if self.remote is not None else None
+        if server_name is not None:
+            result = await self.remote.call(server_name, call.arguments)
+            return result.text, result.is_error, result.images
+        if self.runner is None or call.name not in self.config.local_tools:
+            return (f"error: no tool {call.name!r} here (tools: "
+                    f"{', '.join(self.config.tools) or 'none'})"), True, ()
+        output, failed = await self.runner.run(call.name, call.arguments)
+        return output, failed, ()
+
     async def _call_tool(self, call: Any, step: Step, round: int | None) -> None:
-        kind = ToolRunner.kind(call.name)
-        title = f"{call.name} {json.dumps(call.arguments, ensure_ascii=False)[:200]}"
+        server_name = self.remote.tool_name(call.name) if self.remote is not None else None
+        kind = ToolRunner.kind(call.name) if server_name is None else _SERVER_KIND.get(
+            server_name.split(":")[0], "other")
+        shown = server_name or call.name
+        title = f"{shown} {json.dumps(call.arguments, ensure_ascii=False)[:200]}"
         self._record("tool_call", step, round, tool_call_id=call.id, title=title, kind=kind,
                      status="pending", update={"sessionUpdate": "tool_call",
                                                "toolCallId": call.id, "title": title,
                                                "kind": kind, "status": "pending",
                                                "rawInput": call.arguments})
-        if self.runner is None or call.name not in self.config.tools:
-            output, failed = (f"error: no tool {call.name!r} here (tools: "
-                              f"{', '.join(self.config.tools) or 'none'})"), True
-        else:
-            output, failed = await self.runner.run(call.name, call.arguments)
+        output, failed, images = await self._run(call)
         status = "failed" if failed else "completed"
+        content: list[dict[str, Any]] = [{"type": "content",
+                                          "content": {"type": "text", "text": output}}]
+        content += [{"type": "content", "content": {"type": "image", "mimeType": "image/png",
+                                                     "data": base64.b64encode(png).decode()}}
+                    for png in images]
+        raw: dict[str, Any] = {"output": output}
+        if server_name is not None:
+            raw["tool"] = server_name
+        if images:
+            raw["images"] = [{"mime_type": "image/png", "bytes": len(png)} for png in images]
         self._record("tool_call_update", step, round, tool_call_id=call.id, status=status,
                      update={"sessionUpdate": "tool_call_update", "toolCallId": call.id,
-                             "status": status,
-                             "content": [{"type": "content",
-                                          "content": {"type": "text", "text": output}}],
-                             "rawOutput": {"output": output}})
+                             "status": status, "content": content, "rawOutput": raw})
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+        if images:  # tool messages carry text only: the images follow as the user's
+            self.messages.append({"role": "user", "content": [
+                {"type": "text", "text": f"The image(s) returned by {shown}:"},
+                *({"type": "image_url", "image_url": {
+                    "url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+                  for png in images)]})
 
 
 class ModelAgent:
@@ -178,13 +280,13 @@ class ModelAgent:
 
     @property
     def needs_sandbox(self) -> bool:
-        """Only its tools run in a sandbox; without tools it needs none."""
-        return bool(self.config.tools)
+        """Only its sandbox tools run in a sandbox (the tool server's run elsewhere)."""
+        return bool(self.config.local_tools)
 
     async def install(self, ctx: AgentContext) -> None:
         """Create the non-root user the tools run as (nothing to install otherwise)."""
         self.config.resolved_system_prompt()  # a missing prompt file fails before any call
-        if self.config.tools and ctx.sandbox is not None:
+        if self.config.local_tools and ctx.sandbox is not None:
             from benchflow.agents.acp_driver import ensure_agent_user
 
             await ensure_agent_user(ctx)
@@ -204,9 +306,15 @@ class ModelAgent:
         model = role.model or endpoint.model or ""
         async with ModelClient(endpoint, max_retries=self.config.max_retries,
                                timeout_sec=self.config.timeout_sec,
-                               prices={model: Price(*price)} if price else {}) as client:
-            yield ModelConnection(ctx, role, scene, self.config, client)
+                               prices={model: Price(*price)} if price else {},
+                               api_key=ctx.model_keys.get(role.name)) as client:
+            connection = ModelConnection(ctx, role, scene, self.config, client)
+            await connection.open_tools()
+            try:
+                yield connection
+            finally:
+                await connection.close_tools()
 
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "ModelAgent", "ModelAgentConfig", "ModelConnection",
-           "check_tools"]
+           "ToolServerSettings", "check_tools", "unknown_tool"]

@@ -6,7 +6,7 @@ trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancel
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
@@ -40,6 +40,9 @@ from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
 from benchflow.telemetry import recorder
+
+if TYPE_CHECKING:
+    from benchflow.traces.join import JobTraces
 
 ANSWERS_SHOWN = 50
 """A QA job of at most this many rollouts prints each item's answer and reward."""
@@ -75,8 +78,25 @@ def _notify(message: str) -> None:
     err_console.print(f"[yellow]{message}[/]", highlight=False)
 
 
+def _job_traces(prepared: PreparedJob, listen: str | None) -> "JobTraces | None":
+    """The job's trace listener when it has an http agent (`listen`: see --trace-listen)."""
+    from benchflow.agents.http import HttpAgent
+
+    http = {id(d): d for t in prepared.to_run for d in t.drivers.values()
+            if isinstance(d, HttpAgent)}
+    if not http:
+        return None
+    from benchflow.traces.join import JobTraces
+
+    traces = JobTraces.start(prepared.job_dir, listen, [d.scrub for d in http.values()])
+    if traces is not None:
+        err_console.print(f"agent traces: OTLP/HTTP on {traces.url}", highlight=False)
+    return traces
+
+
 async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
-                   resuming: bool, otel: bool = False) -> tuple[JobResult, Job]:
+                   resuming: bool, otel: bool = False,
+                   trace_listen: str | None = None) -> tuple[JobResult, Job]:
     config = prepared.config
     if resuming:  # sandboxes a crashed run of this job instance left behind
         await remove_containers(CleanupScope(job_id=job_instance_id(prepared.job_dir)), provider)
@@ -84,7 +104,8 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
         spans = recorder(otel, config.name)  # also on with OTEL_EXPORTER_OTLP_ENDPOINT
-        job = make_job(prepared, listener=combine(progress, spans))
+        traces = _job_traces(prepared, trace_listen)
+        job = make_job(prepared, listener=combine(progress, spans, traces))
         if resuming:
             from benchflow.job.resume import previous_start
 
@@ -96,14 +117,18 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
         finally:
             if spans is not None:
                 spans.finish()
+            if traces is not None:
+                traces.stop()
     return result, job
 
 
-def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -> int:
+def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
+                 trace_listen: str | None = None) -> int:
     """Run a prepared job (new or resumed) with progress, signals and a summary; the exit code.
 
     The one path `jobs run`, `jobs resume` and `benchflow run` share; `otel` exports spans
-    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does).
+    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does); `trace_listen` is where jobs with an http
+    agent receive its traces (None: the default address, `none`: nowhere).
     """
     set_console_level(prepared.config.log_level)
     environment = prepared.config.environment
@@ -116,11 +141,15 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False) -
         else:
             start_new_job(prepared)
         result, job = run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
-                                                    otel=otel or prepared.config.otel))
+                                                    otel=otel or prepared.config.otel,
+                                                    trace_listen=trace_listen))
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward
     console.print(summary_table(results, title=f"job {result.job_name}"))
+    roles = roles_table(results)
+    if roles is not None and any(len(r.roles) > 1 for r in results):
+        console.print(roles)
     _print_summary(result, prepared.job_dir)
     if result.cancelled:
         return EXIT_CANCELLED
@@ -137,7 +166,7 @@ def _exit_code(fn: object, *args: object, **kwargs: object) -> int:
 
 def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
               environment: str | None, jobs_dir: Path | None, executor: str | None = None,
-              ray_address: str | None = None) -> int:
+              ray_address: str | None = None, trace_listen: str | None = None) -> int:
     config = load_job_config(path)
     if environment is not None:
         check_backend(environment)
@@ -147,18 +176,19 @@ def _run_file(path: Path, n_concurrent: int | None, n_attempts: int | None,
     prepared = prepare_job(with_absolute_paths(config), source=path)
     if not prepared.trials:
         raise ConfigError(f"{path}: the job has no trials: its datasets hold no tasks")
-    return run_prepared(prepared, resuming=False)
+    return run_prepared(prepared, resuming=False, trace_listen=trace_listen)
 
 
 def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int | None = None,
                  environment: str | None = None, jobs_dir: Path | None = None,
-                 executor: str | None = None, ray_address: str | None = None) -> int:
+                 executor: str | None = None, ray_address: str | None = None,
+                 trace_listen: str | None = None) -> int:
     """Run the job file at `path` with optional overrides; returns the exit code.
 
     Bad input is printed as one line on stderr (exit code 2), never a traceback.
     """
     return _exit_code(_run_file, Path(path), n_concurrent, n_attempts, environment, jobs_dir,
-                      executor, ray_address)
+                      executor, ray_address, trace_listen)
 
 
 @app.command("run")
@@ -176,11 +206,15 @@ def run_command(
         "--executor", help="local (this process) or ray (Ray workers; the ray extra)")] = None,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="with --executor ray: the cluster (auto, host:port)")] = None,
+    trace_listen: Annotated[str | None, typer.Option(
+        "--trace-listen", help="http agents: where to receive their OTLP/HTTP traces, "
+        "HOST:PORT or none (default 127.0.0.1:4318)")] = None,
 ) -> None:
     """Run every agent of JOB_FILE on every task of its datasets, n_attempts times."""
     raise typer.Exit(run_job_file(job_file, n_concurrent=n_concurrent, n_attempts=n_attempts,
                                   environment=environment, jobs_dir=jobs_dir,
-                                  executor=executor, ray_address=ray_address))
+                                  executor=executor, ray_address=ray_address,
+                                  trace_listen=trace_listen))
 
 
 def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,
@@ -234,6 +268,35 @@ def summary_table(results: Sequence[RolloutResult], title: str = "job") -> Table
     return table
 
 
+def roles_table(results: Sequence[RolloutResult], title: str = "roles") -> Table | None:
+    """One row per agent label and role: its agent and model, tokens (`*`: counted by
+    benchflow's model server or relay), tool calls, cost. None when no result names roles."""
+    groups: dict[tuple[str, str], list[tuple[RolloutResult, Any]]] = {}
+    for r in results:
+        for name, role in r.roles.items():
+            groups.setdefault((r.agent_name, name), []).append((r, role))
+    if not groups:
+        return None
+    table = Table(title=title)
+    for column in ("agent", "role", "role agent", "model", "in tok", "out tok", "tools", "cost"):
+        table.add_column(column, justify="left" if column in ("agent", "role", "role agent",
+                                                               "model") else "right")
+    for (label, name), rows in sorted(groups.items()):
+        roles = [role for _, role in rows]
+        counted = [role.tokens for role in roles if role.tokens is not None]
+        costs = [role.cost for role in roles if role.cost is not None]
+        mark = "*" if any(role.usage_source == "model_calls" for role in roles) else ""
+        table.add_row(
+            label, name, roles[0].agent, roles[0].model or "-",
+            f"{sum(t.input for t in counted)}{mark}" if counted else "-",
+            f"{sum(t.output for t in counted)}{mark}" if counted else "-",
+            str(sum(role.n_tool_calls for role in roles)),
+            f"{sum(costs):.4f}" if costs else "-")
+    if any(role.usage_source == "model_calls" for rows in groups.values() for _, role in rows):
+        table.caption = "* counted by benchflow's model server or relay (no usage over ACP)"
+    return table
+
+
 def _print_summary(result: JobResult, job_dir: Path) -> None:
     rate = "-" if result.pass_rate is None else f"{result.pass_rate:.0%}"
     mean = "-" if result.mean_reward is None else f"{result.mean_reward:.3f}"
@@ -256,6 +319,9 @@ def summary_command(
         raise typer.Exit(EXIT_BAD_INPUT)
     results = list(iter_trial_results(job_dir))
     console.print(summary_table(results, title=f"job {job_dir.name}"))
+    roles = roles_table(results)
+    if roles is not None:
+        console.print(roles)
     try:
         saved = JobResult.model_validate_json((job_dir / RESULT).read_text())
     except (OSError, ValueError):
@@ -265,7 +331,7 @@ def summary_command(
     _print_summary(saved, job_dir)
 
 
-__all__ = ["app", "run_job_file", "summary_table"]
+__all__ = ["app", "roles_table", "run_job_file", "summary_table"]
 
 if __name__ == "__main__":  # python -m benchflow.cli.jobs run job.yaml
     app()

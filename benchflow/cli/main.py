@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import typer
 
 COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
-            "datasets")
+            "datasets", "traces", "login", "check", "benchmarks", "study", "compare", "tools")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -66,6 +66,24 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "agents":
         from benchflow.cli import agents
         app.add_typer(agents.app, name="agents")
+    elif name == "traces":
+        from benchflow.cli import traces
+        app.add_typer(traces.app, name="traces")
+    elif name in ("login", "check", "benchmarks"):  # the `rollout` command's own
+        from benchflow.cli import hosted
+        if name == "benchmarks":
+            app.add_typer(hosted.benchmarks, name="benchmarks")
+        else:
+            app.command(name)(hosted.login_command if name == "login" else hosted.check_command)
+    elif name == "study":
+        from benchflow.cli.study import study_command
+        app.command("study")(study_command)
+    elif name == "compare":
+        from benchflow.cli.compare import compare_command
+        app.command("compare")(compare_command)
+    elif name == "tools":
+        from benchflow.cli import tools
+        app.add_typer(tools.app, name="tools")
 
 
 def build_app(only: str | None = None) -> "typer.Typer":
@@ -121,7 +139,8 @@ def __getattr__(name: str) -> object:
 
 
 def main() -> None:
-    """Console-script entry point; `benchflow job.yaml ...` means `benchflow jobs run job.yaml ...`."""
+    """Console-script entry point of `benchflow` and `rollout` (the same app);
+    `benchflow job.yaml ...` means `benchflow jobs run job.yaml ...`."""
     args = sys.argv[1:]
     if args == ["--version"]:
         print(_version_text())

@@ -16,6 +16,7 @@ from benchflow import bounds as B
 from benchflow.cli import jobs  # with the app: main() imports the job machinery GC-paused
 from benchflow.cli._common import user_errors
 from benchflow.errors import ConfigError
+from benchflow.roles import ROLE_OPTION_HELP, RoleAgent, parse_role_options
 from benchflow.sandbox.registry import check_backend
 
 
@@ -34,10 +35,17 @@ class Network(enum.StrEnum):
 def run_command(
     path: Annotated[Path, typer.Argument(help="a task folder, a dataset folder of tasks, a QA "
                                          "dataset (.jsonl/.json) or NAME[@VERSION]")],
-    agent: Annotated[str, typer.Option("-a", "--agent", help="agent name")] = "oracle",
+    agent: Annotated[list[str] | None, typer.Option(
+        "-a", "--agent", help="agent name (default oracle); it plays every role the task "
+        "declares, unless --role says otherwise")] = None,
     model: Annotated[str | None, typer.Option("-m", "--model", help="model id")] = None,
+    role: Annotated[list[str] | None, typer.Option(
+        "--role", help="NAME=AGENT[:MODEL]: the agent (and model) playing one of the task's "
+        "roles, keeping its scenes and prompts; repeatable, e.g. --role "
+        "coder=claude:claude-sonnet-4-6 --role reviewer=codex:gpt-5.4")] = None,
     attempts: Annotated[int, typer.Option("-k", "--attempts", min=1, max=B.MAX_ATTEMPTS)] = 1,
-    concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1, max=B.MAX_CONCURRENCY)] = 4,
+    concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1,
+                                                     max=B.MAX_CONCURRENCY)] = 4,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
     job_name: Annotated[str | None, typer.Option("--job-name")] = None,
     env: Annotated[str, typer.Option("--env", help="docker | daytona | modal | a plugin's")] = "docker",
@@ -70,6 +78,10 @@ def run_command(
         "--capture-model-calls", help="record every model request and response (with token "
         "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
         "--model-server or --model-base-url")] = False,
+    capture_tokens: Annotated[str | None, typer.Option(
+        "--capture-tokens", help="vllm | sglang: ask --model-base-url for token ids and "
+        "logprobs (in that server's options) on every call and record them; implies "
+        "--capture-model-calls")] = None,
     skill: Annotated[list[Path] | None, typer.Option(
         "--skill", help="a skill folder (with SKILL.md), or a folder of them, for every "
         "agent; repeatable")] = None,
@@ -92,6 +104,10 @@ def run_command(
     registry: Annotated[str | None, typer.Option(
         "--registry", help="for PATH = NAME[@VERSION]: the registry.json path or URL "
         "(default: BENCHFLOW_REGISTRY)")] = None,
+    trace_listen: Annotated[str | None, typer.Option(
+        "--trace-listen", help="with -a http: where to receive the endpoint's OTLP/HTTP "
+        "traces (filed into each attempt's trace_events.jsonl): HOST:PORT, or none "
+        "(default 127.0.0.1:4318)")] = None,
     otel: Annotated[bool, typer.Option(
         "--otel", help="export OpenTelemetry spans over OTLP/HTTP (the otel extra; endpoint "
         "from OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")] = False,
@@ -118,23 +134,49 @@ def run_command(
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
         check_backend(env)  # one line naming the registered backends, before anything else
+        roles = parse_role_options(role or [])
+        agent_name = one_agent(agent, roles)
         prepared = _prepare(
-            path, agent=agent, model=model, attempts=attempts, concurrency=concurrency,
+            path, agent=agent_name, model=model, roles=roles, attempts=attempts, concurrency=concurrency,
             jobs_dir=jobs_dir, job_name=job_name, env=env, force_build=force_build,
             preserve_env=preserve_env.value, ca_cert=ca_cert, task_filter=task_filter,
             scenes_file=scenes_file, network=network.value if network else None,
             model_server=model_server, model_base_url=model_base_url,
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
-            capture_model_calls=capture_model_calls, harden=harden,
-            http=_http_agent(agent, agent_endpoint, header, timeout_seconds),
+            capture_model_calls=capture_model_calls or capture_tokens is not None,
+            capture_tokens=capture_tokens, harden=harden,
+            http=_http_agent(agent_name or "", agent_endpoint, header, timeout_seconds),
             max_tasks=max_tasks, registry=registry,
             qa=QaOptions(metric, answer_pattern, judge_model),
             judge=(judge_base_url, judge_api_key_env, judge_model),
             tools=None if tools is None else [t for t in tools if t != "none"],
             max_turns=max_turns)
-        code = jobs.run_prepared(prepared, resuming=False, otel=otel)
+        if trace_listen is not None:
+            from benchflow.traces.listener import parse_listen
+
+            parse_listen(trace_listen)  # a bad address fails before anything starts
+        code = jobs.run_prepared(prepared, resuming=False, otel=otel, trace_listen=trace_listen)
     raise typer.Exit(code)
+
+
+def one_agent(agents: list[str] | None, roles: dict[str, Any]) -> str | None:
+    """The one `-a` agent (default `oracle`; None when --role gives the roles alone).
+
+    Raises:
+        ConfigError: `-a` given twice, or a comma-separated list.
+    """
+    agents = agents or []
+    if len(agents) > 1:
+        raise ConfigError(f"-a/--agent given {len(agents)} times ({', '.join(agents)}): one "
+                          "agent plays every role; to give roles different agents use "
+                          f"{ROLE_OPTION_HELP}")
+    if agents and "," in agents[0]:
+        raise ConfigError(f"-a {agents[0]}: one agent name per -a; to give roles different "
+                          f"agents use {ROLE_OPTION_HELP}")
+    if agents:
+        return agents[0]
+    return None if roles else "oracle"
 
 
 def _prepare(path: Path, **opts: Any) -> Any:
@@ -145,6 +187,7 @@ def _prepare(path: Path, **opts: Any) -> Any:
 
     endpoint = model_endpoint(opts["model_server"], opts["model_base_url"],
                               opts["model_api_key_env"])
+    endpoint = with_token_capture(endpoint, opts.pop("capture_tokens", None))
     judge = _judge_endpoint(*opts.pop("judge"), fallback=endpoint)
     skills_from_paths(opts["skill"] or [])  # a bad skill path fails before anything starts
     if opts["capture_model_calls"] and endpoint is None:
@@ -165,6 +208,7 @@ def _prepare(path: Path, **opts: Any) -> Any:
 
 _OPTION_OF_FIELD = {
     "agents[0].name": "-a/--agent", "agents[0].model": "-m/--model",
+    "agents[0].roles": "--role", "agents[0].agent": "-a/--agent",
     "agents[0].scenes": "--scenes", "n_attempts": "-k/--attempts",
     "n_concurrent_trials": "-n/--concurrency", "jobs_dir": "--jobs-dir", "name": "--job-name",
     "environment.type": "--env", "environment.preserve_env": "--preserve-env",
@@ -243,7 +287,26 @@ def _dataset(path: Path, task_filter: list[str] | None, max_tasks: int | None,
     return {"path": Path(path).expanduser().resolve(), "tasks": task_filter, **limit}
 
 
-def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, concurrency: int,
+def with_token_capture(endpoint: Any, dialect: str | None) -> Any:
+    """`endpoint` asking for token ids in `dialect`'s options (`--capture-tokens`).
+
+    Raises:
+        ConfigError: an unknown dialect, or no real endpoint to ask.
+    """
+    if dialect is None:
+        return endpoint
+    from benchflow.model_server.token_data import TOKEN_DIALECTS
+
+    if dialect not in TOKEN_DIALECTS:
+        raise ConfigError(f"--capture-tokens {dialect!r}: choose {' or '.join(TOKEN_DIALECTS)}")
+    if endpoint is None or endpoint.base_url is None:
+        raise ConfigError("--capture-tokens asks a real endpoint for token ids: add "
+                          "--model-base-url URL (a vLLM or SGLang server)")
+    return endpoint.model_copy(update={"request_tokens": dialect})
+
+
+def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: int,
+                 concurrency: int,
                  jobs_dir: Path, job_name: str | None, env: str, force_build: bool,
                  preserve_env: str, ca_cert: list[str] | None, task_filter: list[str] | None,
                  scenes_file: Path | None, network: str | None, timeout_multiplier: float,
@@ -253,7 +316,8 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
                  harden: bool | None = None, http: dict[str, Any] | None = None,
                  max_tasks: int | None = None, registry: str | None = None,
                  qa: "QaOptions | None" = None, tools: list[str] | None = None,
-                 max_turns: int | None = None) -> dict[str, Any]:
+                 max_turns: int | None = None,
+                 roles: "dict[str, RoleAgent] | None" = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -264,9 +328,20 @@ def run_job_data(path: Path, *, agent: str, model: str | None, attempts: int, co
     from benchflow.rollout.rollout import default_job_name
 
     dataset = _dataset(path, task_filter, max_tasks, registry, qa or QaOptions())
-    spec: dict[str, Any] = http or {"name": agent}
-    if http is None and agent not in BUILTIN_AGENT_NAMES and model is not None:
-        spec["model"] = model
+    if roles:
+        if http is not None:
+            raise ConfigError("--role assigns registered agents to a task's roles; -a http "
+                              "takes no --role")
+        spec: dict[str, Any] = {"roles": {name: str(given) for name, given in roles.items()}}
+        if agent is not None:
+            spec["agent"] = agent
+        if model is not None:
+            spec["model"] = model
+    else:
+        agent = agent or "oracle"
+        spec = http or {"name": agent}
+        if http is None and agent not in BUILTIN_AGENT_NAMES and model is not None:
+            spec["model"] = model
     if tools is not None:
         spec["tools"] = tools
     if max_turns is not None:

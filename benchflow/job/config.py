@@ -13,6 +13,7 @@ model_endpoint: {script: ./model.yaml}   # or {base_url: http://..., api_key_env
 verifier: {override_timeout_sec: 120, max_timeout_sec: 600, disable: false}
 metrics: [{type: mean}]
 skills: [./skills/ledger-balances]    # skill folders every agent gets (besides the task's)
+user: {type: llm, persona: "a busy maintainer"}   # a simulated user driving rounds
 mcp_config: ./.mcp.json               # Claude-style MCP servers for every ACP agent
 agents:
   - name: oracle
@@ -21,6 +22,7 @@ agents:
     execute: "my-agent --task $ROLLOUT_TASK_INSTRUCTION"
     env: {MY_API_KEY: "${MY_API_KEY}"}
   - {name: claude-code, model: claude-sonnet-4-5}   # a registered ACP agent
+  - roles: {coder: "claude:claude-sonnet-4-6", reviewer: "codex:gpt-5.4"}  # per role
 datasets:
   - {path: ./tasks, tasks: [hello-world]}
   - {registry: {path: ./registry.json}, name: my-bench, version: "1.0"}
@@ -215,8 +217,47 @@ class RegisteredAgentConfig(FrozenModel):
         return self
 
 
+class RolesAgentConfig(FrozenModel):
+    """Agents assigned to a task's own roles, keeping its scenes and prompts:
+    `{roles: {coder: "claude:claude-sonnet-4-6", reviewer: "codex:gpt-5.4"}}` (the CLI's
+    `--role`). `agent`/`model` play the roles not listed; `scenes` replaces the task's
+    scenes (its roles are the ones assigned). `name` labels the entry (default: the
+    roles' agents joined with `+`)."""
+
+    roles: dict[Annotated[str, Field(pattern=_NAME)], str] = Field(min_length=1)
+    name: str = Field(default="", pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+    agent: str | None = None
+    model: str | None = None
+    description: str | None = None
+    scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
+    env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _valid_roles(self) -> RolesAgentConfig:
+        from benchflow.roles import parse_role_mapping
+
+        try:
+            assigned = parse_role_mapping(self.roles)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if not self.name:
+            agents = [self.agent] if self.agent else []
+            agents += [a.agent for a in assigned.values()]
+            label = "+".join(dict.fromkeys(a.replace("/", "-") for a in agents))
+            object.__setattr__(self, "name", label)
+        return self
+
+    def assigned(self) -> dict[str, Any]:
+        """The roles as `RoleAgent`s, by role name."""
+        from benchflow.roles import parse_role_mapping
+
+        return parse_role_mapping(self.roles)
+
+
 def _agent_kind(value: Any) -> str:
     if isinstance(value, dict):
+        if "roles" in value:
+            return "roles"
         if value.get("kind") == "http" or "endpoint" in value:
             return "http"
         if "install" in value or "execute" in value:
@@ -226,6 +267,8 @@ def _agent_kind(value: Any) -> str:
         return "command"
     if isinstance(value, HttpAgentConfig):
         return "http"
+    if isinstance(value, RolesAgentConfig):
+        return "roles"
     return "builtin" if isinstance(value, BuiltinAgentConfig) else "registered"
 
 
@@ -233,7 +276,8 @@ AgentConfig = Annotated[
     Annotated[BuiltinAgentConfig, Tag("builtin")]
     | Annotated[CommandAgentConfig, Tag("command")]
     | Annotated[HttpAgentConfig, Tag("http")]
-    | Annotated[RegisteredAgentConfig, Tag("registered")],
+    | Annotated[RegisteredAgentConfig, Tag("registered")]
+    | Annotated[RolesAgentConfig, Tag("roles")],
     Discriminator(_agent_kind),
 ]
 
@@ -372,6 +416,22 @@ class JobConfig(FrozenModel):
                                     "servers every ACP agent gets, besides the task's")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP agent gets (after mcp_config's, same name wins)")
+    user: dict[str, Any] | None = Field(default=None, description="a simulated user driving "
+                                        "rounds in every trial, as a task's `user:` block "
+                                        "({type: llm, persona, model, ...}); a task's own "
+                                        "user otherwise")
+
+    @field_validator("user")
+    @classmethod
+    def _user_block(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from benchflow.users import user_from_frontmatter  # users load only when set
+
+            try:
+                user_from_frontmatter(value, "user")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("user: ")) from None
+        return value
 
     def all_mcp_servers(self) -> list[McpServer]:
         """`mcp_config`'s servers, then `mcp_servers`, by name.
@@ -407,7 +467,7 @@ class JobConfig(FrozenModel):
 
 # -- loading ------------------------------------------------------------------------------
 
-_TAGS = {"builtin", "command", "registered", "local", "registry", "qa"}
+_TAGS = {"builtin", "command", "registered", "roles", "local", "registry", "qa"}
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -525,6 +585,7 @@ __all__ = [
     "RegistryDatasetConfig",
     "RegistryRef",
     "RetryConfig",
+    "RolesAgentConfig",
     "VerifierConfig",
     "config_error",
     "load_job_config",

@@ -78,7 +78,8 @@ def _load(path: Path) -> tuple[Task | None, ConfigError | None]:
 
 def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> ResolvedDataset:
     assert not isinstance(spec, LocalDatasetConfig)
-    from benchflow.job.registry import RegistryTask, fetch_task, load_registry  # on demand
+    from benchflow.job.pull import registry_dir  # on demand
+    from benchflow.job.registry import RegistryTask, fetch_task, load_registry
 
     dataset = load_registry(spec.registry).find(spec.name, spec.version)
     by_name: dict[str, RegistryTask] = {}
@@ -92,7 +93,7 @@ def _registry(spec: DatasetConfig, where: str, cache_dir: Path | None) -> Resolv
     entries = []
     for name in wanted:
         try:
-            path, commit = fetch_task(by_name[name], cache_dir)
+            path, commit = fetch_task(by_name[name], cache_dir, base=registry_dir(spec.registry))
         except ConfigError as exc:
             raise ConfigError(f"{where}: task {name!r}: {exc}") from None
         task, error = _load(path)

@@ -95,6 +95,9 @@ class Job:
     retry: RetryPolicy = NO_RETRY
     metrics: Sequence[MetricConfig] = ()
     finished: Sequence[RolloutResult] = ()
+    admission: anyio.Semaphore | None = None
+    """Acquired before a trial starts, released by whoever consumes its result
+    (`benchflow.stream`'s backpressure); None: no such bound."""
     run_id: str = field(default_factory=new_run_id)
     started_at: datetime | None = None
     results: list[RolloutResult] = field(default_factory=list)
@@ -235,6 +238,8 @@ class Job:
         retried: list[ErrorInfo] = []
         last: RolloutResult | None = None
         attempt = 0
+        if self.admission is not None:
+            await self.admission.acquire()
         try:
             while True:
                 attempt += 1

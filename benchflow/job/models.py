@@ -80,14 +80,22 @@ def _pass_at_k(results: list[RolloutResult]) -> dict[str, float] | None:
     sums = [0.0] * (n_max + 1)  # per k: the sum of the groups' pass@k
     n_groups = [0] * (n_max + 1)  # per k: how many groups have at least k trials
     for n, c in groups.values():
-        # 1 - C(n-c, k) / C(n, k), the ratio updated from k to k+1 (no big integers): a
-        # group of 1,000 attempts costs 1,000 steps, not 1,000 binomials of 300 digits
-        ratio = 1.0
-        for k in range(1, n + 1):
-            ratio *= max(n - c - k + 1, 0) / (n - k + 1)
-            sums[k] += 1.0 - ratio
+        for k, value in enumerate(pass_at_k_curve(n, c), start=1):
+            sums[k] += value
             n_groups[k] += 1
     return {str(k): sums[k] / n_groups[k] for k in range(1, n_max + 1) if n_groups[k]}
+
+
+def pass_at_k_curve(n: int, c: int) -> list[float]:
+    """The unbiased pass@k of one task with `c` passes in `n` attempts, for k = 1..n:
+    1 - C(n-c, k) / C(n, k) (Chen et al. 2021)."""
+    # the ratio updated from k to k+1 (no big integers): a group of 1,000 attempts costs
+    # 1,000 steps, not 1,000 binomials of 300 digits
+    out, ratio = [], 1.0
+    for k in range(1, n + 1):
+        ratio *= max(n - c - k + 1, 0) / (n - k + 1)
+        out.append(1.0 - ratio)
+    return out
 
 
 def aggregate(results: list[RolloutResult], skipped: int = 0) -> Aggregates:

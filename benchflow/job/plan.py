@@ -25,10 +25,12 @@ from benchflow.job.config import (
     HttpAgentConfig,
     JobConfig,
     RegisteredAgentConfig,
+    RolesAgentConfig,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
 from benchflow.job.job import Trial
 from benchflow.mcp import McpServer
+from benchflow.roles import assign_roles
 from benchflow.rollout.scenes import task_scenes
 from benchflow.task import Task
 
@@ -39,15 +41,20 @@ def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
     scenes (unset roles filled with this agent), else one turn of the agent."""
     env = dict(env or {})
     scenes_file = getattr(agent, "scenes", None)
-    model = agent.model if isinstance(agent, RegisteredAgentConfig) else None
+    model = agent.model if isinstance(agent, RegisteredAgentConfig | RolesAgentConfig) else None
+    assigned = agent.assigned() if isinstance(agent, RolesAgentConfig) else None
+    fills = agent.agent if isinstance(agent, RolesAgentConfig) else agent.name
     if scenes_file is None:
-        return task_scenes(task, agent.name, model,
-                           env if isinstance(agent, RegisteredAgentConfig) else None)
+        return task_scenes(task, fills, model,
+                           env if isinstance(agent, RegisteredAgentConfig | RolesAgentConfig)
+                           else None, assigned)
     scenes = []
     for scene in load_scenes(scenes_file):
         roles = [role.model_copy(update={"model": role.model or model,
                                          "env": {**env, **role.env}}) for role in scene.roles]
         scenes.append(scene.model_copy(update={"roles": roles}))
+    if assigned:
+        scenes = assign_roles(scenes, assigned, source=f"scenes file {scenes_file}")
     return scenes
 
 
@@ -103,8 +110,17 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         skills=config.skills, mcp_servers=mcp_servers or [],
         # a QA item's answer is its output: nothing in a sandbox is scored, so no hardening
         harden=False if entry.task is not None and entry.task.qa is not None else config.harden,
-        judge_endpoint=config.judge_endpoint,
+        judge_endpoint=config.judge_endpoint, user=_user(config),
     )
+
+
+def _user(config: JobConfig) -> object | None:
+    """A fresh user for one trial (users keep state across rounds) from the job's `user`."""
+    if config.user is None:
+        return None
+    from benchflow.users import user_from_frontmatter  # users load only when a job has one
+
+    return user_from_frontmatter(config.user, "job file user")
 
 
 def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
@@ -126,7 +142,8 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     for agent in config.agents:
         env = (agent_env or {}).get(agent.name, {})
         drivers = agent_drivers(agent, env)
-        scenes = agent_scenes(agent, env)
+        # a roles entry's scenes depend on the task's roles: planned per task below
+        scenes = [] if isinstance(agent, RolesAgentConfig) else agent_scenes(agent, env)
         for dataset in datasets:
             for entry in dataset.tasks:
                 scenes = agent_scenes(agent, env, entry.task)
@@ -136,6 +153,8 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
                     trials.append(Trial(rollout, entry.task, drivers=trial_drivers(
                                             agent, drivers, entry.task),
                                         task_folder=entry.name))
+        if not scenes:
+            continue
         label = RolloutConfig(task_path=Path("."), scenes=scenes).agent_name
         if label in labels and labels[label] != agent.name:
             raise ConfigError(f"agents {labels[label]!r} and {agent.name!r} both store results "

@@ -43,6 +43,15 @@ def registry_ref(value: str | None) -> RegistryRef:
     return RegistryRef(path=Path(value).expanduser())
 
 
+def registry_dir(ref: RegistryRef) -> Path | None:
+    """The folder of a registry file on disk (its local tasks are relative to it)."""
+    if ref.path is not None:
+        return ref.path.expanduser().resolve().parent
+    if ref.url is not None and ref.url.startswith("file://"):
+        return Path(ref.url.removeprefix("file://")).resolve().parent
+    return None
+
+
 def parse_spec(spec: str) -> tuple[str, str | None]:
     """`name` or `name@version` -> (name, version or None).
 
@@ -112,7 +121,7 @@ def pull(spec: str, ref: RegistryRef, cache_dir: Path | None = None) -> PulledDa
             continue
         seen.add(task.name)
         try:
-            path, commit = fetch_task(task, cache_dir)
+            path, commit = fetch_task(task, cache_dir, base=registry_dir(ref))
         except ConfigError as exc:
             raise ConfigError(f"{registry.source}: {dataset.name}@{dataset.version}: task "
                               f"{task.name!r}: {exc}") from None
@@ -129,4 +138,4 @@ def pull(spec: str, ref: RegistryRef, cache_dir: Path | None = None) -> PulledDa
 
 
 __all__ = ["PulledDataset", "PulledTask", "looks_like_spec", "parse_spec", "pull",
-           "registry_ref"]
+           "registry_dir", "registry_ref"]

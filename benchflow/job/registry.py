@@ -7,6 +7,8 @@
              "path": "tasks/hello-world"}]}]
 ```
 
+A task without `git_url` is a folder beside the registry file (`path` relative to it): the
+registry benchflow ships (`tasks/registry.json`) lists its example tasks that way.
 Tasks are fetched with git at their pinned commit (or the remote's HEAD when none
 is pinned) into a cache shared by every job and reused:
 
@@ -56,10 +58,11 @@ class _Lenient(BaseModel):
 
 
 class RegistryTask(_Lenient):
-    """One task of a registry dataset: a folder at `path` of `git_url` at `git_commit_id`."""
+    """One task of a registry dataset: a folder at `path` of `git_url` at `git_commit_id`
+    (or, without `git_url`, the folder `path` relative to a local registry file)."""
 
     name: str
-    git_url: str
+    git_url: str | None = None
     git_commit_id: str | None = None
     path: str = ""
 
@@ -210,11 +213,25 @@ def fetch_repo(git_url: str, commit: str | None, cache_dir: Path | None = None) 
     return folder, full
 
 
-def fetch_task(task: RegistryTask, cache_dir: Path | None = None) -> tuple[Path, str]:
+LOCAL_COMMIT = "local"
+"""The `git_commit_id` recorded for a task that is a local folder."""
+
+
+def fetch_task(task: RegistryTask, cache_dir: Path | None = None,
+               base: Path | None = None) -> tuple[Path, str]:
     """The local folder of a registry task (fetched if needed) and its commit id.
 
     The folder may not exist (a wrong `path`); loading it then gives task_not_found.
+    `base` is the folder of a local registry file, for tasks without `git_url`.
+
+    Raises:
+        ConfigError: git failed, or a task without `git_url` in a registry fetched by URL.
     """
+    if task.git_url is None:
+        if base is None:
+            raise ConfigError(f"registry task {task.name!r}: no git_url (a local task folder "
+                              "needs a registry file on disk)")
+        return (base / task.path).resolve(), LOCAL_COMMIT
     repo, commit = fetch_repo(task.git_url, task.git_commit_id, cache_dir)
     relative = Path(task.path.strip("/") or ".")
     if relative.is_absolute() or ".." in relative.parts:
@@ -229,6 +246,7 @@ def fetch_task(task: RegistryTask, cache_dir: Path | None = None) -> tuple[Path,
 
 
 __all__ = [
+    "LOCAL_COMMIT",
     "Registry",
     "RegistryDataset",
     "RegistryTask",

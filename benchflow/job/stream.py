@@ -19,6 +19,10 @@ ones are recorded as skipped and the job's result.json says `cancelled`. `aclose
 and the `async with` block return only once that is done; a stream that is simply
 dropped mid-way is cancelled too, and its cleanup finishes on the event loop.
 
+With `max_pending=N` the stream applies backpressure: at most N rollouts are started
+and not yet taken by the consumer, so a trainer that stops reading stops the job from
+starting more (the rest wait, queued).
+
 The stream runs on asyncio (the event loop RL trainers use).
 """
 
@@ -31,6 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+import anyio
 
 from benchflow.config import RolloutConfig
 from benchflow.errors import ConfigError
@@ -50,8 +56,9 @@ log = logging.getLogger(__name__)
 
 _END = object()
 
-Trials = JobConfig | str | Path | Sequence[RolloutConfig]
-"""What `stream` runs: a job (a `JobConfig` or a job file's path), or rollout configs."""
+Trials = JobConfig | str | Path | Sequence[RolloutConfig | Trial]
+"""What `stream` runs: a job (a `JobConfig` or a job file's path), or rollout configs (or
+planned `Trial`s: a config with its loaded task and agent drivers)."""
 
 
 class RolloutStream:
@@ -60,9 +67,12 @@ class RolloutStream:
     `result` holds the job's `JobResult` once the stream is exhausted or closed.
     """
 
-    def __init__(self, job: Job, prepare: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, job: Job, prepare: Callable[[], Awaitable[None]],
+                 max_pending: int | None = None) -> None:
         self.job = job
         self._prepare = prepare
+        if max_pending is not None:
+            job.admission = anyio.Semaphore(max_pending)
         self._done: list[JobResult] = []
         self._queue: asyncio.Queue[object] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -91,6 +101,8 @@ class RolloutStream:
             await self._task  # the job's own failure (bad input, a crash) surfaces here
             raise StopAsyncIteration
         assert isinstance(item, RolloutResult)
+        if self.job.admission is not None:
+            self.job.admission.release()  # taken: another rollout may start
         return item
 
     # -- closing -----------------------------------------------------------------------
@@ -146,13 +158,16 @@ def _forward(queue: asyncio.Queue[object], event: RolloutEvent) -> None:
 
 
 def stream(trials: Trials, *, concurrency: int | None = None, job_name: str | None = None,
-           jobs_dir: Path | None = None) -> RolloutStream:
+           jobs_dir: Path | None = None, max_pending: int | None = None,
+           retry: RetryPolicy | None = None) -> RolloutStream:
     """Run `trials` and yield each rollout's result as it finishes.
 
-    `trials` is a `JobConfig`, a job file's path, or a sequence of `RolloutConfig`s (one
-    trial each; then `job_name` (default: a timestamp) and `jobs_dir` (default `jobs`)
-    name the job folder). `concurrency` overrides the job's `n_concurrent_trials` (default
-    4 for rollout configs).
+    `trials` is a `JobConfig`, a job file's path, or a sequence of `RolloutConfig`s or
+    `Trial`s (one trial each; then `job_name` (default: a timestamp) and `jobs_dir`
+    (default `jobs`) name the job folder). `concurrency` overrides the job's
+    `n_concurrent_trials` (default 4 for rollout configs); `max_pending` bounds the
+    rollouts started and not yet consumed (backpressure; default: none). `retry` replaces
+    the default retries of transient failures of rollout configs (a job has its own).
 
     Raises:
         ConfigError: bad input (a job file, an agent, a dataset, a task), before anything
@@ -160,17 +175,21 @@ def stream(trials: Trials, *, concurrency: int | None = None, job_name: str | No
     """
     if isinstance(trials, str | Path):
         trials = with_absolute_paths(load_job_config(trials), Path(trials).parent)
+    if max_pending is not None and max_pending < 1:
+        raise ConfigError(f"benchflow.stream: max_pending must be at least 1, not {max_pending}")
     if isinstance(trials, JobConfig):
-        return _job_stream(trials, concurrency)
+        return _job_stream(trials, concurrency, max_pending)
     configs = list(trials)
-    if not configs or not all(isinstance(c, RolloutConfig) for c in configs):
+    if not configs or not all(isinstance(c, RolloutConfig | Trial) for c in configs):
         raise ConfigError("benchflow.stream: give a JobConfig, a job file's path, or a "
                           "non-empty sequence of RolloutConfig")
     return _config_stream(configs, concurrency or 4, job_name or default_job_name(),
-                          jobs_dir or Path("jobs"))
+                          jobs_dir or Path("jobs"), max_pending,
+                          RetryPolicy.from_config(RetryConfig()) if retry is None else retry)
 
 
-def _job_stream(config: JobConfig, concurrency: int | None) -> RolloutStream:
+def _job_stream(config: JobConfig, concurrency: int | None,
+                max_pending: int | None) -> RolloutStream:
     if concurrency is not None:
         config = config.model_copy(update={"n_concurrent_trials": concurrency})
     prepared = prepare_job(config, source=config.name)
@@ -183,26 +202,36 @@ def _job_stream(config: JobConfig, concurrency: int | None) -> RolloutStream:
         with job_lock(prepared.job_dir):
             start_new_job(prepared)
 
-    return RolloutStream(make_job(prepared), prepare)
+    return RolloutStream(make_job(prepared), prepare, max_pending)
 
 
-def _config_stream(configs: list[RolloutConfig], concurrency: int, name: str,
-                   jobs_dir: Path) -> RolloutStream:
+def _config_stream(configs: list[RolloutConfig | Trial], concurrency: int, name: str,
+                   jobs_dir: Path, max_pending: int | None, retry: RetryPolicy) -> RolloutStream:
     if (jobs_dir / name).exists():
         raise ConfigError(f"{jobs_dir / name}: a job of this name already exists: pass "
                           "another job_name")
-    trial_list = [Trial(c, load_task(c.task_path)) for c in configs]
-    backends = {(c.environment, repr(sorted((c.provider_config or {}).items()))): c
-                for c in configs}
+    trial_list = [c if isinstance(c, Trial) else Trial(c, load_task(c.task_path))
+                  for c in configs]
+    backends = {(t.config.environment, repr(sorted((t.config.provider_config or {}).items()))):
+                t.config for t in trial_list if _needs_sandbox(t)}
     providers = [get_provider(c.environment, c.provider_config) for c in backends.values()]
 
     async def prepare() -> None:
         for provider in providers:
             await provider.preflight()
 
-    job = Job(name, jobs_dir, trial_list, concurrency=concurrency,
-              retry=RetryPolicy.from_config(RetryConfig()))
-    return RolloutStream(job, prepare)
+    job = Job(name, jobs_dir, trial_list, concurrency=concurrency, retry=retry)
+    return RolloutStream(job, prepare, max_pending)
+
+
+def _needs_sandbox(trial: Trial) -> bool:
+    """False for a QA item whose agents all run on the host (no backend to check)."""
+    if trial.task is None or trial.task.qa is None:
+        return True
+    from benchflow.agents.base import driver_needs_sandbox
+
+    agents = {role.agent for scene in trial.config.scenes for role in scene.roles}
+    return any(a not in trial.drivers or driver_needs_sandbox(trial.drivers[a]) for a in agents)
 
 
 __all__ = ["RolloutStream", "Trials", "stream"]

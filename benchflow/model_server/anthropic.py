@@ -37,6 +37,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     events: list[EventKind] = []
     last_user = ""
     first_user: str | None = None
+    user_texts: list[str] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
             raise RequestError(
@@ -60,6 +61,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
             events.append("user")
             last_user = text
             first_user = last_user if first_user is None else first_user
+            user_texts.append(last_user)
     schema, json_mode = _output_format(body)
     return Conversation(
         api=API,
@@ -67,6 +69,8 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         stream=bool(body.get("stream")),
         tools=_tools(body.get("tools")),
         progress=progress_of(events),
+        user_texts=user_texts,
+        events=events,
         system=text_of(body.get("system")),
         last_user_text=last_user,
         first_user_text=first_user or "",

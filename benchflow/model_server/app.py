@@ -23,6 +23,7 @@ from benchflow.model_server import anthropic, gemini, openai_chat, openai_respon
 from benchflow.model_server.conversation import Conversation, RequestError
 from benchflow.model_server.replies import plan_reply
 from benchflow.model_server.script import Script
+from benchflow.model_server.wire import CallTokens
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,10 @@ class HttpReply:
     body: Any = None
     events: list[bytes] | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    request: Any = None
+    """The request body as parsed (JSON), for whoever counts and notes calls."""
+    tokens: CallTokens | None = None
+    """The tokens of a scripted answer (its estimated input and output)."""
 
     @property
     def content_type(self) -> str:
@@ -103,9 +108,11 @@ class ScriptedModelApp:
         return None
 
     def handle(
-        self, method: str, target: str, body: bytes, content_encoding: str | None = None
+        self, method: str, target: str, body: bytes, content_encoding: str | None = None,
+        role: str | None = None,
     ) -> HttpReply:
-        """Answer one request; never raises (a bug becomes a logged 500)."""
+        """Answer one request; never raises (a bug becomes a logged 500). `role`: the
+        role whose key the request carried (rules may target it)."""
         started = time.time()
         parts = urlsplit(target)
         path = parts.path.rstrip("/") or "/"
@@ -118,7 +125,7 @@ class ScriptedModelApp:
             elif method == "POST":
                 body = _decode(body, content_encoding)
                 parsed = _json_body(body)
-                reply = self._post(path, query, parsed)
+                reply = self._post(path, query, parsed, role)
             else:
                 raise RequestError(
                     f"method {method} is not supported; endpoints: {', '.join(ENDPOINTS)}",
@@ -139,11 +146,13 @@ class ScriptedModelApp:
             "method": method,
             "path": target,
             "api": api,
+            **({"role": role} if role is not None else {}),
             "status": reply.status,
             **reply.summary,
             "duration_sec": round(time.time() - started, 6),
         }
         reply.summary = self.log.write(summary, parsed)
+        reply.request = parsed
         return reply
 
     def _get(self, path: str) -> HttpReply:
@@ -170,15 +179,16 @@ class ScriptedModelApp:
         }
         return HttpReply(200, listing, summary={"answer": "models"})
 
-    def _post(self, path: str, query: dict[str, list[str]], body: dict[str, Any]) -> HttpReply:
+    def _post(self, path: str, query: dict[str, list[str]], body: dict[str, Any],
+              role: str | None = None) -> HttpReply:
         if path.endswith("/messages/count_tokens"):
             return HttpReply(200, anthropic.count_tokens(body), summary={"answer": "count_tokens"})
         if path.endswith("/messages"):
-            return self._answer(anthropic, anthropic.parse_request(body))
+            return self._answer(anthropic, anthropic.parse_request(body), role)
         if path.endswith("/chat/completions"):
-            return self._answer(openai_chat, openai_chat.parse_request(body))
+            return self._answer(openai_chat, openai_chat.parse_request(body), role)
         if path.endswith("/responses"):
-            return self._answer(openai_responses, openai_responses.parse_request(body))
+            return self._answer(openai_responses, openai_responses.parse_request(body), role)
         match = _GEMINI.search(path)
         if match:
             model = match["model"].removeprefix("models/")
@@ -192,15 +202,17 @@ class ScriptedModelApp:
                     "streamGenerateContent is served as SSE only; add `?alt=sse` to the URL",
                     param="alt",
                 )
-            return self._answer(gemini, gemini.parse_request(body, model, stream=stream))
+            return self._answer(gemini, gemini.parse_request(body, model, stream=stream), role)
         raise RequestError(
             f"no POST endpoint at {path}; endpoints: {', '.join(ENDPOINTS)}", status=404
         )
 
-    def _answer(self, wire: ModuleType, conv: Conversation) -> HttpReply:
+    def _answer(self, wire: ModuleType, conv: Conversation, role: str | None = None
+                ) -> HttpReply:
         fault = self._next_fault()
         if fault is not None:
             raise fault
+        conv.role = role
         reply = plan_reply(self.script, conv)
         summary = {
             "answer": reply.source,
@@ -211,9 +223,11 @@ class ScriptedModelApp:
             "finished_turns": conv.progress.finished_turns,
             **reply.summary(),
         }
+        tokens = CallTokens(conv.input_tokens, reply.output_tokens)
         if conv.stream:
-            return HttpReply(200, events=wire.render_events(reply, conv), summary=summary)
-        return HttpReply(200, wire.render(reply, conv), summary=summary)
+            return HttpReply(200, events=wire.render_events(reply, conv), summary=summary,
+                             tokens=tokens)
+        return HttpReply(200, wire.render(reply, conv), summary=summary, tokens=tokens)
 
 
 def model_entry(name: str) -> dict[str, Any]:

@@ -16,12 +16,13 @@ becomes one line of `<rollout>/model_calls.jsonl`:
 Streamed responses (server-sent events) are reassembled into the response the same call
 would have returned unstreamed (OpenAI Chat Completions, Anthropic Messages; the Responses
 API's final `response.completed`; other streams keep their events). Token ids and
-log-probabilities are lifted out when the upstream returns them (vLLM: `logprobs`,
-`return_token_ids` -> `prompt_token_ids` and `choices[].token_ids`, `prompt_logprobs`).
+log-probabilities are lifted out when the upstream returns them, unchanged, with a
+`token_data` marker (`exact` | `absent`) on every call: see `token_data.py` for what the
+relay asks vLLM and SGLang for (`ModelEndpoint.request_tokens`).
 Headers are never recorded; request and response bodies go through the `scrub` function
-given (the rollout passes a `Scrubber`: API keys and secret-named fields masked). Role and
-turn come from `place()`, the rollout's current prompt (roles take turns, so the current
-prompt's role is the caller).
+given (the rollout passes a `Scrubber`: API keys and secret-named fields masked). The
+caller (scene, role, turn, round, agent, model) comes from the key the call carried
+(`traffic.ModelTraffic.where`), never from timing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchflow.model_server.token_data import token_fields
+from benchflow.model_server.wire import api_of, reassemble_gemini
 
 MODEL_CALLS = "model_calls.jsonl"
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024
@@ -173,40 +177,33 @@ def reassemble_anthropic(events: list[Any]) -> dict[str, Any]:
 
 def reassemble(path: str, events: list[Any]) -> Any:
     """The unstreamed response a stream adds up to, by API (by the request path)."""
-    if path.split("?")[0].endswith("/chat/completions"):
+    api = api_of(path)
+    if api == "openai-chat":
         return reassemble_openai_chat(events)
-    if path.split("?")[0].endswith("/messages"):
+    if api == "anthropic":
         return reassemble_anthropic(events)
-    if path.split("?")[0].endswith("/responses"):
+    if api == "gemini":
+        return reassemble_gemini(events)
+    if api == "openai-responses":
         for event in reversed(events):
-            if isinstance(event, dict) and event.get("type") == "response.completed":
+            if isinstance(event, dict) and event.get("type") in ("response.completed",
+                                                                 "response.incomplete"):
                 return event.get("response")
     return {"events": events}
 
 
-def token_fields(response: Any) -> dict[str, Any]:
-    """Usage, token ids and log-probabilities found in a (reassembled) response."""
-    if not isinstance(response, dict):
-        return {}
-    out: dict[str, Any] = {}
-    if response.get("usage") is not None:
-        out["usage"] = response["usage"]
-    for key in ("prompt_token_ids", "prompt_logprobs"):
-        if response.get(key) is not None:
-            out[key] = response[key]
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        first = choices[0]
-        if first.get("token_ids") is not None:
-            out["completion_token_ids"] = first["token_ids"]
-        logprobs = first.get("logprobs")
-        content = logprobs.get("content") if isinstance(logprobs, dict) else None
-        if isinstance(content, list):
-            out["logprobs"] = [t.get("logprob") for t in content if isinstance(t, dict)]
-            out["logprob_tokens"] = [t.get("token") for t in content if isinstance(t, dict)]
-        elif isinstance(logprobs, dict) and isinstance(logprobs.get("token_logprobs"), list):
-            out["logprobs"] = logprobs["token_logprobs"]  # legacy completions
-    return out
+def parse_body(data: bytes, encoding: str | None = None) -> Any:
+    """A request or unstreamed response body as JSON (its text when it is not JSON)."""
+    return _json(_decoded(data, encoding))
+
+
+def parse_response(path: str, data: bytes, content_type: str | None,
+                   encoding: str | None = None) -> tuple[bool, Any]:
+    """(streamed, the response) of a call: a stream reassembled into the response it adds
+    up to (`reassemble`), else the JSON body."""
+    data = _decoded(data, encoding)
+    stream = "text/event-stream" in (content_type or "")
+    return stream, (reassemble(path, sse_events(data)) if stream else _json(data))
 
 
 class ModelCallLog:
@@ -231,20 +228,22 @@ class ModelCallLog:
                request: bytes, response: bytes, content_type: str | None,
                truncated: bool = False, request_encoding: str | None = None,
                response_encoding: str | None = None,
-               where: dict[str, Any] | None = None) -> dict[str, Any]:
+               where: dict[str, Any] | None = None,
+               parsed: tuple[Any, tuple[bool, Any]] | None = None) -> dict[str, Any]:
         """Write one call. `started` is `time.time()` when the request arrived, `where` the
-        caller as `where()` said then (the turn may have moved on by the time the response
-        is complete); the encodings are the bodies' `Content-Encoding` (gzip and deflate
-        are decoded)."""
-        request, response = _decoded(request, request_encoding), _decoded(response,
-                                                                            response_encoding)
-        stream = "text/event-stream" in (content_type or "")
-        body: Any = reassemble(path, sse_events(response)) if stream else _json(response)
+        caller (`ModelTraffic.where`: scene, role, turn, round, agent, model, from the key
+        the call carried); the encodings are the bodies' `Content-Encoding` (gzip and
+        deflate are decoded). `parsed`: the request and `parse_response()` of the response
+        when the caller already has them."""
+        if parsed is None:
+            parsed = (parse_body(request, request_encoding),
+                      parse_response(path, response, content_type, response_encoding))
+        request_json, (stream, body) = parsed
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(started, UTC).isoformat().replace("+00:00", "Z"),
             "source": source, **(where if where is not None else self.where()), "method": method, "path": path,
             "status": status, "duration_sec": round(time.time() - started, 4),
-            "stream": stream, "request": _json(request), "response": body,
+            "stream": stream, "request": request_json, "response": body,
             **token_fields(body),
         }
         if truncated:
@@ -258,7 +257,8 @@ class ModelCallLog:
         return entry
 
     def where(self) -> dict[str, Any]:
-        """The caller now: scene, role, turn and round from `place()` (None when unknown)."""
+        """The current prompt's scene, role, turn and round from `place()` (None when
+        unknown): only for a server without per-role keys (`ModelTraffic`)."""
         try:
             place = self.place() or {}
         except Exception:  # noqa: BLE001 - attribution must never break the agent's call
@@ -266,5 +266,5 @@ class ModelCallLog:
         return {k: place.get(k) for k in ("scene", "role", "turn", "round")}
 
 
-__all__ = ["MAX_CAPTURE_BYTES", "MODEL_CALLS", "ModelCallLog", "reassemble", "sse_events",
-           "token_fields"]
+__all__ = ["MAX_CAPTURE_BYTES", "MODEL_CALLS", "ModelCallLog", "parse_body", "parse_response",
+           "reassemble", "sse_events", "token_fields"]

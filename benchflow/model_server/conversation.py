@@ -95,6 +95,22 @@ class Conversation:
     json_mode: bool = False
     input_chars: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    role: str | None = None
+    """The rollout role whose key the request carried (None: unknown)."""
+    user_texts: list[str] = field(default_factory=list)
+    """Every user message's text, in order."""
+    events: list[EventKind] = field(default_factory=list)
+    """The flattened conversation (one `user` per entry of `user_texts`)."""
+
+    def progress_after(self, user_index: int) -> Progress:
+        """How far the conversation got after its `user_index`-th user message."""
+        seen = -1
+        for i, kind in enumerate(self.events):
+            if kind == "user":
+                seen += 1
+                if seen == user_index:
+                    return progress_of(self.events[i + 1:])
+        return self.progress
 
     @property
     def input_tokens(self) -> int:

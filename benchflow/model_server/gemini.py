@@ -57,6 +57,7 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
     events: list[EventKind] = []
     last_user = ""
     first_user: str | None = None
+    user_texts: list[str] = []
     for i, content in enumerate(contents):
         if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
             raise RequestError(f"`contents[{i}].parts` must be a list", param=f"contents[{i}]")
@@ -74,6 +75,7 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
             events.append("user")
             last_user = text
             first_user = last_user if first_user is None else first_user
+            user_texts.append(last_user)
     system = _get(body, "systemInstruction")
     if isinstance(system, str):
         system_text = system
@@ -89,6 +91,8 @@ def parse_request(body: dict[str, Any], model: str, *, stream: bool) -> Conversa
         stream=stream,
         tools=_tools(body.get("tools")),
         progress=progress_of(events),
+        user_texts=user_texts,
+        events=events,
         system=system_text,
         last_user_text=last_user,
         first_user_text=first_user or "",

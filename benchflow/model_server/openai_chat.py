@@ -39,6 +39,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     system: list[str] = []
     last_user = ""
     first_user: str | None = None
+    user_texts: list[str] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
             raise RequestError(f"`messages[{i}]` needs a `role`", param=f"messages[{i}]")
@@ -56,6 +57,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
             events.append("user")
             last_user = text_of(content)
             first_user = last_user if first_user is None else first_user
+            user_texts.append(last_user)
     schema, json_mode = _response_format(body.get("response_format"))
     options = body.get("stream_options") or {}
     return Conversation(
@@ -64,6 +66,8 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         stream=bool(body.get("stream")),
         tools=_tools(body),
         progress=progress_of(events),
+        user_texts=user_texts,
+        events=events,
         system="\n".join(system),
         last_user_text=last_user,
         first_user_text=first_user or "",

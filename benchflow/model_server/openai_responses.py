@@ -60,6 +60,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     system = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
     last_user = ""
     first_user: str | None = None
+    user_texts: list[str] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise RequestError(f"`input[{i}]` must be an object", param=f"input[{i}]")
@@ -79,6 +80,7 @@ def parse_request(body: dict[str, Any]) -> Conversation:
                 events.append("user")
                 last_user = text_of(content)
                 first_user = last_user if first_user is None else first_user
+                user_texts.append(last_user)
     schema, json_mode = _text_format(body.get("text"))
     return Conversation(
         api=API,
@@ -86,6 +88,8 @@ def parse_request(body: dict[str, Any]) -> Conversation:
         stream=bool(body.get("stream")),
         tools=_tools(body.get("tools")),
         progress=progress_of(events),
+        user_texts=user_texts,
+        events=events,
         system="\n".join(system),
         last_user_text=last_user,
         first_user_text=first_user or "",

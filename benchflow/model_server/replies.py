@@ -40,14 +40,20 @@ def plan_reply(script: Script, conv: Conversation) -> Reply:
     Raises:
         RequestError: the step needs a tool the request does not offer.
     """
-    answer = script.answer_for(conv.first_user_text) if script.answers else None
-    if answer is None:
+    chosen = script.select(conv.user_texts or [conv.first_user_text], conv.role) \
+        if script.answers else None
+    answer = chosen[0] if chosen is not None else None
+    steps = answer.all_steps if answer is not None else None
+    position = (conv.progress_after(chosen[1]) if chosen is not None and answer.has_pattern
+                else conv.progress).position
+    index, step = script.step_at(position, steps)
+    # A side request (no tools, or JSON asked for) gets a side answer, unless a matched
+    # answer's next step is text (a QA answer, served to tool-less model agents too).
+    side = conv.response_schema is not None or conv.json_mode or not conv.tools
+    if side and not (answer is not None and answer.has_pattern and isinstance(step, TextStep)):
         if conv.response_schema is not None or conv.json_mode:
             return Reply(text=json.dumps(side_json(script, conv)), source="side")
-        if not conv.tools:
-            return Reply(text=side_text(script, conv), source="side")
-    steps = answer.all_steps if answer is not None else None
-    index, step = script.step_at(conv.progress.position, steps)
+        return Reply(text=side_text(script, conv), source="side")
     if isinstance(step, TextStep):
         return Reply(text=step.text, step_index=index,
                      source="answer" if answer is not None else "step")

@@ -16,9 +16,10 @@ side_answers:
   title: "Scripted session"
 ```
 
-A script can also answer by content: `answers` pick the steps from the conversation's
-first user message (the question or the instruction), so one script serves a whole QA
-dataset; `faults` answer the first requests with an error status (for retry tests).
+A script can also answer by content: `answers` pick the steps from a user message of the
+conversation (the question, the instruction, a later prompt of the same session), so one
+script serves a whole QA dataset; `faults` answer the first requests with an error status
+(for retry tests).
 
 ```yaml
 name: scripted-qa
@@ -30,6 +31,25 @@ answers:
 faults:
   - status: 429
     times: 2
+```
+
+An answer may also name a `role`: it then serves only the calls made with that role's key
+(each role of a rollout has its own), so two roles, even two of the same agent, follow
+different scripts. An answer with a `role` and no `match`/`regex` serves all of the role's
+calls. Which answer applies: the latest user message of the conversation that some answer
+matches (answers tried in order), and the steps count from that message on, so a role's
+second prompt in the same session can start its own steps; else a role-only answer; else
+the script's `steps`.
+
+```yaml
+answers:
+  - role: coder
+    match: "Address the review"          # the coder's second prompt
+    steps: [{shell: "cat /app/review.md"}, {text: "Fixed."}]
+  - role: coder
+    steps: [{shell: "echo 12 > /app/sum.txt"}, {text: "Wrote it."}]
+  - role: reviewer
+    steps: [{shell: "cat /app/sum.txt"}, {text: "Looks right."}]
 ```
 """
 
@@ -119,18 +139,22 @@ class SideAnswers(FrozenModel):
 
 
 class AnswerRule(FrozenModel):
-    """Steps for conversations whose first user message matches `match` (a case-insensitive
-    substring) or `regex`; `text` is shorthand for one text step."""
+    """Steps for conversations with a user message that matches `match` (a case-insensitive
+    substring) or `regex`, and/or made with the key of `role`; `text` is shorthand for one
+    text step."""
 
     match: str | None = Field(default=None, min_length=1)
     regex: str | None = Field(default=None, min_length=1)
+    role: str | None = Field(default=None, min_length=1)
     text: str | None = None
     steps: list[Step] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_of_each(self) -> AnswerRule:
-        if (self.match is None) == (self.regex is None):
-            raise ValueError("an answer needs exactly one of `match` and `regex`")
+        if self.match is not None and self.regex is not None:
+            raise ValueError("an answer takes one of `match` and `regex`, not both")
+        if self.match is None and self.regex is None and self.role is None:
+            raise ValueError("an answer needs `match`, `regex` or `role`")
         if (self.text is None) == (not self.steps):
             raise ValueError("an answer needs exactly one of `text` and `steps`")
         if self.regex is not None:
@@ -140,11 +164,20 @@ class AnswerRule(FrozenModel):
                 raise ValueError(f"`regex` {self.regex!r} is not a valid pattern: {exc}") from exc
         return self
 
+    @property
+    def has_pattern(self) -> bool:
+        return self.match is not None or self.regex is not None
+
+    def serves(self, role: str | None) -> bool:
+        """Whether the answer may serve a call made with `role`'s key."""
+        return self.role is None or self.role == role
+
     def matches(self, message: str) -> bool:
         if self.match is not None:
             return self.match.lower() in message.lower()
-        assert self.regex is not None
-        return re.search(self.regex, message, re.IGNORECASE) is not None
+        if self.regex is not None:
+            return re.search(self.regex, message, re.IGNORECASE) is not None
+        return False
 
     @property
     def all_steps(self) -> list[ShellStep | ToolStep | TextStep]:
@@ -187,13 +220,33 @@ class Script(FrozenModel):
             raise ValueError("a script needs `steps` or `answers`")
         return self
 
-    def answer_for(self, first_user_message: str) -> AnswerRule | None:
-        """The first answer whose pattern matches the conversation's first user message."""
-        return next((a for a in self.answers if a.matches(first_user_message)), None)
+    def answer_for(self, user_messages: str | list[str], role: str | None = None
+                   ) -> AnswerRule | None:
+        """The answer for a conversation with these user messages, made with `role`'s key
+        (see `select`)."""
+        chosen = self.select(user_messages, role)
+        return chosen[0] if chosen is not None else None
 
-    def steps_for(self, first_user_message: str) -> list[ShellStep | ToolStep | TextStep]:
+    def select(self, user_messages: str | list[str], role: str | None = None
+               ) -> tuple[AnswerRule, int] | None:
+        """(answer, index of the user message it matched): the latest user message some
+        answer matches (answers in order, only those serving `role`), else the first
+        role-only answer of `role` (index 0); None: the script's own steps."""
+        messages = [user_messages] if isinstance(user_messages, str) else list(user_messages)
+        serving = [a for a in self.answers if a.serves(role)]
+        for index in reversed(range(len(messages))):
+            for answer in serving:
+                if answer.has_pattern and answer.matches(messages[index]):
+                    return answer, index
+        for answer in serving:
+            if not answer.has_pattern:
+                return answer, 0
+        return None
+
+    def steps_for(self, user_messages: str | list[str], role: str | None = None
+                  ) -> list[ShellStep | ToolStep | TextStep]:
         """The steps of the matching answer, else the script's own steps."""
-        answer = self.answer_for(first_user_message)
+        answer = self.answer_for(user_messages, role)
         return answer.all_steps if answer is not None else list(self.steps)
 
     def step_at(self, position: int, steps: list[ShellStep | ToolStep | TextStep] | None = None

@@ -27,6 +27,7 @@ from benchflow.errors import ConfigError
 from benchflow.model_server.app import HttpReply, ScriptedModelApp
 from benchflow.model_server.capture import ModelCallLog
 from benchflow.model_server.script import Script, load_script
+from benchflow.model_server.traffic import ModelTraffic
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class _HttpServer(ThreadingHTTPServer):
         self.address_family = family
         self.app = app
         self.capture: ModelCallLog | None = None
+        self.traffic: ModelTraffic | None = None
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -97,16 +99,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, f"unreadable request body: {exc}")
             return
         started = time.time()
-        capture = self.server.capture
-        where = capture.where() if capture is not None else None
+        capture, traffic = self.server.capture, self.server.traffic
+        role = traffic.caller(self.headers, self.path).role if traffic is not None else None
+        if traffic is not None:
+            where = traffic.where(role)
+        else:
+            where = capture.where() if capture is not None else None
         reply = self.server.app.handle(
-            self.command, self.path, body, self.headers.get("Content-Encoding")
+            self.command, self.path, body, self.headers.get("Content-Encoding"), role=role
         )
         try:
             self._write(reply)
         except (BrokenPipeError, ConnectionResetError):
             logger.debug("client went away during %s %s", self.command, self.path)
             self.close_connection = True
+        if traffic is not None and self.command == "POST":
+            traffic.count(role, reply.tokens, model=reply.summary.get("model"),
+                          main=reply.summary.get("answer") in ("step", "answer"))
+            traffic.note_tools(role, self.path, reply.request)
         if capture is not None:
             response = b"".join(reply.events) if reply.events is not None else reply.payload()
             try:
@@ -157,6 +167,8 @@ class ModelServer:
         port: the port to listen on, 0 for any free port.
         log_dir: where `requests.jsonl` goes (typically the rollout directory); None logs in memory only.
         capture: records every call in full (`model_calls.jsonl`, see `capture.py`).
+        traffic: the rollout's per-role keys: calls are attributed to (and script answers
+            may target) the role whose key they carry, and counted per role.
     """
 
     def __init__(
@@ -166,8 +178,10 @@ class ModelServer:
         port: int = 0,
         log_dir: str | Path | None = None,
         capture: ModelCallLog | None = None,
+        traffic: ModelTraffic | None = None,
     ) -> None:
         self.capture = capture
+        self.traffic = traffic
         self.script = script if isinstance(script, Script) else load_script(script)
         self.host = host
         self.port = port
@@ -213,6 +227,7 @@ class ModelServer:
                 f"the model server cannot listen on {self.host}:{self.port}: {exc}"
             ) from exc
         httpd.capture = self.capture
+        httpd.traffic = self.traffic
         self._httpd = httpd
         self.port = httpd.server_address[1]
         self._thread = threading.Thread(

@@ -15,8 +15,10 @@ endpoint names (through `benchflow.settings`) and is never logged.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -101,6 +103,15 @@ class UsageTotals:
             self.total_cost = round((self.total_cost or 0.0) + usage.cost, 12)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once per process: loading the CA bundle takes
+    ~0.1 s and blocks the event loop, once per client otherwise (a client per rollout)."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
 def api_base_url(base_url: str) -> str:
     """The SDK's base URL: the endpoint's root plus `/v1` (given with or without it)."""
     root = base_url.rstrip("/")
@@ -108,11 +119,14 @@ def api_base_url(base_url: str) -> str:
 
 
 def resolve_api_key(endpoint: ModelEndpoint) -> str:
-    """The key from the host variable `endpoint.api_key_env`, or a placeholder when none is named.
+    """The endpoint's own `api_key`, the key from the host variable `endpoint.api_key_env`, or a
+    placeholder when none is named.
 
     Raises:
         ConfigError: the named variable is not set.
     """
+    if endpoint.api_key is not None:
+        return endpoint.api_key.get_secret_value()
     if not endpoint.api_key_env:
         return NO_API_KEY
     value = host_env(endpoint.api_key_env)
@@ -132,6 +146,8 @@ class ModelClient:
         timeout_sec: deadline of each call.
         backoff_sec: the first retry's delay; doubles each retry, capped at `max_backoff_sec`.
         prices: USD per million tokens by model id; cost is None for models not listed.
+        api_key: a key to send instead of the endpoint's (a role's key for benchflow's
+            model server or relay).
     """
 
     endpoint: ModelEndpoint
@@ -141,6 +157,7 @@ class ModelClient:
     max_backoff_sec: float = 30.0
     prices: Mapping[str, Price] = field(default_factory=dict)
     usage: UsageTotals = field(default_factory=UsageTotals)
+    api_key: str | None = field(default=None, repr=False)
     _sdk: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -152,12 +169,16 @@ class ModelClient:
 
     def _client(self) -> Any:
         if self._sdk is None:
-            from openai import AsyncOpenAI
+            from benchflow._extras import require
 
+            openai = require("openai", "models", "the model client (model agent, QA API, "
+                             "LLM judge)")
             assert self.endpoint.base_url is not None
-            self._sdk = AsyncOpenAI(base_url=api_base_url(self.endpoint.base_url),
-                                    api_key=resolve_api_key(self.endpoint),
-                                    max_retries=0, timeout=self.timeout_sec)
+            self._sdk = openai.AsyncOpenAI(
+                base_url=api_base_url(self.endpoint.base_url),
+                api_key=self.api_key or resolve_api_key(self.endpoint),
+                max_retries=0, timeout=self.timeout_sec,
+                http_client=openai.DefaultAsyncHttpxClient(verify=_tls_context()))
         return self._sdk
 
     def delay_sec(self, retry: int) -> float:

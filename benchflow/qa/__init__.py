@@ -6,12 +6,15 @@ summary = rollout(config_path="configs/qa.yaml", data_path="tasks/qa-example.jso
 summary["average_score"], summary["results_file"]
 ```
 
-`rollout()`, `quick_rollout()`, `load_config()`, `load_tasks()`; the config's parameters
-are in `QaRolloutConfig` (see docs/how-to/qa-benchmarks.md).
+`rollout()`, `quick_rollout()`, `load_config()`, `load_tasks()`, `AgentRunner`; the
+config's parameters are in `QaRolloutConfig` (see docs/how-to/qa-benchmarks.md). This
+package is the home of the spec's `from rollout import ...` and
+`from rollout.core.runner import AgentRunner`.
 """
 
 from benchflow.qa.api import arollout, load_tasks, quick_rollout, rollout
 from benchflow.qa.config import QaRolloutConfig, load_config, parse_config
+from benchflow.qa.runner import AgentRunner, TaskResult
 from benchflow.task.qa import QaItem
 
 RolloutConfig = QaRolloutConfig
@@ -19,5 +22,6 @@ RolloutConfig = QaRolloutConfig
 BenchmarkItem = QaItem
 """The spec's name for one item."""
 
-__all__ = ["BenchmarkItem", "QaItem", "QaRolloutConfig", "RolloutConfig", "arollout",
-           "load_config", "load_tasks", "parse_config", "quick_rollout", "rollout"]
+__all__ = ["AgentRunner", "BenchmarkItem", "QaItem", "QaRolloutConfig", "RolloutConfig", "arollout",
+           "TaskResult", "load_config", "load_tasks", "parse_config", "quick_rollout",
+           "rollout"]

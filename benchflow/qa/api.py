@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import tempfile
 import time
+
+import anyio
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchflow.agents.model_agent import ModelAgentConfig
+from benchflow._extras import require
+from benchflow.agents.model_agent import ModelAgentConfig, ToolServerSettings
 from benchflow.config import ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.job import Job
 from benchflow.job.loop import run_job_loop
 from benchflow.job.qa_trials import qa_trials
-from benchflow.qa.config import QaRolloutConfig, load_config, parse_config
+from benchflow.qa.config import DEFAULT_SANDBOX_URL, QaRolloutConfig, load_config, parse_config
 from benchflow.qa.outputs import evaluation, result_line, write_json, write_jsonl
 from benchflow.rollout.result import RolloutResult
 from benchflow.task.qa import QaItem, QaScoring, load_qa_items, select_items
@@ -64,12 +67,55 @@ def _model_agent(config: QaRolloutConfig, base: Path) -> ModelAgentConfig:
         if not prompt_file.is_absolute():
             prompt_file = base / prompt_file
     try:
-        return ModelAgentConfig(tools=list(config.available_tools),  # type: ignore[arg-type]
+        return ModelAgentConfig(tools=list(config.available_tools),
                                 max_turns=config.max_turns, system_prompt=config.system_prompt,
                                 system_prompt_file=prompt_file, max_retries=config.max_retries,
-                                tool_timeout_sec=float(config.sandbox_timeout))
+                                tool_timeout_sec=float(config.sandbox_timeout),
+                                tool_server=ToolServerSettings(
+                                    url=config.sandbox_server_url,
+                                    resource_types=list(config.resource_types),
+                                    resource_init_configs=dict(config.resource_init_configs)))
     except ValueError as exc:
         raise ConfigError(f"model agent settings: {exc}") from exc
+
+
+class ToolServerScope:
+    """The tool server a QA run's server tools need: started here with
+    `sandbox_auto_start` (and stopped after), else checked to answer before any item runs."""
+
+    def __init__(self, config: QaRolloutConfig, base: Path) -> None:
+        self.config, self.base = config, base
+        self._process: Any = None
+
+    async def __aenter__(self) -> ToolServerScope:
+        from benchflow.tools.client import ToolClient, ToolServerProcess
+
+        config = self.config
+        if not config.server_tools:
+            return self
+        if config.sandbox_auto_start:
+            path = config.sandbox_config_path
+            if path and not Path(path).is_absolute():
+                path = str(self.base / path)
+            self._process = ToolServerProcess(config.sandbox_server_url, path)
+            await anyio.to_thread.run_sync(self._process.start)
+        else:
+            async with ToolClient(config.sandbox_server_url) as client:
+                await client.health()  # ToolServerError naming the URL and the fix
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._process is not None:
+            await anyio.to_thread.run_sync(self._process.stop)
+            self._process = None
+
+
+def _check_extras(config: QaRolloutConfig) -> None:
+    if config.agent == "model" or "llm_judgement" in (config.evaluation_metric,
+                                                      *config.extra_metrics):
+        require("openai", "models", "the QA API (its model agent and LLM judge)")
+    if config.server_tools:
+        require("starlette", "tools", "the tool server")
 
 
 async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
@@ -78,6 +124,7 @@ async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
                    ) -> dict[str, Any]:
     """The async form of `rollout` on an already loaded config."""
     started = time.monotonic()
+    _check_extras(config)
     base = base_dir or Path.cwd()
     if not config.data_path:
         raise ConfigError("no benchmark data: set data_path in the config or pass data_path=")
@@ -100,7 +147,8 @@ async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
     job_name = f"{benchmark}__{stamp.strftime('%Y%m%dT%H%M%S')}"
     concurrency = config.max_workers if (config.parallel or config.max_workers > 1) else 1
     job = Job(job_name, out / "jobs", trials, concurrency=concurrency)
-    await job.run()
+    async with ToolServerScope(config, base):
+        await job.run()
     by_folder = {r.task_name: r for r in job.results}
     by_id: dict[str, RolloutResult] = {
         item.id: by_folder[trial.ref.task_name]
@@ -171,19 +219,37 @@ async def _arollout_kw(config: QaRolloutConfig, evaluate: bool, metric: str | No
 
 def quick_rollout(question: str, *, tools: list[str] | None = None,
                   model_name: str = "gpt-4.1-2025-04-14", api_key: str = "",
-                  base_url: str = "", max_turns: int = 10, sandbox: str = "docker",
-                  answer: str | None = None, metric: str = "exact_match") -> dict[str, Any]:
+                  base_url: str = "", max_turns: int = 10,
+                  sandbox_url: str = DEFAULT_SANDBOX_URL, answer: str | None = None,
+                  metric: str = "exact_match", environment: str = "docker",
+                  sandbox_auto_start: bool = False,
+                  kwargs: Mapping[str, Any] | None = None,
+                  resource_init_configs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Answer one question (no config file): returns question, answer, success, error,
-    trajectory (and score when `answer` is given). `api_key` is an env reference
-    (`${VAR}`); `sandbox` is the environment used when `tools` need one."""
+    trajectory (and score when `answer` is given).
+
+    `tools` may be sandbox tools (run in a sandbox of `environment`) and tool-server tools
+    (`web:search`, `doc:read`, ... served at `sandbox_url`; `sandbox_auto_start` starts
+    one). `api_key` is best an env reference (`${VAR}`); a literal key is used, never
+    written. `kwargs` are the item's tool kwargs (e.g. `seed_path`).
+
+    Raises:
+        ConfigError: an unknown tool or bad value. ToolServerError: the server is unreachable.
+    """
     with tempfile.TemporaryDirectory(prefix="benchflow-quick-") as tmp:
         data = Path(tmp) / "quick.jsonl"
-        item = {"id": "quick", "question": question, **({"answer": answer} if answer else {})}
+        item: dict[str, Any] = {"id": "quick", "question": question,
+                                **({"answer": answer} if answer else {})}
+        if kwargs:
+            item["kwargs"] = dict(kwargs)
         write_jsonl(data, [item])
         config = parse_config({"data_path": str(data), "output_dir": str(Path(tmp) / "out"),
                                "model_name": model_name, "api_key": api_key,
                                "base_url": base_url, "max_turns": max_turns,
-                               "available_tools": list(tools or []), "environment": sandbox,
+                               "available_tools": list(tools or []),
+                               "environment": environment, "sandbox_server_url": sandbox_url,
+                               "sandbox_auto_start": sandbox_auto_start,
+                               "resource_init_configs": dict(resource_init_configs or {}),
                                "evaluation_metric": metric, "save_summary": False,
                                "benchmark_name": "quick"}, "quick_rollout")
         summary = run_job_loop(lambda: _arollout_kw(config, answer is not None, None, None,
@@ -201,4 +267,4 @@ def _first_line(path: Path) -> dict[str, Any]:
     return first
 
 
-__all__ = ["arollout", "load_tasks", "quick_rollout", "rollout"]
+__all__ = ["ToolServerScope", "arollout", "load_tasks", "quick_rollout", "rollout"]

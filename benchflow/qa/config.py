@@ -1,17 +1,19 @@
 """`RolloutConfig` of the AgentFlow-style API (`benchflow.qa`), loaded from JSON or YAML.
 
 Every parameter of the AgentFlow rollout reference is a field here; unknown keys are
-rejected naming the nearest valid one. Secrets are never written in the file: `api_key`
-and `evaluator_api_key` are environment references (`${OPENAI_API_KEY}` or
-`env:OPENAI_API_KEY`), or empty for endpoints that need no key. `available_tools` are the
-model agent's tools (`shell`, `read_file`, `write_file`); AgentFlow's resource servers
-(`resource_types`, `sandbox_server_url`, `sandbox_auto_start`, `sandbox_config_path`) do not
-exist in benchflow, which starts its own sandboxes (`environment`), so only their defaults
-are accepted.
+rejected naming the nearest valid one. `api_key` and `evaluator_api_key` are best given as
+environment references (`${OPENAI_API_KEY}` or `env:OPENAI_API_KEY`); a literal key is
+accepted with a one-line warning, used in this process only and never written to any
+output. `available_tools` are the model agent's sandbox tools (`shell`, `read_file`,
+`write_file`) and the tool server's (`web:search`, `web:browse`, `doc:read`, `code:run`,
+`vm:screenshot`, `vm:click`, `vm:type`), served at `sandbox_server_url` (started by
+benchflow with `sandbox_auto_start`, configured by `sandbox_config_path`), with sessions
+set up by `resource_types` and `resource_init_configs`.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -19,31 +21,33 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from benchflow._models import FrozenModel
-from benchflow.agents.model_agent import unknown_tool
-from benchflow.agents.model_tools import TOOL_NAMES
 from benchflow._config_files import read_config_file
+from benchflow.agents.model_agent import check_tools
+from benchflow.settings import define_secret
+from benchflow.tools.base import RESOURCE_TYPES, TOOL_NAMES as SERVER_TOOLS
 from benchflow.errors import ConfigError
 from benchflow.task._suggest import suggest
 from benchflow.verify.metrics import METRICS
+
+log = logging.getLogger(__name__)
 
 _ENV_REF = re.compile(r"^(?:\$\{(?P<a>[A-Za-z_][A-Za-z0-9_]*)\}|env:(?P<b>[A-Za-z_][A-Za-z0-9_]*))$")
 DEFAULT_SANDBOX_URL = "http://127.0.0.1:18890"
 
 
 def env_reference(value: str | None, field: str) -> str | None:
-    """The variable name of an env reference (`${VAR}` / `env:VAR`), None for "" / None.
-
-    Raises:
-        ValueError: a literal key (secrets stay out of config files).
-    """
+    """The variable name of an env reference (`${VAR}` / `env:VAR`), None for "" / None;
+    for a literal key, a made-up name this process answers it under (`define_secret`)."""
     if not value:
         return None
     match = _ENV_REF.match(value.strip())
     if match is None:
-        raise ValueError(f"{field} must name an environment variable, e.g. "
-                         f"\"${{OPENAI_API_KEY}}\" or \"env:OPENAI_API_KEY\" (keys are never "
-                         f"written in config files)")
+        return define_secret(value.strip())
     return match.group("a") or match.group("b")
+
+
+def is_literal_key(value: str | None) -> bool:
+    return bool(value) and _ENV_REF.match(str(value).strip()) is None
 
 
 class QaRolloutConfig(FrozenModel):
@@ -55,7 +59,7 @@ class QaRolloutConfig(FrozenModel):
     data_path: str | None = None
     output_dir: str | None = None
     model_name: str = "gpt-4.1-2025-04-14"
-    api_key: str = ""
+    api_key: str = Field(default="", repr=False)
     base_url: str = ""
     max_turns: int = Field(default=100, ge=1)
     max_retries: int = Field(default=3, ge=0)
@@ -66,7 +70,7 @@ class QaRolloutConfig(FrozenModel):
     evaluate_results: bool = True
     evaluation_metric: str = "exact_match"
     evaluator_model_name: str | None = None
-    evaluator_api_key: str | None = None
+    evaluator_api_key: str | None = Field(default=None, repr=False)
     evaluator_base_url: str | None = None
     evaluator_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     evaluator_max_retries: int = Field(default=3, ge=0)
@@ -95,17 +99,19 @@ class QaRolloutConfig(FrozenModel):
 
     @field_validator("api_key", "evaluator_api_key")
     @classmethod
-    def _key_is_a_reference(cls, value: str | None, info: Any) -> str | None:
-        env_reference(value, info.field_name)
+    def _warn_literal(cls, value: str | None, info: Any) -> str | None:
+        if is_literal_key(value):
+            log.warning("%s is a literal key: it is used but never written out; prefer an "
+                        "environment reference such as \"${OPENAI_API_KEY}\"", info.field_name)
         return value
 
     @field_validator("available_tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name not in TOOL_NAMES:
-                raise ValueError(unknown_tool(name))
-        return value
+        try:
+            return check_tools(value, "available_tools")
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("available_tools: ")) from None
 
     @field_validator("evaluation_metric")
     @classmethod
@@ -116,24 +122,26 @@ class QaRolloutConfig(FrozenModel):
             raise ValueError(f"unknown metric {value!r}{hint}; metrics: {', '.join(METRICS)}")
         return value
 
-    @field_validator("resource_types", "resource_init_configs")
+    @field_validator("resource_types")
     @classmethod
-    def _no_resources(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise ValueError(f"{info.field_name}: benchflow has no resource servers; tools run in "
-                             "the sandbox it starts (available_tools: shell, read_file, "
-                             "write_file; environment: docker | daytona | modal)")
+    def _known_resources(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in RESOURCE_TYPES:
+                raise ValueError(f"unknown resource type {name!r}; resource types: "
+                                 f"{', '.join(RESOURCE_TYPES)}")
         return value
 
-    @field_validator("sandbox_server_url", "sandbox_auto_start", "sandbox_config_path")
+    @field_validator("sandbox_server_url")
     @classmethod
-    def _no_sandbox_server(cls, value: Any, info: Any) -> Any:
-        default = {"sandbox_server_url": DEFAULT_SANDBOX_URL, "sandbox_auto_start": False,
-                   "sandbox_config_path": None}[info.field_name]
-        if value != default:
-            raise ValueError(f"{info.field_name}: benchflow starts its own sandboxes (set "
-                             "`environment` instead of a sandbox server)")
-        return value
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://", value):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value.rstrip("/")
+
+    @property
+    def server_tools(self) -> list[str]:
+        """The available tools the tool server runs."""
+        return [t for t in self.available_tools if t in SERVER_TOOLS]
 
     @property
     def api_key_env(self) -> str | None:

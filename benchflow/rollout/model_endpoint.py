@@ -16,13 +16,18 @@ implies `model-only`; else the task's `sandbox.allow_internet` (false: `none`, o
 `model-only` when a real model endpoint is configured); else `public`.
 
 The endpoint: a scripted `ModelServer` (its `requests.jsonl` in `log_dir`), or a real
-endpoint's root URL, relayed through a `ModelRelay` on the sandbox network's gateway
-under `model-only`, when it is on the host's loopback, or when calls are captured
-(`capture_model_calls`: every call, scrubbed, in the rollout's `model_calls.jsonl`). Either way every role's env gets
-`BENCHFLOW_PROVIDER_BASE_URL` (no `/v1`) and `BENCHFLOW_PROVIDER_API_KEY`, which each
-agent's manifest maps to its own settings (`[env_mapping]`, and the `base_url` launch
-template variable); agents whose model ids name a provider (opencode) get the model
-`benchflow/<id>`.
+endpoint's root URL relayed through a `ModelRelay` on the sandbox network's gateway
+(`capture_model_calls`: every call, scrubbed, in the rollout's `model_calls.jsonl`).
+Every role's env gets `BENCHFLOW_PROVIDER_BASE_URL` (no `/v1`) and
+`BENCHFLOW_PROVIDER_API_KEY`, which each agent's manifest maps to its own settings
+(`[env_mapping]`, and the `base_url` launch template variable); agents whose model ids
+name a provider (opencode) get the model `benchflow/<id>`.
+
+The key is the role's own (`ModelTraffic.token_for`): the server and the relay attribute
+each call to the role whose key it carries, count its tokens per role and turn, and script
+answers may target a role. The relay swaps the role key for the real endpoint's key, so
+the real key never enters a sandbox. Only backends that call the endpoint directly (an
+egress allowlist: no relay on the host) hand the real key to the sandbox.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from benchflow.agents.catalog import load_catalog
 from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
+from benchflow.rollout.roles import role_identities
 from benchflow.rollout.secrets import Scrubber
 from benchflow.sandbox import network as netpolicy
 from benchflow.sandbox.base import PolicySandbox, Sandbox
@@ -57,6 +63,7 @@ if TYPE_CHECKING:  # the model server (starlette, uvicorn) loads only when an en
     from benchflow.model_server import ModelServer
     from benchflow.model_server.capture import ModelCallLog
     from benchflow.model_server.relay import ModelRelay
+    from benchflow.model_server.traffic import ModelTraffic
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +101,16 @@ def endpoint_root(url: str) -> str:
 
 
 def endpoint_api_key(endpoint: ModelEndpoint) -> str:
-    """The key agents send: the scripted one, the host variable named by `api_key_env`, the
-    host's `BENCHFLOW_PROVIDER_API_KEY`, or a placeholder.
+    """The key agents send: the scripted one, the endpoint's own `api_key`, the host variable
+    named by `api_key_env`, the host's `BENCHFLOW_PROVIDER_API_KEY`, or a placeholder.
 
     Raises:
         ConfigError: `api_key_env` names a variable that is not set.
     """
     if endpoint.script is not None:
         return SCRIPTED_API_KEY
+    if endpoint.api_key is not None:
+        return endpoint.api_key.get_secret_value()
     if endpoint.api_key_env:
         value = host_env(endpoint.api_key_env)
         if not value:
@@ -138,13 +147,22 @@ def model_endpoint(script: Path | None = None, base_url: str | None = None,
     return endpoint
 
 
-def with_env(scenes: Iterable[Scene], env: Mapping[str, str]) -> list[Scene]:
+def with_env(scenes: Iterable[Scene], env: Mapping[str, str],
+             keys: Mapping[str, str] | None = None) -> list[Scene]:
     """`scenes` pointed at a model endpoint: `env` under every role's own env (the role's
-    values win); agents that pick a provider by the model id's prefix (`provider/model`
-    manifests, e.g. opencode) get the model `benchflow/<id>`, the endpoint's provider."""
+    values win), with the role's own key from `keys` (role name -> key) when given; agents
+    that pick a provider by the model id's prefix (`provider/model` manifests, e.g.
+    opencode) get the model `benchflow/<id>`, the endpoint's provider."""
     if not env:
         return list(scenes)
-    return [scene.model_copy(update={"roles": [_point(role, env) for role in scene.roles]})
+    keys = keys or {}
+
+    def env_of(role: Role) -> Mapping[str, str]:
+        key = keys.get(role.name)
+        return {**env, PROVIDER_API_KEY_ENV: key} if key else env
+
+    return [scene.model_copy(update={"roles": [_point(role, env_of(role))
+                                               for role in scene.roles]})
             for scene in scenes]
 
 
@@ -171,6 +189,31 @@ def scenes_for_check(config: RolloutConfig) -> list[Scene]:
         return list(config.scenes)
     return with_env(config.scenes, {PROVIDER_BASE_URL_ENV: _PLACEHOLDER_URL,
                                     PROVIDER_API_KEY_ENV: endpoint_api_key(config.model_endpoint)})
+
+
+def capture_log(config: RolloutConfig, path: Path | None) -> ModelCallLog | None:
+    """The rollout's `model_calls.jsonl` log when calls are captured, else None.
+
+    Raises:
+        ConfigError: capture without a model endpoint (or without a path); token options
+            (`request_tokens`) without capture.
+    """
+    endpoint = config.model_endpoint
+    if not config.capture_model_calls:
+        if endpoint is not None and endpoint.request_tokens:
+            raise ConfigError("request_tokens (--capture-tokens) asks the endpoint for token "
+                              "ids that only a capture records: also turn on "
+                              "capture_model_calls (--capture-model-calls)")
+        return None
+    if endpoint is None:
+        raise ConfigError("capture_model_calls (--capture-model-calls) records the calls that "
+                          "pass through benchflow's model server or relay: also give a model "
+                          "endpoint (--model-server SCRIPT or --model-base-url URL)")
+    if path is None:
+        raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
+    from benchflow.model_server.capture import ModelCallLog
+
+    return ModelCallLog(path, Scrubber())
 
 
 def _on_loopback(url: str) -> bool:
@@ -204,18 +247,7 @@ class RolloutNetwork:
     def __init__(self, config: RolloutConfig, *, allow_internet: bool, job_name: str,
                  log_dir: Path, capture_path: Path | None = None) -> None:
         self.endpoint = config.model_endpoint
-        self.capture: ModelCallLog | None = None
-        if config.capture_model_calls:
-            if self.endpoint is None:
-                raise ConfigError("capture_model_calls (--capture-model-calls) records the "
-                                  "calls that pass through benchflow's model server or relay: "
-                                  "also give a model endpoint (--model-server SCRIPT or "
-                                  "--model-base-url URL)")
-            if capture_path is None:
-                raise ConfigError("capture_model_calls needs the rollout's model_calls.jsonl path")
-            from benchflow.model_server.capture import ModelCallLog
-
-            self.capture = ModelCallLog(capture_path, Scrubber())
+        self.capture: ModelCallLog | None = capture_log(config, capture_path)
         self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
         self.backend = config.environment
         # model-only as an outbound allowlist: the sandbox calls the endpoint itself
@@ -226,6 +258,9 @@ class RolloutNetwork:
         self.log_dir = log_dir
         self.network: netpolicy.ModelOnlyNetwork | None = None
         self.env: dict[str, str] = {}
+        self.identities = role_identities(config.scenes, self.endpoint)
+        self.traffic: ModelTraffic | None = None
+        """Per-role keys and counts, when benchflow's server or relay serves the endpoint."""
         self.url: str | None = None
         self._server: ModelServer | ModelRelay | None = None
         self._port: int | None = None
@@ -250,31 +285,32 @@ class RolloutNetwork:
         if self.endpoint is None:
             return
         key = endpoint_api_key(self.endpoint)
+        from benchflow.model_server.traffic import ModelTraffic
+
+        # the relay also accepts the placeholder key host-side callers send without one
+        self.traffic = traffic = ModelTraffic(self.identities, upstream_key=key,
+                                              host_keys=(NO_API_KEY,))
+        host = (self.network.gateway if self.network is not None
+                else await netpolicy.network_gateway(self.base_network))
         if self.endpoint.script is not None:
-            host = (self.network.gateway if self.network is not None
-                    else await netpolicy.network_gateway(self.base_network))
             from benchflow.model_server import ModelServer
 
             self._server = ModelServer(self.endpoint.script, host=host, log_dir=self.log_dir,
-                                       capture=self.capture)
-        elif (self.network is not None or _on_loopback(self.endpoint.base_url or "")
-              or self.capture is not None):  # capture: the calls must pass through the relay
+                                       capture=self.capture, traffic=traffic)
+        else:  # always relayed: role keys, per-role counts, the real key kept on the host
             assert self.endpoint.base_url is not None
-            host = (self.network.gateway if self.network is not None
-                    else await netpolicy.network_gateway(self.base_network))
             from benchflow.model_server.relay import ModelRelay
 
             self._server = ModelRelay(endpoint_root(self.endpoint.base_url), host=host,
-                                      log_dir=self.log_dir, capture=self.capture)
-        if self._server is not None:
-            self.url = self._server.start()
-            self._port = self._server.port
-            if self.network is not None:
-                await netpolicy.allow_endpoint(self.network, self._port)
-        else:
-            assert self.endpoint.base_url is not None
-            self.url = endpoint_root(self.endpoint.base_url)
-        self.env = {PROVIDER_BASE_URL_ENV: self.url, PROVIDER_API_KEY_ENV: key}
+                                      log_dir=self.log_dir, capture=self.capture,
+                                      request_tokens=self.endpoint.request_tokens,
+                                      traffic=traffic)
+        self.url = self._server.start()
+        self._port = self._server.port
+        if self.network is not None:
+            await netpolicy.allow_endpoint(self.network, self._port)
+        # no key here: each role gets its own (`scenes()`); the real one stays on the host
+        self.env = {PROVIDER_BASE_URL_ENV: self.url}
         log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
 
     def _open_direct(self) -> None:
@@ -310,20 +346,29 @@ class RolloutNetwork:
                  self.policy)
 
     def attribute_calls(self, trajectory: TrajectoryWriter) -> None:
-        """Captured calls name the scene, role and turn of the trajectory's current prompt."""
+        """A call made with a role's key belongs to that role's current (or last) prompt."""
+        if self.traffic is not None:
+            self.traffic.place_of = trajectory.place_of
         if self.capture is not None:
             self.capture.place = lambda: trajectory.place
+
+    @property
+    def role_keys(self) -> dict[str, str]:
+        """Each role's key for the endpoint ({} when no server or relay serves it)."""
+        if self.traffic is None:
+            return {}
+        return {role: self.traffic.token_for(role) for role in self.traffic.roles}
 
     def host_endpoint(self) -> ModelEndpoint | None:
         """The endpoint as benchflow itself calls it from the host (the model agent), or None."""
         if self.url is None or self.endpoint is None:
             return None
         return ModelEndpoint(base_url=self.url, model=self.endpoint.model,
-                             api_key_env=self.endpoint.api_key_env)
+                             api_key_env=self.endpoint.api_key_env, api_key=self.endpoint.api_key)
 
     def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
-        """`scenes` whose roles point at the endpoint."""
-        return with_env(scenes, self.env)
+        """`scenes` whose roles point at the endpoint, each with its own key."""
+        return with_env(scenes, self.env, self.role_keys)
 
     def sandbox_fields(self, *, online_install: bool) -> dict[str, Any]:
         """`SandboxSpec` fields: the policy itself, or `public` while an install needs the
@@ -331,6 +376,7 @@ class RolloutNetwork:
         if self.policy == "public":
             return {}
         fields: dict[str, Any] = {"egress_allowlist": self.allowlist} if self.allowlist else {}
+        fields["isolate_services"] = True  # a multi-container task's other services too
         self._start_policy = "public" if online_install else self.policy
         if self._start_policy == "public":
             log.info("installing the agents needs the network: the sandbox starts public and "
@@ -370,6 +416,7 @@ __all__ = [
     "NO_API_KEY",
     "SCRIPTED_API_KEY",
     "RolloutNetwork",
+    "capture_log",
     "endpoint_api_key",
     "endpoint_root",
     "model_endpoint",

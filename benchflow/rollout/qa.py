@@ -25,6 +25,7 @@ from benchflow.agents.registry import check_scenes, get_driver
 from benchflow.config import ModelEndpoint, RolloutConfig
 from benchflow.errors import BenchflowError, ConfigError
 from benchflow.rollout.events import RolloutEventKind, RolloutListener
+from benchflow.rollout.model_endpoint import capture_log, endpoint_root
 from benchflow.rollout.result import write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.rollout.skills import RolloutSkills
@@ -34,6 +35,8 @@ from benchflow.verify.answers import extract_answer, judge_settings, score_answe
 
 if TYPE_CHECKING:  # starlette/uvicorn load only when a scripted server is used
     from benchflow.model_server import ModelServer
+    from benchflow.model_server.capture import ModelCallLog
+    from benchflow.model_server.relay import ModelRelay
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,8 @@ class QaRollout(Rollout):
             raise ConfigError(f"{task.path}: not a QA item")
         super().__init__(config, task=task, listener=listener, drivers=drivers)
         self.qa = task.qa
-        self._server: ModelServer | None = None
+        self._server: ModelServer | ModelRelay | None = None
+        self._capture: ModelCallLog | None = None
 
     def _resolve_drivers(self) -> None:
         check_scenes(self.config.scenes, given=self._given_drivers)
@@ -102,15 +106,35 @@ class QaRollout(Rollout):
             model_endpoint=await self._local_endpoint())
 
     async def _local_endpoint(self) -> ModelEndpoint | None:
+        """The endpoint as the agent calls it on this host: a scripted server, or (when
+        calls are captured) a relay in front of the real endpoint, on the loopback."""
         endpoint = self.config.model_endpoint
-        if endpoint is None or endpoint.script is None:
+        self._capture = capture_log(self.config, self.paths.model_calls)
+        if endpoint is None or (endpoint.script is None and self._capture is None):
             return endpoint
-        from benchflow.model_server import ModelServer
+        log_dir = self.paths.root / "model_server"
+        if endpoint.script is not None:
+            from benchflow.model_server import ModelServer
 
-        self._server = ModelServer(endpoint.script, host="127.0.0.1",
-                                   log_dir=self.paths.root / "model_server")
+            self._server = ModelServer(endpoint.script, host="127.0.0.1", log_dir=log_dir,
+                                       capture=self._capture)
+        else:
+            from benchflow.model_server.relay import ModelRelay
+
+            assert endpoint.base_url is not None
+            self._server = ModelRelay(endpoint_root(endpoint.base_url), host="127.0.0.1",
+                                      log_dir=log_dir, capture=self._capture,
+                                      request_tokens=endpoint.request_tokens)
         url = self._server.start()
-        return ModelEndpoint(base_url=url, model=endpoint.model)
+        return ModelEndpoint(base_url=url, model=endpoint.model,
+                             api_key_env=endpoint.api_key_env, api_key=endpoint.api_key)
+
+    async def open_agent_phase(self) -> None:
+        """Open the trajectory; captured calls (without a sandbox) name its current prompt."""
+        await super().open_agent_phase()
+        if self._capture is not None and self.ctx is not None and self.ctx.trajectory:
+            trajectory = self.ctx.trajectory
+            self._capture.place = lambda: trajectory.place
 
     async def install_agent(self) -> None:
         if self.sandbox is not None:

@@ -71,6 +71,21 @@ class Tokens(StrictModel):
     cached: int = 0
 
 
+class RoleResult(StrictModel):
+    """One role of a rollout (a role in several scenes is one entry: its counts add up):
+    its agent, the model it actually used (the agent's default when none was given), and
+    what it used. `usage_source`: `acp` when the agent reported its tokens over ACP,
+    `model_calls` when benchflow's model server or relay counted them (codex, gemini)."""
+
+    agent: str
+    model: str | None = None
+    tokens: Tokens | None = None
+    cost: float | None = None
+    n_prompts: int = 0
+    n_tool_calls: int = 0
+    usage_source: Literal["acp", "model_calls"] | None = None
+
+
 class TaskStepResult(StrictModel):
     """One step of a multi-step task: its rewards, how long its agent and verifier took,
     and whether its `min_reward` gate stopped the rollout."""
@@ -107,6 +122,8 @@ class RolloutResult(StrictModel):
     reward: float | None = None
     rewards: dict[str, float] | None = None
     cost: float | None = None
+    sandbox_cost: float | None = Field(
+        default=None, description="the sandbox provider's share of `cost` (Modal, Daytona)")
     error: ErrorInfo | None = None
     retried_errors: list[ErrorInfo] = Field(
         default_factory=list, description="errors of earlier attempts that were retried")
@@ -116,6 +133,9 @@ class RolloutResult(StrictModel):
     n_tool_calls: int = 0
     n_prompts: int = 0
     tokens: Tokens | None = None
+    roles: dict[str, RoleResult] = Field(
+        default_factory=dict, description="each role's agent, model and usage (the totals "
+        "above are their sums)")
     trajectory_path: str | None = None
     answer: str | None = Field(default=None, description="a QA item's predicted answer")
     sandbox_preserved: str | None = Field(default=None, description="container id kept")

@@ -44,13 +44,21 @@ from benchflow.rollout.result import (
     write_error_txt,
     write_json_atomic,
 )
+from benchflow.rollout.roles import (
+    RoleLedger,
+    configured_roles,
+    role_identities,
+    rollout_model,
+)
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.redaction import mask_folder, rollout_redactor
 from benchflow.rollout.secrets import Redactor, redacted_config_json
 from benchflow.rollout.skills import RolloutSkills
+from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
 from benchflow.sandbox.base import GuardedSandbox, Sandbox
+from benchflow.sandbox.cost import sandbox_cost
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_ROLLOUT
@@ -65,9 +73,14 @@ from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
+from benchflow.verify.baseline import (
+    Baseline,
+    scrub_git_history,
+    take_baseline,
+    task_named_tools,
+)
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
-from benchflow.verify.runner import VerifierRun
+from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
 log = logging.getLogger(__name__)
@@ -129,6 +142,10 @@ class Rollout:
         self._storage_failure: OSError | None = None
         self.final_text = ""
         """The agent's last non-empty message (for an LLM judge and QA answers)."""
+        self.ledger = RoleLedger(role_identities(config.scenes, config.model_endpoint),
+                                 configured=configured_roles(config.scenes))
+        """Each role's identity and counts (`result.roles`)."""
+        self.result.model = rollout_model(self.ledger.identities) or config.model_name
 
     @property
     def hardened(self) -> bool:
@@ -164,12 +181,19 @@ class Rollout:
                                       capture_path=self.paths.model_calls)
         require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
+        self.ledger.traffic = self.network.traffic
+        if self.network.traffic is not None:  # role keys: masked like the task's secrets
+            self._secrets |= self.network.traffic.tokens
+            mask_in_rollout_log(self.network.traffic.tokens)
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
+        judge = task.verifier_doc.agent if task.verifier_doc.strategy == "agent-judge" else None
+        if judge:  # installed with the solver, before the network policy applies
+            self.drivers.setdefault(judge, self._given_drivers.get(judge) or get_driver(judge))
         self.redactor = rollout_redactor(self._secrets, self.scenes, self.drivers)
         mask_in_rollout_log(self.redactor.values)
         settings = get_settings()
@@ -191,6 +215,7 @@ class Rollout:
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
             files={config.instruction_path: task.instruction.encode()},
             trees=(self._solution_tree,) if self._solution_tree else (),
+            compose_file=task.compose_file,
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
             labels={**owner_labels(self.job_name, self.job_id), LABEL_ROLLOUT: self.rollout_name},
@@ -226,6 +251,7 @@ class Rollout:
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
+            model_keys=self.network.role_keys if self.network else {},
         )
         if self._solution_tree is not None:
             solution_placed(self.ctx, self._solution_tree)
@@ -253,7 +279,8 @@ class Rollout:
                 await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
-                                                config=hardening)
+                                                config=hardening,
+                                                named=task_named_tools(self.task))
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""
@@ -284,6 +311,7 @@ class Rollout:
         await self.skills.stage(self.ctx)
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
+        await open_strategy(self)  # an ORS environment the agent plays
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -301,7 +329,7 @@ class Rollout:
                         driver.connect(self.ctx, first.role, first.scene) as connection:
                     for step in group:
                         self._enter_step(step)
-                        self._count(await connection.prompt(
+                        self._count(step, await connection.prompt(
                             dataclasses.replace(step, skills=skills)))
                 self.ctx.trajectory.span_id = self.trace.span_id
 
@@ -312,8 +340,12 @@ class Rollout:
         self.ctx.trajectory.span_id = span
         self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
 
-    def _count(self, outcome: StepOutcome) -> None:
-        """Add one answered prompt to the result: counters, and tokens and cost when reported."""
+    def _count(self, step: Step, outcome: StepOutcome, round_index: int | None = None) -> None:
+        """Add one answered prompt to the result: counters, and tokens and cost when reported;
+        per role, with what benchflow's model server or relay saw of it (`RoleLedger`)."""
+        self.ledger.record(step.role.name, outcome, self.ctx.trajectory if self.ctx else None,
+                           scene=step.scene, turn=step.turn_index,
+                           session_turn=step.session_turn, round=round_index)
         result = self.result
         result.n_prompts += 1
         result.n_tool_calls += outcome.n_tool_calls
@@ -347,13 +379,11 @@ class Rollout:
 
         user, max_rounds = resolve_user(self.config, self.task, self.ctx.model_endpoint)
         async with self.skills.session(self.ctx, self.drivers[role.agent], self.steps[0]):
-            n_prompts, n_tool_calls = await run_user_loop(
+            await run_user_loop(
                 user=user, driver=self.drivers[role.agent], ctx=self.ctx, role=role,
                 scene=scene, instruction=self.task.instruction, solution=solution,
                 max_rounds=max_rounds, score_round=score_round,
-                rounds_log=self.paths.user_rounds)
-        self.result.n_prompts += n_prompts
-        self.result.n_tool_calls += n_tool_calls
+                rounds_log=self.paths.user_rounds, on_prompt=self._count)
 
     async def verify(self) -> None:
         """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards.
@@ -363,7 +393,10 @@ class Rollout:
         self._emit(RolloutEventKind.VERIFY_START)
         self.result.hardened = self.baseline is not None
         judge = judge_verifier(self.task)
-        if judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
+        rewards = await strategy_rewards(self)  # ors-episode, agent-judge
+        if rewards is not None:
+            self.result.rewards = rewards
+        elif judge is not None:  # in the agent's sandbox (the loader refuses it with `separate`)
             self.result.rewards = await self._judged_verify(judge, self._verifier_run())
             self._logs_collected = True
         else:
@@ -397,10 +430,12 @@ class Rollout:
         timeout = config.verifier_timeout_sec or task.config.verifier.timeout_sec
         return VerifierRun(verifier_dir=task.verifier_dir, mount=task.verifier_mount,
                            timeout_sec=timeout * config.timeout_multiplier,
-                           env=task.config.verifier.env, cwd=self.sandbox.workdir)
+                           env=task.config.verifier.env, cwd=self.sandbox.workdir,
+                           command=script_command(task))
 
     async def cleanup(self) -> None:
         """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
+        await close_strategy(self)
         if self.sandbox is None:
             return
         try:
@@ -422,6 +457,14 @@ class Rollout:
             append_error_txt(self.paths.error, exc)
         if keep:
             self.result.sandbox_preserved = self.sandbox.sandbox_id
+        self._add_sandbox_cost()
+
+    def _add_sandbox_cost(self) -> None:
+        """The provider's cost of the sandbox, beside the model cost (spec: `cost`)."""
+        cost = sandbox_cost(self.sandbox)
+        if cost is not None:
+            self.result.sandbox_cost = cost
+            self.result.cost = round((self.result.cost or 0.0) + cost, 8)
 
     # -- the whole rollout -------------------------------------------------------------
 
@@ -500,6 +543,7 @@ class Rollout:
                     self.ctx.trajectory.close()
                 except OSError as exc:  # a full disk: its last events are lost
                     self._storage_failure = self._storage_failure or exc
+            self.ledger.finish(self.result)
             self.clock.end()
             with anyio.CancelScope(shield=True):  # written even when cancelled
                 try:
@@ -537,7 +581,7 @@ class Rollout:
             job_name=self.job_name, rollout_name=self.rollout_name, task_name=self.result.task_name,
             agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
-            run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
+            roles=self.ledger.identities, run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         writer = TrajectoryWriter(self.paths.trajectory, header)
         writer.redact = self.redactor.bytes
         return writer

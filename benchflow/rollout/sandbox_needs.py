@@ -22,7 +22,8 @@ def sandbox_needs(config: RolloutConfig, task: Task, policy: NetworkPolicy,
     agents = {role.agent for scene in config.scenes for role in scene.roles}
     live = any(isinstance(given.get(name) or get_driver(name), AcpAgentDriver) for name in agents)
     return SandboxNeeds(live_processes=live, other_user=task.config.agent.user is not None,
-                        network_policy=policy, gpus=task.config.sandbox.gpus)
+                        network_policy=policy, gpus=task.config.sandbox.gpus,
+                        compose=task.compose_file is not None)
 
 
 def require_sandbox(config: RolloutConfig, task: Task, policy: NetworkPolicy,

@@ -11,22 +11,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from benchflow.config import RolloutConfig, Scene
-from benchflow.errors import BenchflowError
+from benchflow.errors import BenchflowError, ConfigError
+from benchflow.roles import RoleAgent, check_roles
 from benchflow.task import Task, load_task
 
 
-def task_scenes(task: Task | None, agent: str, model: str | None = None,
-                env: Mapping[str, str] | None = None) -> list[Scene]:
+def task_scenes(task: Task | None, agent: str | None, model: str | None = None,
+                env: Mapping[str, str] | None = None,
+                assigned: Mapping[str, RoleAgent] | None = None) -> list[Scene]:
     """The task's own scenes with unset roles filled from `agent`/`model`, else one turn
-    of `agent`. `env` goes under every role's own env (the role's values win).
+    of `agent`; `assigned` (`--role`) gives roles their agents first. `env` goes under
+    every role's own env (the role's values win).
 
     Raises:
-        ConfigError: a task role names no agent and `agent` is empty.
+        ConfigError: a task role names no agent and `agent` is empty, or `assigned` names
+            a role the task does not have.
     """
+    source = f"task {task.path.name}" if task is not None else "the task"
     if task is not None and task.scenes is not None:
-        scenes = task.scenes.to_scenes(agent, model)
+        check_roles(assigned or {}, task.scenes.role_names(), source=source)
+        scenes = task.scenes.to_scenes(agent, model, assigned)
     else:
-        scenes = [Scene.single(agent=agent, model=model)]
+        check_roles(assigned or {}, ["agent"], source=source)
+        given = (assigned or {}).get("agent")
+        if given is None and agent is None:
+            raise ConfigError(f"{source}: no agent: give -a/--agent or --role agent=AGENT")
+        scenes = [Scene.single(agent=given.agent if given else agent,  # type: ignore[arg-type]
+                               model=given.model if given else model)]
     if not env:
         return scenes
     return [scene.model_copy(update={"roles": [

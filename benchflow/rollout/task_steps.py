@@ -35,9 +35,16 @@ from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.steps import desugar
 from benchflow.task import Task, TaskStep
+from benchflow.task._files import is_file
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
-from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, verify
+from benchflow.verify.runner import (
+    VERIFIER_LOGS,
+    VerifierOutcome,
+    VerifierRun,
+    script_command,
+    verify,
+)
 from benchflow.verify.separate import SeparateVerifier, collect_artifacts, verify_separately
 from benchflow.verify.soft import soft_verify
 
@@ -190,7 +197,7 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
     with step_tests(task.verifier_dir, step) as tests:
         run = VerifierRun(verifier_dir=tests, mount=task.verifier_mount,
                           timeout_sec=timeout * rollout.config.timeout_multiplier, env=env,
-                          cwd=sandbox.workdir)
+                          cwd=sandbox.workdir, command=script_command(task))
         if (task.config.step_separate(step.config) if step else verifier.separate):
             separate = SeparateVerifier(
                 environment=rollout.config.environment,
@@ -261,34 +268,49 @@ def _declared_environment(rollout: Rollout, step: TaskStep | None) -> SandboxSet
     return (step.config.verifier.environment if step else None) or task.config.verifier.environment
 
 
+def _own_image(rollout: Rollout, step: TaskStep | None) -> tuple[str | None, Path | None] | None:
+    """The separate verifier's own image, in Harbor's order: the step's `docker_image`, the
+    step's tests/Dockerfile, the task's `[verifier.environment] docker_image`, the task's
+    tests/Dockerfile. Returns (image name or None, the build context next to it or None),
+    or None when the verifier uses a copy of the task's environment. A named image is used
+    as given (a Dockerfile beside it is built only with `force_build`)."""
+    task = rollout.task
+    assert task is not None
+    candidates = [(step.config.verifier.environment, step.verifier_dir)] if step else []
+    candidates.append((task.config.verifier.environment, task.verifier_dir))
+    for environment, folder in candidates:
+        context = folder if folder is not None and is_file(folder / "Dockerfile") else None
+        if environment is not None and environment.docker_image:
+            return environment.docker_image, context
+        if context is not None:
+            return None, context
+    return None
+
+
 def verifier_image_is_own(rollout: Rollout, step: TaskStep | None) -> bool:
     """Whether the separate verifier's image is its own (a tests/Dockerfile or a declared
     docker_image) rather than a fresh copy of the task's environment."""
-    task = rollout.task
-    assert task is not None
-    declared = _declared_environment(rollout, step)
-    return task.verifier_image_dir(step) is not None or bool(declared and declared.docker_image)
+    return _own_image(rollout, step) is not None
 
 
 def verifier_spec(rollout: Rollout, step: TaskStep | None) -> SandboxSpec:
-    """The separate verifier's sandbox: its own image (the step's or task's tests/Dockerfile,
-    or a `[verifier.environment] docker_image`), else the task's; its resources and network
-    when set, else the task environment's (as Harbor copies `[environment]`). Never the
-    agent's model-only network: the verifier talks to no model endpoint."""
+    """The separate verifier's sandbox: its own image (`_own_image`: a declared
+    `docker_image` used as given, like `[environment] docker_image`, or a tests/Dockerfile
+    built), else the task's; its resources and network when set, else the task
+    environment's (as Harbor copies `[environment]`). Never the agent's model-only network:
+    the verifier talks to no model endpoint."""
     task, agent_spec = rollout.task, rollout.spec
     assert task is not None and agent_spec is not None
     declared = _declared_environment(rollout, step)
-    image_dir = task.verifier_image_dir(step)
+    own = _own_image(rollout, step)
     update: dict[str, object] = {
         "name": f"{agent_spec.name}-verifier",
         "build_log_path": rollout.paths.root / "steps" / step.name / "verifier-build.log"
         if step else rollout.paths.verifier_dir / "build.log",
         "network": None,
         "network_policy": "public" if (declared or task.config.sandbox).allow_internet else "none"}
-    if image_dir is not None:
-        update |= {"environment_dir": image_dir, "docker_image": None}
-    elif declared is not None and declared.docker_image:
-        update |= {"environment_dir": None, "docker_image": declared.docker_image}
+    if own is not None:  # one image: the task's other services are not the verifier's
+        update |= {"docker_image": own[0], "environment_dir": own[1], "compose_file": None}
     if declared is not None:
         update |= {"cpus": declared.cpus, "memory_mb": declared.memory_mb,
                    "storage_mb": declared.storage_mb, "gpus": declared.gpus,

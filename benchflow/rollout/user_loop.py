@@ -8,37 +8,42 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from benchflow.agents.base import AgentContext, AgentDriver
+from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
 from benchflow.config import ModelEndpoint, Role, RolloutConfig
 from benchflow.steps import Step
 from benchflow.task import Task
 from benchflow.trajectory.reader import iter_events
-from benchflow.users import BaseUser, LLMUser, RoundResult, user_from_frontmatter
+from benchflow.users import BaseUser, LLMUser, RoundResult, resolve, user_from_frontmatter
 from benchflow.verify.soft import SoftVerifyResult
 
 log = logging.getLogger(__name__)
 
 
 ScoreRound = Callable[[int], Awaitable[SoftVerifyResult]]
+OnPrompt = Callable[[Step, StepOutcome, int], None]
 
 
 async def run_user_loop(*, user: BaseUser, driver: AgentDriver, ctx: AgentContext, role: Role,
                         scene: str, instruction: str, solution: str | None, max_rounds: int,
-                        score_round: ScoreRound, rounds_log: Path) -> tuple[int, int]:
+                        score_round: ScoreRound, rounds_log: Path,
+                        on_prompt: OnPrompt | None = None) -> tuple[int, int]:
     """Run rounds until the user returns None or `max_rounds` ran; returns (prompts, tool calls).
 
-    `score_round(round)` is the soft verify between rounds (non-destructive).
+    `score_round(round)` is the soft verify between rounds (non-destructive);
+    `on_prompt(step, outcome, round)` sees each answered prompt (the rollout's counters).
     """
-    await user.setup(instruction, solution)
+    await resolve(user.setup(instruction, solution))  # sync or async, as the user wrote it
     result: RoundResult | None = None
     n_prompts = n_tool_calls = 0
     for round_index in range(max_rounds):
-        prompt = await user.run(round_index, instruction, result)
+        prompt = await resolve(user.run(round_index, instruction, result))
         if prompt is None:
             break
         step = Step(scene=scene, scene_index=0, turn_index=round_index, role=role, prompt=prompt)
         async with driver.connect(ctx, role, scene) as connection:
             outcome = await connection.prompt(step, round=round_index)
+        if on_prompt is not None:
+            on_prompt(step, outcome, round_index)
         n_prompts += 1
         n_tool_calls += outcome.n_tool_calls
         soft = await score_round(round_index)

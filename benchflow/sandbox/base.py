@@ -89,6 +89,7 @@ class SandboxCapabilities(FrozenModel):
     `snapshots`: a started sandbox can be saved as an image to start from later (the agent
     install cache; without it agents are installed in every rollout).
     `gpus`: GPUs can be attached.
+    `compose`: multi-container sandboxes (a task's docker-compose.yaml; `SandboxSpec.compose_file`).
     `egress_allowlist`: `model-only` is an outbound allowlist holding the model endpoint's
     host (`SandboxSpec.egress_allowlist`): the sandbox calls the endpoint directly, so it
     must be reachable from the sandbox. Without it (docker) `model-only` is an internal
@@ -101,6 +102,7 @@ class SandboxCapabilities(FrozenModel):
     snapshots: bool = False
     network_policies: frozenset[NetworkPolicy] = frozenset({"public"})
     egress_allowlist: bool = False
+    compose: bool = False
 
 
 @runtime_checkable

@@ -102,7 +102,7 @@ _storage_quotas: bool | None = None
 """Whether the daemon honours `storage_opt` size quotas (None: not asked yet)."""
 
 CAPABILITIES = SandboxCapabilities(
-    live_processes=True, root_exec=True, gpus=True, snapshots=True,
+    live_processes=True, root_exec=True, gpus=True, snapshots=True, compose=True,
     network_policies=frozenset({"public", "none", "model-only"}))
 
 

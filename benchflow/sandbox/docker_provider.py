@@ -35,7 +35,12 @@ class DockerProvider(SandboxProvider):
     def create(self, spec: SandboxSpec) -> Sandbox:
         """A container for `spec`; `provider_config` keys (network, runtime, volumes) apply."""
         keys = {k: v for k, v in self.provider_config.items() if k in DockerProviderConfig.model_fields}
-        return DockerSandbox(spec.model_copy(update=keys) if keys else spec)
+        spec = spec.model_copy(update=keys) if keys else spec
+        if spec.compose_file is not None:  # a multi-container task
+            from benchflow.sandbox.compose import ComposeSandbox
+
+            return ComposeSandbox(spec)
+        return DockerSandbox(spec)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
         return (await self.sweep(CleanupScope(job_name=job_name))).removed
@@ -52,9 +57,12 @@ class DockerProvider(SandboxProvider):
         return await sweep_containers(scope)
 
     async def sweep_extras(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.compose import cleanup_compose_networks
         from benchflow.sandbox.network import sweep_networks
 
-        return await sweep_networks(scope)
+        report = CleanupReport(removed=await cleanup_compose_networks(scope))
+        report.extend(await sweep_networks(scope))
+        return report
 
     async def reclaim(self) -> list[str]:
         from benchflow.sandbox.docker import reclaim
@@ -63,9 +71,12 @@ class DockerProvider(SandboxProvider):
 
     def sweep_now(self, scope: CleanupScope) -> CleanupReport:
         from benchflow.sandbox.cleanup import sweep_containers_now
+        from benchflow.sandbox.compose import cleanup_compose_networks_now
 
         try:
-            return sweep_containers_now(scope)
+            report = sweep_containers_now(scope)
+            report.removed += cleanup_compose_networks_now(scope)
+            return report
         except Exception as exc:  # noqa: BLE001 - no daemon: nothing to remove
             log.warning("could not list containers of job %s: %s",
                         scope.job_id or scope.job_name, exc)

@@ -36,6 +36,8 @@ class SandboxNeeds:
     """Commands run as a user other than the image's (an agent user, hardening)."""
     network_policy: NetworkPolicy = "public"
     gpus: int = 0
+    compose: bool = False
+    """The task has more services (an environment/docker-compose.yaml)."""
 
 
 _FIXES = {
@@ -134,6 +136,9 @@ class SandboxProvider(ABC):
             missing.append(("live processes (ACP agents)", _FIXES["live_processes"]))
         if needs.other_user and not caps.root_exec:
             missing.append(("exec as another user", _FIXES["root_exec"]))
+        if needs.compose and not caps.compose:
+            missing.append(("multi-container tasks (environment/docker-compose.yaml)",
+                            "run this task with --env docker"))
         if needs.gpus and not caps.gpus:
             missing.append((f"GPUs ({needs.gpus} requested)", _FIXES["gpus"]))
         if needs.network_policy not in caps.network_policies:

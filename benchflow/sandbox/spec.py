@@ -72,3 +72,10 @@ class SandboxSpec(FrozenModel):
                                     "own files where it can: one round trip less)")
     trees: tuple[SpecTree, ...] = Field(default=(), description="host folders placed by "
                                         "`start`, with `files`")
+    compose_file: Path | None = Field(default=None, description="a Docker Compose file of "
+                                      "more services (Harbor's environment/docker-compose.yaml): "
+                                      "the sandbox is its `main` service (`compose` capability)")
+    isolate_services: bool = Field(default=False, description="with `compose_file`: the "
+                                   "services' network has no route out (the rollout's policy "
+                                   "is not `public`, even while main starts public for an "
+                                   "install)")

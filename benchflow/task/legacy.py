@@ -11,15 +11,24 @@ knows (a typo) is an error, unless the file says `strict = false` (then a warnin
 
 from __future__ import annotations
 
+import posixpath
 import tomllib
 import warnings
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from benchflow.errors import TaskInvalidError
 from benchflow.task._suggest import describe, short_repr, suggest, unknown_key
-from benchflow.task.models import Frontmatter, HardeningConfig, TaskConfig, TaskConfigWarning
+from benchflow.mcp import McpServer
+from benchflow.task.models import (
+    Artifact,
+    Frontmatter,
+    HardeningConfig,
+    HealthcheckSettings,
+    TaskConfig,
+    TaskConfigWarning,
+)
 
 DEFAULT_VERSION = "1.0"
 
@@ -28,7 +37,8 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "task": ("task", {k: k for k in ("name", "description", "authors", "keywords")}),
     "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
     "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins",
-                                             "environment_mode", "environment", "type", "judge")}),
+                                             "environment_mode", "environment", "type", "judge",
+                                             "command", "options")}),
     "environment": (
         "sandbox",
         {
@@ -151,6 +161,23 @@ def _hardening(label: str, table: Any) -> None:
             )
 
 
+def _known(label: str, where: str, table: Any, model: type[BaseModel]) -> Any:
+    """A nested Harbor table (`[environment.healthcheck]`, an artifact, an MCP server): keys
+    the model lacks are dropped with a warning, as Harbor's models ignore extra keys."""
+    if not isinstance(table, dict):
+        return table  # the model reports the type
+    valid = list(model.model_fields)
+    for key in table.keys() - set(valid):
+        _warn(label, f"{where}.{key}", valid)
+    return {k: v for k, v in table.items() if k in valid}
+
+
+def _known_list(label: str, where: str, items: Any, model: type[BaseModel]) -> Any:
+    if not isinstance(items, list):
+        return items
+    return [_known(label, f"{where}[{i}]", item, model) for i, item in enumerate(items)]
+
+
 def _authors(label: str, authors: Any, strict: bool) -> Any:
     if not isinstance(authors, list):
         return authors
@@ -184,6 +211,8 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
     for key in ("source", "metadata", "artifacts", "multi_step_reward_strategy"):
         if key in data:
             out[key] = data[key]
+    if "artifacts" in data:
+        out["artifacts"] = _known_list(label, "artifacts", data["artifacts"], Artifact)
     if isinstance(data.get("steps"), list):
         out["steps"] = [_step(label, i, step) for i, step in enumerate(data["steps"])]
     elif "steps" in data:
@@ -207,6 +236,7 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
                 _warn(label, f"{legacy}.{key}", list(keys), strict=strict)
         if legacy == "environment":
             _environment(label, table, mapped)
+            _nested(label, "environment", mapped)
         if (
             legacy == "agent"
             and isinstance(mapped.get("user"), int)
@@ -247,18 +277,47 @@ def _sandbox_table(label: str, prefix: str, table: dict[str, Any],
             harbor = f"environment.{key}" in _HARBOR_ONLY
             _warn(label, f"{prefix}.{key}", list(keys), strict=strict and not harbor)
     _environment(label, table, mapped)
+    _nested(label, prefix, mapped)
     return mapped
 
 
+def _nested(label: str, prefix: str, mapped: dict[str, Any]) -> None:
+    """The tables inside an `[environment]`-shaped table, leniently (see `_known`)."""
+    if "healthcheck" in mapped:
+        mapped["healthcheck"] = _known(label, f"{prefix}.healthcheck", mapped["healthcheck"],
+                                       HealthcheckSettings)
+    if "mcp_servers" in mapped:
+        mapped["mcp_servers"] = _known_list(label, f"{prefix}.mcp_servers",
+                                            mapped["mcp_servers"], McpServer)
+
+
+def _step_path(label: str, where: str, step: dict[str, Any], value: Any) -> None:
+    """`path` in a step: Harbor's step model has no such field (it ignores extra keys) and
+    always reads a step's files from `steps/<name>/`; a path saying just that is accepted
+    silently, any other is warned about, as Harbor would not use it either."""
+    name = step.get("name")
+    if isinstance(value, str) and isinstance(name, str) and posixpath.normpath(
+            value.strip()) == posixpath.join("steps", name):
+        return
+    warnings.warn(f"{label}: '{where}.path' = {short_repr(value)} was ignored: a step's files "
+                  f"are read from steps/<name>/ (steps/{name}/ here), as Harbor does",
+                  TaskConfigWarning, stacklevel=3)
+
+
 def _step(label: str, index: int, step: Any) -> Any:
-    """One `[[steps]]` table: known keys kept, scoring keys refused, the rest warned."""
+    """One `[[steps]]` table: known keys kept, scoring keys refused, the rest warned
+    (Harbor's step model ignores extra keys)."""
     if not isinstance(step, dict):
         return step  # the model reports the type
     where = f"steps[{index}]"
     out: dict[str, Any] = {}
     for key, value in step.items():
+        if key == "path":
+            _step_path(label, where, step, value)
+            continue
         if key not in _STEP_KEYS:
-            raise TaskInvalidError(f"{label}: {unknown_key(f'{where}.{key}', sorted(_STEP_KEYS))}")
+            _warn(label, f"{where}.{key}", sorted(_STEP_KEYS))
+            continue
         if key == "agent" and isinstance(value, dict):
             out[key] = {k: v for k, v in value.items() if k in _STEP_AGENT_KEYS}
             for extra in value.keys() - set(_STEP_AGENT_KEYS):
@@ -277,6 +336,10 @@ def _step(label: str, index: int, step: Any) -> Any:
                 else:
                     _warn(label, f"{where}.verifier.{k}", list(_STEP_VERIFIER_KEYS))
             out[key] = verifier
+        elif key == "healthcheck":
+            out[key] = _known(label, f"{where}.healthcheck", value, HealthcheckSettings)
+        elif key == "artifacts":
+            out[key] = _known_list(label, f"{where}.artifacts", value, Artifact)
         else:
             out[key] = value
     return out

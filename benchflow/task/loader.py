@@ -29,7 +29,12 @@ from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import TaskConfig, TaskConfigWarning, TaskStepConfig
 from benchflow.task.native import parse_task_md
 from benchflow.task.scenes import TaskScenes, parse_task_scenes
-from benchflow.task.verifier_doc import VERIFIER_DOC, parse_verifier_doc
+from benchflow.task.verifier_doc import (
+    VERIFIER_DOC,
+    VerifierDoc,
+    legacy_verifier_doc,
+    parse_verifier_doc,
+)
 
 if TYPE_CHECKING:
     from benchflow.task.qa import QaTaskSpec
@@ -39,6 +44,8 @@ logger = logging.getLogger(__name__)
 Layout = Literal["native", "legacy", "qa"]
 
 _VERIFIER = {"native": ("verifier", "/verifier"), "legacy": ("tests", "/tests")}
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
+"""A task's compose file names (Harbor reads them in environment/)."""
 _SOLUTION = {"native": "oracle", "legacy": "solution"}
 _CONFIG_FILE = {"native": "task.md", "legacy": "task.toml"}
 _PROMPT_KINDS = ("role", "scene")
@@ -83,6 +90,11 @@ class Task:
     """Roles and scenes the task declares in its frontmatter (native layout only)."""
     steps: tuple[TaskStep, ...] = ()
     """A multi-step task's steps, in order (empty for a one-step task)."""
+    verifier_doc: VerifierDoc = field(default_factory=VerifierDoc, compare=False, repr=False)
+    """How the task is scored (verifier/verifier.md, or task.toml's [verifier])."""
+    compose_file: Path | None = None
+    """`environment/docker-compose.yaml`: more services beside `main`, where the agent and
+    the verifier run (Harbor's multi-container tasks; docker only)."""
 
     @property
     def multi_step(self) -> bool:
@@ -131,12 +143,26 @@ class Task:
         return _files.content_hash(self.path)
 
 
-def _judge_only(layout: Layout, verifier_dir: Path, config: TaskConfig) -> bool:
-    """Whether an LLM judge scores the task, so test.sh is optional."""
+def strategy_doc(layout: Layout, verifier_dir: Path, config: TaskConfig, label: str
+                 ) -> VerifierDoc:
+    """How the task is scored: verifier/verifier.md (native) or task.toml's [verifier].
+
+    Raises:
+        TaskInvalidError: the document or `[verifier.options]` is invalid.
+    """
     if layout == "legacy":
-        return config.verifier.type == "llm-judge"
-    doc = parse_verifier_doc(verifier_dir / VERIFIER_DOC)
-    return doc is not None and doc.strategy == "llm-judge"
+        verifier = config.verifier
+        return legacy_verifier_doc(verifier.type, verifier.command, verifier.options,
+                                   f"{label} [verifier]")
+    return parse_verifier_doc(verifier_dir / VERIFIER_DOC) or VerifierDoc()
+
+
+def _needs_no_test_sh(doc: VerifierDoc, layout: Layout, config: TaskConfig) -> bool:
+    """Whether the task is scored without a test.sh (another strategy, or another command)."""
+    if doc.strategy != "script":
+        return True
+    explicit = config.verifier.command if layout == "legacy" else doc.command
+    return explicit is not None and explicit.strip() not in ("test.sh", "./test.sh")
 
 
 def is_task_dir(path: Path | str) -> bool:
@@ -238,11 +264,12 @@ def load_task(path: Path | str) -> Task:
     verifier_dir = folder / verifier_name
     steps_have_tests = bool(steps) and all(
         s.verifier_dir is not None and _files.is_file(s.verifier_dir / "test.sh") for s in steps)
-    judged = _judge_only(layout, verifier_dir, config)
-    if judged and (config.verifier.separate or steps):
-        problems.append(f"{config_label}: an LLM-judge verifier scores the agent's sandbox once, "
-                        "after the last turn: it cannot be combined with a separate verifier "
-                        "environment or [[steps]]; use test.sh for those")
+    doc = strategy_doc(layout, verifier_dir, config, config_label)
+    judged = _needs_no_test_sh(doc, layout, config)
+    if doc.strategy != "script" and (config.verifier.separate or steps):
+        problems.append(f"{config_label}: a {doc.strategy} verifier scores the agent's sandbox "
+                        "once, after the last turn: it cannot be combined with a separate "
+                        "verifier environment or [[steps]]; use test.sh for those")
     if (not _files.is_file(verifier_dir / "test.sh") and not steps_have_tests
             and not judged):
         hint = ""
@@ -265,12 +292,8 @@ def load_task(path: Path | str) -> Task:
             f"{given / 'environment' / 'Dockerfile'}: missing and no docker_image is set: "
             f"add environment/Dockerfile or set {key} in {_CONFIG_FILE[layout]}"
         )
-    if _files.is_file(environment_dir / "docker-compose.yaml") or _files.is_file(
-            environment_dir / "docker-compose.yml"):
-        problems.append(
-            f"{given / 'environment' / 'docker-compose.yaml'}: multi-container tasks are not "
-            "supported by benchflow (the verifier would score a different setup); use one "
-            "Dockerfile")
+    compose = next((environment_dir / n for n in COMPOSE_FILES
+                    if _files.is_file(environment_dir / n)), None)
     if problems:
         raise TaskInvalidError("; ".join(problems))
 
@@ -289,7 +312,9 @@ def load_task(path: Path | str) -> Task:
         prompts=_prompts(folder, given) if layout == "native" else {},
         raw_frontmatter=raw,
         scenes=scenes,
+        verifier_doc=doc,
         steps=tuple(steps),
+        compose_file=compose,
     )
 
 

@@ -57,6 +57,8 @@ class HardeningConfig(_Strict):
     """Empty /logs/verifier before the verifier runs, so a reward file planted by the agent is never read."""
     lock_verifier_dirs: bool = True
     """Make the verifier folder and /logs/verifier root-owned and unwritable by the agent user."""
+    lock_workspace: bool = True
+    """Before the final verifier, make the workspace root-owned and unwritable by anyone else (the verifier, as root, still writes there); turn off for a verifier that checks the agent user's file ownership."""
     scrub_git_history: bool = True
     """Before the agent starts, keep only HEAD's history in the workspace's git repository (other branches, tags, reflogs and unreachable objects go), so a solution left in history cannot be recovered. Turn off for tasks that need their branches."""
     cleanup_conftests: bool = True
@@ -155,8 +157,13 @@ class VerifierSettings(_Strict):
     """`separate`: the tests run in a fresh sandbox of the verifier's own image, given only the declared artifacts and /logs; `shared` (default unless `environment` is set): in the agent's sandbox."""
     environment: SandboxSettings | None = None
     """The separate verifier's sandbox (same keys as `sandbox`); implies `environment_mode = "separate"`."""
-    type: Literal["test-script", "llm-judge"] = "test-script"
-    """Harbor's verifier type; native tasks declare it in verifier/verifier.md instead."""
+    type: Literal["test-script", "script", "llm-judge", "reward-kit", "agent-judge",
+                  "ors-episode"] = "test-script"
+    """The verifier strategy (Harbor's `test-script` is `script`); native tasks declare it in verifier/verifier.md instead."""
+    command: str | None = None
+    """The script strategy's command, run as `cd <verifier dir> && <command>` (default: test.sh from the workdir, as Harbor)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The strategy's other settings, the keys of verifier/verifier.md's frontmatter (`agent`, `rubric`, `environment`, ...)."""
     judge: JudgeConfig = JudgeConfig()
     """The LLM judge of an llm-judge verifier (Harbor's `[verifier.judge]`)."""
 
@@ -187,7 +194,7 @@ class Artifact(_Strict):
     exclude: list[str] = Field(default_factory=list)
     """Harbor's tar --exclude patterns: not supported (refused when not empty)."""
     service: str | None = None
-    """Harbor's compose service: only the agent's own (`main`) exists in benchflow."""
+    """Harbor's compose service: benchflow collects from `main` (the agent's) only."""
 
     @field_validator("exclude")
     @classmethod
@@ -202,8 +209,9 @@ class Artifact(_Strict):
     @classmethod
     def _main_only(cls, value: str | None) -> str | None:
         if value not in (None, "main"):
-            raise ValueError(f"artifact service {value!r}: multi-container tasks are not "
-                             "supported by benchflow; only the agent's sandbox (main) exists")
+            raise ValueError(f"artifact service {value!r}: benchflow collects artifacts from "
+                             "the main service only (where the agent ran); copy the file to "
+                             "main, or collect it there")
         return value
 
     @field_validator("source")

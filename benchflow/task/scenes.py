@@ -18,8 +18,9 @@ takes one turn, in the declared order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
@@ -27,6 +28,9 @@ from benchflow._models import FrozenModel
 from benchflow.config import Role, Scene, Turn
 from benchflow.errors import ConfigError, TaskInvalidError
 from benchflow.task._suggest import describe
+
+if TYPE_CHECKING:
+    from benchflow.roles import RoleAgent
 
 
 class TaskRole(FrozenModel):
@@ -61,23 +65,37 @@ class TaskScenes(FrozenModel):
     agents: dict[str, TaskRole] = Field(default_factory=dict)
     scenes: list[TaskScene] = Field(default_factory=list)
 
-    def to_scenes(self, agent: str | None, model: str | None) -> list[Scene]:
-        """Scenes with every role's agent and model resolved (the role's own, else the run's).
+    def role_names(self) -> list[str]:
+        """The roles the task's scenes use, in order of first appearance."""
+        return list(dict.fromkeys(t.role for scene in self.scenes for t in scene.turns))
+
+    def to_scenes(self, agent: str | None, model: str | None,
+                  assigned: Mapping[str, RoleAgent] | None = None) -> list[Scene]:
+        """Scenes with every role's agent and model resolved: the run's assignment
+        (`--role`), else the role's own, else the run's `-a`/`-m`.
 
         Raises:
             ConfigError: a role has no agent and the run gave none.
         """
+        assigned = assigned or {}
         scenes = []
         for scene in self.scenes:
             names = list(dict.fromkeys(t.role for t in scene.turns))
             roles = []
             for name in names:
                 declared = self.agents.get(name, TaskRole())
-                chosen = declared.agent or agent
+                given = assigned.get(name)
+                chosen = given.agent if given else declared.agent or agent
                 if chosen is None:
                     raise ConfigError(f"role {name!r} of scene {scene.name!r} names no agent: "
-                                      "pass one with -a/--agent or set agents.<role>.agent")
-                roles.append(Role(name=name, agent=chosen, model=declared.model or model,
+                                      f"pass one with --role {name}=AGENT[:MODEL] or -a/--agent, "
+                                      "or set agents.<role>.agent")
+                if given is not None:
+                    chosen_model = given.model or (declared.model if declared.agent == given.agent
+                                                   else None)
+                else:
+                    chosen_model = declared.model or model
+                roles.append(Role(name=name, agent=chosen, model=chosen_model,
                                   env=declared.env, timeout_sec=declared.timeout_sec,
                                   idle_timeout_sec=declared.idle_timeout_sec,
                                   skills=declared.skills))

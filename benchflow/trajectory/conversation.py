@@ -15,7 +15,6 @@ for block in group_turns(iter_events(path)):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,10 +32,12 @@ from benchflow.trajectory.events import (
     PlanEvent,
     ToolCallEvent,
     ToolCallUpdateEvent,
+    ToolResultEvent,
     Usage,
     UsageEvent,
     UserMessageEvent,
 )
+from benchflow.trajectory.tool_calls import ToolCall, content_text, matches_wire_id
 
 
 @dataclass
@@ -55,39 +56,6 @@ class Thought:
     text: str
     seq: int
     kind: str = "thought"
-
-
-@dataclass
-class ToolCall:
-    """One tool call with its result: `output` is the text of its last content update."""
-
-    id: str
-    title: str
-    tool_kind: str | None
-    seq: int
-    input: Any = None
-    status: str | None = None
-    output: str = ""
-    ended_at: datetime | None = None
-    started_at: datetime | None = None
-    kind: str = "tool"
-
-    @property
-    def name(self) -> str:
-        """A function-like name for chat formats: the ACP kind, else `tool`."""
-        return self.tool_kind or "tool"
-
-    @property
-    def arguments(self) -> str:
-        """The call's input as a JSON string (`{"title": ...}` when the agent sent none)."""
-        value = self.input if self.input is not None else {"title": self.title}
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-    @property
-    def duration_sec(self) -> float | None:
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return round((self.ended_at - self.started_at).total_seconds(), 3)
 
 
 @dataclass
@@ -150,36 +118,6 @@ class TurnBlock:
         return total
 
 
-def content_text(content: Any) -> str:
-    """The text of an ACP tool-call `content` list: text blocks, diffs (new text); terminals
-    (live output elsewhere) are skipped."""
-    if not isinstance(content, list):
-        return ""
-    parts: list[str] = []
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "content":
-            inner = block.get("content")
-            if isinstance(inner, dict) and inner.get("type") == "text":
-                parts.append(str(inner.get("text", "")))
-        elif block.get("type") == "diff":
-            parts.append(f"--- {block.get('path', '')}\n{block.get('newText', '')}")
-    return "".join(parts)
-
-
-def _output_of(update: dict[str, Any]) -> str:
-    text = content_text(update.get("content"))
-    if text:
-        return text
-    raw = update.get("rawOutput")
-    if isinstance(raw, dict) and isinstance(raw.get("output"), str):
-        return raw["output"]
-    if isinstance(raw, str):
-        return raw
-    return ""
-
-
 class _Grouper:
     def __init__(self) -> None:
         self.block: TurnBlock | None = None
@@ -226,34 +164,25 @@ class _Grouper:
                 block.items.append(Thought(event.text, event.seq))
         elif isinstance(event, UserMessageEvent):
             block.items.append(Note("user message (replayed)", event.text, event.seq))
-        elif isinstance(event, ToolCallEvent):
-            call = ToolCall(id=event.tool_call_id or f"seq-{event.seq}",
-                            title=event.title or "", tool_kind=event.kind, seq=event.seq,
-                            input=event.update.get("rawInput"), status=event.status,
-                            started_at=event.ts)
-            call.output = _output_of(event.update)
-            block._calls[(event.session_id, call.id)] = call
-            block.items.append(call)
-        elif isinstance(event, ToolCallUpdateEvent):
+        elif isinstance(event, ToolCallEvent | ToolCallUpdateEvent):
             key = (event.session_id, event.tool_call_id or "")
+            update = _with_event_fields(event)
             call = block._calls.get(key)
-            if call is None:  # started on an earlier page, or never announced
-                call = ToolCall(id=event.tool_call_id or f"seq-{event.seq}",
-                                title=event.title or "(started earlier)", tool_kind=None,
-                                seq=event.seq)
+            if call is None:  # a new call (an update without its start: begun on an earlier page)
+                call = ToolCall.start(update, seq=event.seq, ts=event.ts,
+                                      call_id=event.tool_call_id or f"seq-{event.seq}")
+                if isinstance(event, ToolCallUpdateEvent) and not call.title:
+                    call.title = "(started earlier)"
                 block._calls[key] = call
                 block.items.append(call)
-            if event.title:
-                call.title = event.title
-            if event.status:
-                call.status = event.status
-                if event.status in ("completed", "failed"):
-                    call.ended_at = event.ts
-            if call.input is None and event.update.get("rawInput") is not None:
-                call.input = event.update.get("rawInput")
-            output = _output_of(event.update)
-            if output:
-                call.output = output
+            else:
+                call.apply(update, event.ts)
+        elif isinstance(event, ToolResultEvent):
+            target = next((c for c in block.tool_calls
+                           if matches_wire_id(c.id, event.tool_call_id)), None)
+            if target is not None:
+                target.apply_model_result(arguments=event.arguments, output=event.output,
+                                          name=event.name)
         elif isinstance(event, PlanEvent):
             block.items.append(Plan(event.entries or [], event.seq))
         elif isinstance(event, UsageEvent):
@@ -274,6 +203,15 @@ class _Grouper:
             requested = event.update.get("requested")
             if requested:
                 block.items.append(Note("model", str(requested), event.seq))
+
+
+def _with_event_fields(event: ToolCallEvent | ToolCallUpdateEvent) -> dict[str, Any]:
+    """The event's raw update, with the title, kind and status the event states where the
+    update lacks them (events written by benchflow itself may state them only there)."""
+    update = event.update
+    stated = {"title": event.title, "kind": getattr(event, "kind", None), "status": event.status}
+    missing = {k: v for k, v in stated.items() if v and not update.get(k)}
+    return {**update, **missing} if missing else update
 
 
 def group_turns(events: Iterable[Event]) -> Iterator[TurnBlock]:

@@ -23,8 +23,10 @@ from pydantic import Field, TypeAdapter, model_validator
 
 from benchflow._models import StrictModel
 
-SCHEMA_VERSION: Literal[2] = 2
-"""2 added trace ids (header `run_id`/`trace_id`/`span_id`, event `trace_id`/`span_id`)."""
+SCHEMA_VERSION: Literal[3] = 3
+"""2 added trace ids (header `run_id`/`trace_id`/`span_id`, event `trace_id`/`span_id`);
+3 added the header's `roles`, events' `session_turn`, `tool_result` events and a usage
+event's `source`."""
 
 EventType = Literal[
     "user_message",
@@ -39,6 +41,7 @@ EventType = Literal[
     "command",
     "error",
     "agent_state",
+    "tool_result",
 ]
 
 
@@ -47,10 +50,18 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class RoleIdentity(StrictModel):
+    """Who plays a role: its agent and the model it uses (the agent's default when the run
+    named none; None when unknown, e.g. the oracle)."""
+
+    agent: str
+    model: str | None = None
+
+
 class TrajectoryHeader(StrictModel):
     """First line of a trajectory file: which rollout produced it."""
 
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     type: Literal["header"] = "header"
     job_name: str | None = None
     rollout_name: str | None = None
@@ -61,18 +72,28 @@ class TrajectoryHeader(StrictModel):
     run_id: str | None = Field(default=None, description="the job's run id")
     trace_id: str | None = Field(default=None, description="the rollout's W3C trace id (32 hex)")
     span_id: str | None = Field(default=None, description="the rollout's root span id (16 hex)")
+    roles: dict[str, RoleIdentity] = Field(
+        default_factory=dict, description="each role's agent and model, by role name")
 
     @model_validator(mode="before")
     @classmethod
     def _migrate(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("schema_version") == 1:
-            return migrate_v1(data)
+            data = migrate_v1(data)
+        if isinstance(data, dict) and data.get("schema_version") == 2:
+            data = migrate_v2(data)
         return data
 
 
 def migrate_v1(header: dict[str, Any]) -> dict[str, Any]:
     """A v1 header as v2: v1 had no trace ids (they stay None); its events load unchanged."""
     return {**header, "schema_version": 2}
+
+
+def migrate_v2(header: dict[str, Any]) -> dict[str, Any]:
+    """A v2 header as v3: v2 had no `roles` (empty); its events load unchanged (no
+    `session_turn`, no `tool_result` events)."""
+    return {**header, "schema_version": 3}
 
 
 class Usage(StrictModel):
@@ -111,6 +132,9 @@ class _Event(StrictModel):
     scene: str | None = None
     role: str | None = None
     turn: int | None = None
+    """The turn's index in its scene (scene-wide: coder 0, reviewer 1, coder 2)."""
+    session_turn: int | None = None
+    """The prompt's index within the role's ACP session (0-based)."""
     round: int | None = None
     session_id: str | None = None
     trace_id: str | None = None
@@ -183,10 +207,14 @@ class UsageEvent(_Event):
     session's cumulative cost so far). `scope="turn"`: what one prompt cost, written
     when the turn ends (tokens from the prompt response, cost as the growth of the
     cumulative cost); `update` is None. Sum `turn` events, never `session` ones.
+    `source`: where a turn's tokens come from: `acp` (the agent reported them) or
+    `model_calls` (counted by benchflow's model server or relay, for agents that report
+    none over ACP).
     """
 
     type: Literal["usage"] = "usage"
     scope: Literal["turn", "session"] = "session"
+    source: Literal["acp", "model_calls"] | None = None
     usage: Usage | None = None
     context_used: int | None = None
     context_size: int | None = None
@@ -246,6 +274,21 @@ class AgentStateEvent(_Event):
     update: dict[str, Any]
 
 
+class ToolResultEvent(_Event):
+    """A tool call's arguments and result as the agent sent them to the model, seen by
+    benchflow's model server or relay: written after a turn for the tool calls whose ACP
+    updates carried no arguments or no output (gemini reports neither). `tool_call_id` is
+    the id in the agent's ACP updates; `call_id` the one on the wire."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    call_id: str | None = None
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+    output: str | None = None
+    source: Literal["model_calls"] = "model_calls"
+
+
 Event = Annotated[
     UserMessageEvent
     | AgentMessageEvent
@@ -258,7 +301,8 @@ Event = Annotated[
     | OracleEvent
     | CommandEvent
     | ErrorEvent
-    | AgentStateEvent,
+    | AgentStateEvent
+    | ToolResultEvent,
     Field(discriminator="type"),
 ]
 """One trajectory line after the header."""
@@ -422,8 +466,10 @@ __all__ = [
     "OracleEvent",
     "PermissionEvent",
     "PlanEvent",
+    "RoleIdentity",
     "ToolCallEvent",
     "ToolCallUpdateEvent",
+    "ToolResultEvent",
     "TrajectoryHeader",
     "Usage",
     "UsageEvent",
@@ -432,6 +478,7 @@ __all__ = [
     "event_from_update",
     "update_line",
     "migrate_v1",
+    "migrate_v2",
     "usage_from_acp",
     "utc_now",
 ]

@@ -53,6 +53,7 @@ class TrajectoryWriter:
         """The span events are attributed to (the current step's; the root span between steps)."""
         self.place: dict[str, Any] = {}
         """Scene, role, turn and round of the last prompt written (who is working now)."""
+        self._places: dict[str | None, dict[str, Any]] = {}
         self.context: dict[str, Any] = {}
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
@@ -112,7 +113,13 @@ class TrajectoryWriter:
         self.n_events += 1
         if isinstance(event, UserMessageEvent) and event.update is None:
             self.place = {"scene": event.scene, "role": event.role, "turn": event.turn,
-                          "round": event.round}
+                          "session_turn": event.session_turn, "round": event.round}
+            self._places[event.role] = self.place
+
+    def place_of(self, role: str | None) -> dict[str, Any]:
+        """Scene, turn and round of `role`'s last prompt written ({} before its first):
+        where a call made with the role's key belongs, whenever it arrives."""
+        return self._places.get(role, {})
 
     def write_line(self, line: bytes, *, flush: bool = True) -> None:
         """Append one event already encoded as its JSON line (`events.update_line`, built

@@ -5,20 +5,27 @@ turn. In one root exec it records, into a root-only folder of the sandbox: the p
 alive (later ones are the agent's), signatures and a copy of the workspace's build, test and
 import-hook files, signatures of the interpreter's folders, the PATH folders and
 /etc/ld.so.preload, and the image's own pytest plugins (`pytest11` distributions whose files
-are root-owned and not user-writable) with the sha256 of their files. A signature holds the entry's ctime, which user space cannot set, so
-any write, chmod, rename or replacement shows. Python keeps the baseline's digest:
-`harden()` refuses a baseline that changed.
+are root-owned and not user-writable) with the sha256 of their files. The plugins are read
+from every Python environment the verifier could run pytest in: each python on the image's
+PATH (kept to root-owned folders outside the workspace), the interpreter of each pytest
+script there (a venv, a uv or pipx tool environment), and the interpreters the task's
+test.sh names by absolute path (`named_tools()`). A signature holds the entry's ctime, which
+user space cannot set, so any write, chmod, rename or replacement shows. Python keeps the
+baseline's digest: `harden()` refuses a baseline that changed.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 import time
+from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
 from benchflow._models import FrozenModel
 from benchflow.sandbox.base import Sandbox
+from benchflow.task import Task
 from benchflow.task.models import HardeningConfig
 from benchflow.verify._scripts import resource_text, run_script
 
@@ -56,6 +63,8 @@ class Baseline(FrozenModel):
     pythonpath: str = ""
     """The image's PYTHONPATH, filtered the same way (workspace entries are kept)."""
     python: str | None = None
+    interpreters: tuple[str, ...] = ()
+    """The interpreters whose environments' pytest plugins were recorded (see the module)."""
     watched_dirs: tuple[str, ...] = ()
     """Python and /etc folders watched recursively."""
     n_workspace_files: int = 0
@@ -81,14 +90,44 @@ def normalize_workspace(workspace: str | None) -> str | None:
     return norm
 
 
+_NAMED_TOOL = re.compile(
+    r"(?<![\w.$/-])(/(?:[\w.+@-]+/)*bin)/(python[0-9.]*|pytest|py\.test|activate)(?![\w.-])")
+
+
+def named_tools(scripts: Iterable[str]) -> tuple[str, ...]:
+    """The interpreters and bin folders a task's verifier scripts name by absolute path
+    (`/opt/venv/bin/pytest`, `/opt/venv/bin/python -m pytest`, `. /opt/venv/bin/activate`),
+    so that the baseline also records the plugins of an environment not on the image's PATH.
+    Only what the task itself wrote (the agent cannot edit it) is read."""
+    found: dict[str, None] = {}
+    for text in scripts:
+        for match in _NAMED_TOOL.finditer(text):
+            folder, name = match.groups()
+            found[folder if name == "activate" else f"{folder}/{name}"] = None
+    return tuple(found)
+
+
+def task_named_tools(task: Task) -> tuple[str, ...]:
+    """`named_tools()` of the task's test.sh files (the task's and each step's)."""
+    folders = [task.verifier_dir, *(s.verifier_dir for s in task.steps if s.verifier_dir)]
+    texts = []
+    for folder in folders:
+        try:
+            texts.append((folder / "test.sh").read_text(errors="replace"))
+        except OSError:
+            continue
+    return named_tools(texts)
+
+
 async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
                         config: HardeningConfig | None = None, timeout: float = 120.0,
-                        ) -> Baseline:
+                        named: Sequence[str] = ()) -> Baseline:
     """Record the pre-agent state hardening restores and checks against (one root exec).
 
     Call it after the agent is installed and its user created, right before the agent's
     first turn. `config` is accepted for symmetry; the baseline is always complete so that
-    any combination of steps can run later.
+    any combination of steps can run later. `named`: interpreters, pytest scripts or bin
+    folders the task names (`named_tools()`), probed for plugins besides those on PATH.
 
     Raises:
         VerifierError: the script failed (e.g. the sandbox cannot run commands as root).
@@ -99,7 +138,7 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     # The image's PATH, as baseline.sh records it: no agent has run yet.
     _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
                                resource_text("pyinfo.py"), resource_text(f"{PLUGIN_LOADER}.py"),
-                               PLUGIN_LOADER_DIR, timeout=timeout, image_path=True)
+                               PLUGIN_LOADER_DIR, *named, timeout=timeout, image_path=True)
     return Baseline(
         dir=BASELINE_DIR,
         workspace=ws if data.get("workspace") else None,
@@ -108,6 +147,7 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
         path=str(data.get("path") or DEFAULT_PATH),
         pythonpath=str(data.get("pythonpath") or ""),
         python=data.get("python") or None,
+        interpreters=tuple(data.get("interpreters") or ()),
         watched_dirs=tuple(data.get("watched_dirs") or ()),
         n_workspace_files=int(data.get("n_workspace_files") or 0),
         n_system_entries=int(data.get("n_system_entries") or 0),

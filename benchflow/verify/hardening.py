@@ -146,6 +146,14 @@ async def seal(sandbox: Sandbox, verifier_mount: str, *, lock: bool) -> None:
                      VERIFIER_TOOLS_DIR, timeout=60, parse=False)
 
 
+async def lock_workspace(sandbox: Sandbox, workspace: str | None, config: HardeningConfig
+                         ) -> None:
+    """The workspace root's and read-only to everyone else (`lock_workspace`), before the
+    final verifier (never between rounds: the agent goes on after a soft verify)."""
+    if config.lock_workspace and workspace and workspace != "/":
+        await run_script(sandbox, "lock_workspace.sh", workspace, timeout=300, parse=False)
+
+
 async def protect_paths(sandbox: Sandbox, paths: Sequence[str], agent_user: str | None = None
                         ) -> None:
     """Make each folder root-owned and 0700 (created if missing) while the agent runs.
@@ -207,6 +215,7 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     report_path.write_text(report.model_dump_json(indent=2))
     await sandbox.upload(run.verifier_dir, run.mount)
     await seal(sandbox, run.mount, lock=config.lock_verifier_dirs)
+    await lock_workspace(sandbox, baseline.workspace or run.cwd, config)
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
                        baseline=baseline)
@@ -225,6 +234,7 @@ __all__ = [
     "HardenedOutcome",
     "HardeningReport",
     "harden",
+    "lock_workspace",
     "protect_paths",
     "seal",
     "take_baseline",

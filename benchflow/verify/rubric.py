@@ -26,7 +26,6 @@ from typing import Any
 
 from benchflow.errors import TaskInvalidError
 from benchflow.task import Task
-from benchflow.task.verifier_doc import VERIFIER_DOC, parse_verifier_doc
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -125,8 +124,8 @@ def judge_verifier(task: Task) -> JudgeVerifier | None:
     """
     has_script = (task.verifier_dir / "test.sh").is_file()
     if task.layout == "native":
-        doc = parse_verifier_doc(task.verifier_dir / VERIFIER_DOC)
-        if doc is None or doc.strategy != "llm-judge":
+        doc = task.verifier_doc
+        if doc.strategy != "llm-judge":
             return None
         rubric_path = task.verifier_dir / doc.rubric
         prose_path = rubric_path.with_suffix(".md")

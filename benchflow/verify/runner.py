@@ -1,13 +1,16 @@
 """Run a task's verifier in the sandbox and turn what it left into rewards.
 
 test.sh is uploaded to the verifier folder (`/verifier` native, `/tests` legacy), made
-executable and run directly from the working directory, never handed to pytest.
-A non-zero exit is `verifier_failed` and any reward file is ignored.
+executable and run directly from the working directory, never handed to pytest; a
+native task's script strategy runs `cd /verifier && <command>` instead (its `command`,
+`./test.sh` by default). A non-zero exit is `verifier_failed` and any reward file is
+ignored.
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +19,7 @@ import anyio
 
 from benchflow.errors import VerifierFailed, VerifierTimeout
 from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.task import Task
 from benchflow.verify.rewards import read_rewards
 
 log = logging.getLogger(__name__)
@@ -32,6 +36,9 @@ class VerifierRun:
     timeout_sec: float
     env: Mapping[str, str]
     cwd: str | None = None
+    command: str | None = None
+    """The script strategy's shell command, run as `cd <mount> && <command>`; None runs
+    `<mount>/test.sh` from `cwd` (the legacy layout, as Harbor does)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,39 @@ class VerifierOutcome:
     @property
     def reward(self) -> float:
         return self.rewards["reward"]
+
+
+_HEADLINE_MEAN = ("import json,sys; p=sys.argv[1]; d=json.load(open(p)); "
+                  "d.setdefault('reward', sum(d.values())/len(d)) if d else None; "
+                  "json.dump(d, open(p, 'w'))")
+
+
+def rewardkit_command(tests_dir: str, requirement: str) -> str:
+    """Harbor's rewardkit on the verifier folder (`rewardkit <tests> --workspace <ws>
+    --output /logs/verifier/reward.json`): the image's `rewardkit`, else `uvx`, else a
+    venv with `requirement`. Without a `reward` in its output, the headline is the mean of
+    the named rewards."""
+    q = shlex.quote
+    return ('export LITELLM_LOCAL_MODEL_COST_MAP="${LITELLM_LOCAL_MODEL_COST_MAP:-True}"; '
+            'if command -v rewardkit >/dev/null 2>&1; then set -- rewardkit; '
+            f'elif command -v uvx >/dev/null 2>&1; then set -- uvx --from {q(requirement)} '
+            'rewardkit; else python3 -m venv /tmp/bf-rewardkit && /tmp/bf-rewardkit/bin/pip '
+            f'install --quiet {q(requirement)} && set -- /tmp/bf-rewardkit/bin/rewardkit; fi; '
+            f'"$@" {q(tests_dir)} --workspace "$BENCHFLOW_WORKSPACE" '
+            f'--output {VERIFIER_LOGS}/reward.json '
+            f'&& python3 -c {q(_HEADLINE_MEAN)} {VERIFIER_LOGS}/reward.json')
+
+
+def script_command(task: Task) -> str | None:
+    """The command a task's verifier runs from its verifier folder: the native script
+    strategy's (`./test.sh` by default), a legacy task's `[verifier] command`, rewardkit
+    for `reward-kit`; None runs a legacy test.sh from the workdir, as Harbor does."""
+    doc = task.verifier_doc
+    if doc.strategy == "reward-kit":
+        return rewardkit_command(doc.tests_dir, doc.rewardkit)
+    if task.layout == "legacy":
+        return task.config.verifier.command
+    return doc.script_command
 
 
 async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
@@ -63,19 +103,28 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
     """
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
-    launch = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
-              '&& chmod +x "$0" && exec "$0"')
-    if not reset_logs:
-        launch = 'chmod +x "$0" && exec "$0"'
-    result = await sandbox.exec(["sh", "-c", launch, script, logs_mode],
-                                user="root", cwd=run.cwd, env=dict(run.env),
+    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
+             '&& ') if reset_logs else ""
+    if run.command is None:
+        launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
+        what = "test.sh"
+    else:  # the native script strategy: `cd /verifier && <command>`
+        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
+                          '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
+                          '&& exec sh -c "$2"')
+        argv, cwd = [run.mount], run.mount
+        what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
+                if "rewardkit" in run.command else f"the verifier command {run.command!r}")
+    result = await sandbox.exec(["sh", "-c", launch, *argv, logs_mode, run.command or "",
+                                 run.cwd or "/"],
+                                user="root", cwd=cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,
-                              f"test.sh exceeded verifier timeout of {run.timeout_sec:g} s")
+                              f"{what} exceeded verifier timeout of {run.timeout_sec:g} s")
     if result.exit_code != 0:
-        raise VerifierFailed(f"test.sh exited with code {result.exit_code} (any reward file is "
+        raise VerifierFailed(f"{what} exited with code {result.exit_code} (any reward file is "
                              f"ignored); output tail:\n{result.text(1500)}")
     return result
 

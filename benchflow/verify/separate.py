@@ -16,6 +16,8 @@ plants a conftest.py, a .pth or a pytest plugin is restored or removed as in the
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import os
 import tempfile
@@ -30,7 +32,7 @@ from benchflow.sandbox.base import SYSTEM_PATH, Sandbox
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.task.models import Artifact, HardeningConfig
-from benchflow.verify.baseline import take_baseline
+from benchflow.verify.baseline import named_tools, take_baseline
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
 
@@ -119,6 +121,13 @@ async def _harbor_test_script(fresh: Sandbox, mount: str) -> list[str]:
     return [line]
 
 
+def _named_tools(verifier_dir: Path) -> tuple[str, ...]:
+    try:
+        return named_tools([(verifier_dir / "test.sh").read_text(errors="replace")])
+    except OSError:
+        return ()
+
+
 async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                             run: VerifierRun, out_dir: Path, logs_dir: Path, *,
                             hardened: bool, config: HardeningConfig,
@@ -152,7 +161,8 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
             await fresh.start()
             if verifier.image_holds_tests:
                 warnings += await _harbor_test_script(fresh, run.mount)
-            baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config)
+            baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config,
+                                            named=_named_tools(run.verifier_dir))
                         if hardened else None)
             for artifact in verifier.artifacts:
                 kept = verifier.artifacts_dir / artifact.kept_as
@@ -161,8 +171,7 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
             for child in sorted(logs_copy.iterdir()) if logs_copy.is_dir() else []:
                 if child.name != "verifier":
                     await fresh.upload(child, f"{_LOGS}/{child.name}")
-            run = VerifierRun(verifier_dir=run.verifier_dir, mount=run.mount,
-                              timeout_sec=run.timeout_sec, env=run.env, cwd=fresh.workdir)
+            run = dataclasses.replace(run, cwd=fresh.workdir)
             if baseline is not None:
                 done = await verify_hardened(fresh, run, out_dir, logs_dir, baseline=baseline,
                                              agent_user=None, config=config,

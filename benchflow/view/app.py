@@ -5,7 +5,11 @@
 /jobs/<job>/index.html                               trials, per-agent aggregates, matrix
 /jobs/<job>/<agent>/<dataset>/<task>__<n>/index.html result, logs, trajectory page 1
 /jobs/<job>/<agent>/<dataset>/<task>__<n>/page-<k>.html   trajectory page k
-/compare.html?a=<job>&b=<job>                        two jobs side by side
+/compare.html?job=<job>&job=<job>[&baseline=<arm>]   jobs compared (benchflow.view.compare);
+                                                     no jobs: the study at the root
+/side-by-side.html?a=<job>/<trial>&b=<job>/<trial>   two trials of a task side by side
+/studies/<study>/...                                 a study folder under the root, as a
+                                                     viewer of its own (its arms are jobs)
 /raw/<path under the jobs folder>                    a log file as plain text
 /static/...                                          CSS and JS
 ```
@@ -21,11 +25,13 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from benchflow.errors import ConfigError
 from benchflow.view import data
@@ -40,9 +46,9 @@ def _not_found(what: str = "not found") -> Response:
     return PlainTextResponse(what, status_code=404)
 
 
-def create_app(root: Path) -> Starlette:
-    """The viewer for the jobs folder `root`."""
-    pages = Pages(root)
+def create_app(root: Path, base: str = "/") -> Starlette:
+    """The viewer for the jobs folder `root`, served under `base`."""
+    pages = Pages(root, base=base)
 
     async def jobs(request: Request) -> Response:
         return HTMLResponse(pages.jobs())
@@ -68,12 +74,34 @@ def create_app(root: Path) -> Starlette:
         return _not_found()
 
     async def compare(request: Request) -> Response:
+        query = request.query_params
+        names = [*query.getlist("job"), *(n for n in (query.get("a"), query.get("b")) if n)]
+        sources = [data.resolve_inside(root, [name]) for name in names]
+        if not names and (root / "study.json").is_file():
+            sources = [root]
+        if not sources or any(s is None or not s.is_dir() for s in sources):
+            return _not_found("choose jobs: /compare.html?job=<job>&job=<job>")
+        html = await anyio.to_thread.run_sync(  # statistics and figures: off the event loop
+            lambda: pages.compare([s for s in sources if s is not None], query.get("baseline"),
+                                  query.get("errors", "exclude")))
+        return HTMLResponse(html)
+
+    async def side_by_side(request: Request) -> Response:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        ja = data.resolve_inside(root, [a]) if a else None
-        jb = data.resolve_inside(root, [b]) if b else None
-        if ja is None or jb is None or not ja.is_dir() or not jb.is_dir():
-            return _not_found("choose two jobs: /compare.html?a=<job>&b=<job>")
-        return HTMLResponse(pages.compare(ja, jb))
+        html = pages.side_by_side(a, b)
+        return HTMLResponse(html) if html is not None else _not_found("no such trials")
+
+    studies: dict[str, Starlette] = {}
+
+    async def study(scope: Scope, receive: Receive, send: Send) -> None:
+        name = scope["path_params"]["study"]
+        folder = data.resolve_inside(root, [name])
+        if folder is None or not (folder / "study.json").is_file():
+            await _not_found("no such study")(scope, receive, send)
+            return
+        if name not in studies:
+            studies[name] = create_app(folder, base=f"{base}studies/{name}/")
+        await studies[name](scope, receive, send)
 
     async def raw(request: Request) -> Response:
         target = data.resolve_inside(root, request.path_params["rest"].split("/"))
@@ -89,6 +117,8 @@ def create_app(root: Path) -> Starlette:
         Route("/", jobs),
         Route("/index.html", jobs),
         Route("/compare.html", compare),
+        Route("/side-by-side.html", side_by_side),
+        Mount("/studies/{study}", app=study),
         Route("/jobs/{rest:path}", job_or_trial),
         Route("/raw/{rest:path}", raw),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),

@@ -199,39 +199,6 @@ def matrix(trials: list[TrialRow]) -> Matrix:
 
 
 @dataclass
-class CompareRow:
-    key: str
-    a: float | None
-    b: float | None
-    a_n: int
-    b_n: int
-
-    @property
-    def delta(self) -> float | None:
-        return None if self.a is None or self.b is None else self.b - self.a
-
-
-def compare(a: JobSummary, b: JobSummary) -> list[CompareRow]:
-    """Mean reward per (agent, dataset, task) in two jobs."""
-    def means(job: JobSummary) -> dict[str, tuple[float | None, int]]:
-        groups: dict[str, list[TrialRow]] = {}
-        for t in job.trials:
-            groups.setdefault(f"{t.agent} · {t.dataset}/{t.task}", []).append(t)
-        out = {}
-        for key, rows in groups.items():
-            rewards = [r.reward for r in rows if r.reward is not None]
-            out[key] = (sum(rewards) / len(rewards) if rewards else None, len(rows))
-        return out
-
-    ma, mb = means(a), means(b)
-    rows = []
-    for key in sorted(set(ma) | set(mb)):
-        (a_mean, a_n), (b_mean, b_n) = ma.get(key, (None, 0)), mb.get(key, (None, 0))
-        rows.append(CompareRow(key, a_mean, b_mean, a_n, b_n))
-    return rows
-
-
-@dataclass
 class LogFile:
     label: str
     rel: str  # path relative to the jobs root (for the raw link)

@@ -1,7 +1,8 @@
 """`benchflow view --export DIR`: the viewer's pages as static files, openable from disk.
 
 The pages are the server's (same templates, relative links); the live refresh, raw-file
-links and the job comparison form are left out, since they need the server.
+links, the job comparison form and the side-by-side view are left out, since they need
+the server. A study's comparison page is exported with it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from benchflow.errors import ConfigError
 from benchflow.view import data
 from benchflow.view.render import Pages
+from benchflow.view.studies import studies_in, study_of
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -37,6 +39,11 @@ def export_site(root: Path, out: Path) -> int:
     shutil.copytree(STATIC_DIR, out / "static", dirs_exist_ok=True)
     _write(out / "index.html", pages.jobs())
     written = 1
+    if study_of(root) is not None:  # a study: its comparison page too
+        _write(out / "compare.html", pages.compare([root]))
+        written += 1
+    for study in studies_in(root):  # studies under the root: each a site of its own
+        written += export_site(root / study.name, out / "studies" / study.name)
     for job in data.list_jobs(root):
         job_dir = root / job.name
         _write(out / "jobs" / job.name / "index.html", pages.job(job_dir))

@@ -17,8 +17,11 @@ from benchflow.job.store import read_trial_result
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.secrets import Scrubber
+from benchflow.traces.reader import read_events, span_tree
+from benchflow.traces.store import TRACE_EVENTS
 from benchflow.trajectory.conversation import Message, Note, Plan, Thought, ToolCall, TurnUsage
 from benchflow.view import data
+from benchflow.view.timeline import role_timeline as role_timeline_of
 
 TOOL_OUTPUT_PREVIEW = 1200
 """Characters of a tool's output shown before the expand control."""
@@ -51,6 +54,15 @@ def _fmt_time(value: Any) -> str:
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _model_label(model: str | None) -> str:
+    """A model as a label shows it: a script's file name rather than its path."""
+    if model is None:
+        return "–"
+    if "/" in model and model.endswith((".yaml", ".yml", ".json")):
+        return model.rsplit("/", 1)[1]
+    return model
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
@@ -61,7 +73,8 @@ def environment() -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(num=_fmt_num, pct=_fmt_pct, sec=_fmt_sec, time=_fmt_time, tojson_pretty=_json)
+    env.filters.update(num=_fmt_num, pct=_fmt_pct, sec=_fmt_sec, time=_fmt_time, tojson_pretty=_json,
+                       model=_model_label)
     env.globals.update(PREVIEW=TOOL_OUTPUT_PREVIEW, FULL=TOOL_OUTPUT_FULL, Message=Message, Thought=Thought,
                        ToolCall=ToolCall, Plan=Plan, TurnUsage=TurnUsage, Note=Note)
     env.tests.update({
@@ -76,26 +89,31 @@ class Pages:
     """Renders the viewer's pages for the jobs folder `root`.
 
     `static=True` renders for an exported copy: no live polling, no raw-file links, no
-    job comparison form (it needs the server).
+    job comparison form (it needs the server). `base` is where the served pages live
+    (`/studies/<name>/` for a study under the viewer's root).
     """
 
-    def __init__(self, root: Path, *, static: bool = False) -> None:
+    def __init__(self, root: Path, *, static: bool = False, base: str = "/") -> None:
         self.root = root
         self.static = static
+        self.base = base
         self.env = environment()
         self.redact = Scrubber()
         """Every page passes the redactor (the host's secret values, API-key shapes):
         rollouts mask what they write, and files of older versions are masked here."""
 
     def _render(self, template: str, depth: int, **context: Any) -> str:
-        base = "../" * depth if self.static else "/"
+        base = "../" * depth if self.static else self.base
         return self.redact.text(self.env.get_template(template).render(
             base=base, static=self.static, **context))
 
     def jobs(self) -> str:
+        from benchflow.view.studies import study_of, studies_in
+
         jobs = data.list_jobs(self.root)
         return self._render("jobs.html", 0, jobs=jobs, root=str(self.root),
-                            live=any(j.running for j in jobs))
+                            live=any(j.running for j in jobs), study=study_of(self.root),
+                            studies=studies_in(self.root))
 
     def job(self, job_dir: Path) -> str:
         job = data.load_job(job_dir)
@@ -117,17 +135,50 @@ class Pages:
                 if block.role and block.role not in roles:
                     roles.append(block.role)
         timeline = _timeline(result)
+        played = {n: (r.agent, r.model) for n, r in result.roles.items()} if result else None
+        role_timeline = role_timeline_of(paths.trajectory, played) if page == 1 else []
+        for bar in role_timeline:
+            if bar.role not in roles:
+                roles.append(bar.role)
+        agent_trace = span_tree(read_events(trial_dir / TRACE_EVENTS)) if page == 1 else []
         return self._render(
             "trial.html", 5, job=job_dir.name, rel=rel, result=result, traj=traj,
             roles={name: i % ROLE_COLOURS for i, name in enumerate(roles)},
             config=data.trial_config(trial_dir), logs=data.trial_logs(self.root, trial_dir),
-            timeline=timeline, live=result is None, page=page,
+            timeline=timeline, role_timeline=role_timeline, live=result is None, page=page,
+            agent_trace=agent_trace,
         )
 
-    def compare(self, a: Path, b: Path) -> str:
-        ja, jb = data.load_job(a), data.load_job(b)
-        return self._render("compare.html", 0, a=ja, b=jb, rows=data.compare(ja, jb),
-                            live=False)
+    def compare(self, sources: list[Path], baseline: str | None = None,
+                errors: str = "exclude") -> str:
+        """Arms of job or study folders compared (see `benchflow.view.compare`)."""
+        from benchflow.view.compare import compare_page
+
+        page = compare_page(self.root, sources, base="" if self.static else self.base,
+                            baseline=baseline, errors=errors, side_by_side=not self.static)
+        return self._render("compare.html", 0, page=page, live=page.live)
+
+    def side_by_side(self, a: str, b: str) -> str | None:
+        """Two trials of one task (`<job>/<agent>/<dataset>/<task>__<n>` each), side by
+        side with links to their other attempts; None when either is not a trial."""
+        from urllib.parse import urlencode
+
+        from benchflow.view.compare import side_trial
+
+        sides = [side_trial(self.root, a), side_trial(self.root, b)]
+        if sides[0] is None or sides[1] is None:
+            return None
+        left, right = sides
+        attempts = []
+        for n, (mine, theirs) in enumerate(zip(left.attempts, right.attempts, strict=False),
+                                           start=1):
+            query = urlencode({"a": f"{left.job}/{mine}", "b": f"{right.job}/{theirs}"})
+            attempts.append((n, f"{self.base}side-by-side.html?{query}"))
+        current = left.attempts.index(left.rel) + 1 if left.rel in left.attempts else 0
+        task = left.rel.split("/")[-1].rpartition("__")[0]
+        return self._render("side_by_side.html", 0, sides=sides, task=task,
+                            attempts=attempts, current=current,
+                            live=left.running or right.running)
 
 
 def _timeline(result: RolloutResult | None) -> list[dict[str, Any]]:

@@ -72,13 +72,21 @@ class Missing(Exception):
 @dataclass(frozen=True)
 class TaskSpec:
     id: str
-    repo: str
-    commit: str
-    path: str
     license: str
     category: str
+    repo: str = ""
+    commit: str = ""
+    path: str = ""
+    local: str = ""
+    """A task of this repository (a folder relative to its root) instead of a mirror's."""
     expect: str = ""
     unset_env: tuple[str, ...] = ()
+    uv_from_pypi: bool = False
+    """Replace the astral.sh uv installer line of its scripts with uv from PyPI (see
+    `UV_FROM_PYPI`): this machine cannot reach astral.sh. Both harnesses run the same files."""
+    rewrites: tuple[tuple[str, str], ...] = ()
+    """Literal (old, new) replacements in its scripts, each a task defect the manifest names
+    (an unpinned dependency that broke since): recorded with the other changes."""
 
     @property
     def dir(self) -> Path:
@@ -117,7 +125,9 @@ class Row:
 def load_manifest() -> tuple[dict[str, str], list[TaskSpec]]:
     data = tomllib.loads(MANIFEST.read_text())
     subs = dict(data["substitutions"])
-    tasks = [TaskSpec(**{**t, "unset_env": tuple(t.get("unset_env", ()))}) for t in data["task"]]
+    tasks = [TaskSpec(**{**t, "unset_env": tuple(t.get("unset_env", ())),
+                         "rewrites": tuple(tuple(r) for r in t.get("rewrites", ()))})
+             for t in data["task"]]
     ids = [t.id for t in tasks]
     if len(ids) != len(set(ids)):
         raise SystemExit(f"{MANIFEST}: duplicate task ids")
@@ -136,7 +146,7 @@ def check_mirrors(mirrors: Path, tasks: list[TaskSpec]) -> dict[str, Path]:
     found: dict[str, Path] = {}
     missing: list[str] = []
     for spec in tasks:
-        if spec.repo in found:
+        if spec.local or spec.repo in found:
             continue
         git_dir = mirror_git_dir(mirrors, spec.repo)
         ok = git_dir is not None and subprocess.run(
@@ -210,27 +220,49 @@ def substitute_task_toml(text: str, subs: dict[str, str], where: str) -> tuple[s
     return "".join(out), changes
 
 
+UV_INSTALLER_RE = re.compile(
+    r"curl\s+-[A-Za-z]+\s+https://astral\.sh/uv/\S*install\.sh\s*\|\s*(?:ba)?sh")
+UV_FROM_PYPI = ("python3 -m pip install -q --force-reinstall --break-system-packages uv==0.9.7 2>/dev/null "
+                "|| python3 -m pip install -q --force-reinstall uv==0.9.7; mkdir -p \"$HOME/.local/bin\" "
+                "&& printf 'export UV_NATIVE_TLS=1\\n' > \"$HOME/.local/bin/env\"")
+"""What replaces `curl ... https://astral.sh/uv/.../install.sh | sh` with `uv_from_pypi`: uv
+from PyPI (to /usr/local/bin), and the `env` file the installer writes (sourced next by
+such scripts), here making uv trust the system's CA store (this machine's TLS proxy)."""
+
+
 def spec_digest(spec: TaskSpec, subs: dict[str, str]) -> str:
-    blob = json.dumps([spec.repo, spec.commit, spec.path, sorted(subs.items())]).encode()
+    local = ""
+    if spec.local:  # a folder of this repository: its content is the version
+        root = REPO_ROOT / spec.local
+        local = hashlib.sha256(b"".join(p.relative_to(root).as_posix().encode() + p.read_bytes()
+                                        for p in sorted(root.rglob("*")) if p.is_file())
+                               ).hexdigest()
+    blob = json.dumps([spec.repo, spec.commit, spec.path, spec.local, local, spec.uv_from_pypi,
+                       UV_FROM_PYPI, spec.rewrites, sorted(subs.items())]).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def prepare_task(spec: TaskSpec, git_dir: Path, subs: dict[str, str]) -> list[str]:
-    """Export the task at its commit into .tasks/<id>/ and substitute base images."""
+def prepare_task(spec: TaskSpec, git_dir: Path | None, subs: dict[str, str]) -> list[str]:
+    """Export the task at its commit (or copy this repository's folder) into .tasks/<id>/
+    and substitute base images."""
     digest = spec_digest(spec, subs)
     marker = spec.dir / MARKER
     if marker.is_file() and json.loads(marker.read_text()).get("digest") == digest:
         return json.loads(marker.read_text())["changes"]
     if spec.dir.exists():
         shutil.rmtree(spec.dir)
-    spec.dir.mkdir(parents=True)
-    treeish = f"{spec.commit}:{spec.path}" if spec.path else spec.commit
-    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", treeish],
-                             capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(spec.dir, filter="data")
+    if spec.local:
+        shutil.copytree(REPO_ROOT / spec.local, spec.dir, symlinks=True)
+    else:
+        assert git_dir is not None
+        spec.dir.mkdir(parents=True)
+        treeish = f"{spec.commit}:{spec.path}" if spec.path else spec.commit
+        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar",
+                                  treeish], capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(spec.dir, filter="data")
     if not (spec.dir / "task.toml").is_file():
-        raise SystemExit(f"{spec.repo}@{spec.commit}:{spec.path}: no task.toml there")
+        raise SystemExit(f"{spec.repo or spec.local}@{spec.commit}:{spec.path}: no task.toml there")
     changes: list[str] = []
     for path in sorted(spec.dir.rglob("*")):
         rel = str(path.relative_to(spec.dir))
@@ -238,6 +270,15 @@ def prepare_task(spec: TaskSpec, git_dir: Path, subs: dict[str, str]) -> list[st
             text, ch = substitute_dockerfile(path.read_text(), subs, f"{spec.id}/{rel}")
         elif path.is_file() and path.name == "task.toml":
             text, ch = substitute_task_toml(path.read_text(), subs, f"{spec.id}/{rel}")
+        elif path.is_file() and path.suffix == ".sh" and (spec.uv_from_pypi or spec.rewrites):
+            text, ch = path.read_text(), []
+            if spec.uv_from_pypi:
+                text, n = UV_INSTALLER_RE.subn(lambda _: UV_FROM_PYPI, text)
+                ch += ["astral.sh uv installer -> uv from PyPI"] * min(n, 1)
+            for old, new in spec.rewrites:
+                if old in text:
+                    text = text.replace(old, new)
+                    ch.append(f"{old!r} -> {new!r}")
         else:
             continue
         if ch:
@@ -261,6 +302,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
     && rm -rf /var/lib/apt/lists/*
 COPY ca/ /usr/local/share/ca-certificates/
 RUN update-ca-certificates
+# pip inside a venv (certifi) and uv read these: the host CA reaches every client
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \\
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt \\
+    REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 """,
     "bf-parity/python:3-slim": """\
 FROM bf-parity/os:bookworm
@@ -281,8 +326,25 @@ COPY --from=build /usr/local/bin/uvx /uvx
 }
 
 
+FIXTURE_IMAGES: dict[str, tuple[str, str]] = {
+    "benchflow-fixture/separate-prebuilt-verifier:1": (
+        "FROM bf-parity/os:bookworm\nRUN echo prebuilt > /verifier-image.txt\n"
+        "COPY test.sh /tests/test.sh\nWORKDIR /app\n",
+        "tests/integration/fixtures/tasks/separate-prebuilt/tests/test.sh"),
+}
+"""Images a fixture task names as present locally (as a registry would have served them):
+tag -> (Dockerfile, the one file it copies, relative to the repository)."""
+
+
 def image_exists(tag: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0
+
+
+def image_label(tag: str, label: str) -> str:
+    out = subprocess.run(["docker", "image", "inspect", "-f",
+                          f'{{{{index .Config.Labels "{label}"}}}}', tag],
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def ensure_bases(log) -> None:
@@ -290,7 +352,12 @@ def ensure_bases(log) -> None:
         raise Missing("The local base image debian:bookworm-slim is missing; the lab builds every "
                       "substitute from it (there is no registry here).")
     for tag, dockerfile in BASES.items():
-        if image_exists(tag):
+        recipe = hashlib.sha256(dockerfile.encode()).hexdigest()[:12]
+        if "FROM scratch" not in dockerfile:
+            dockerfile += f"LABEL bf-parity.recipe={recipe}\n"
+        elif image_exists(tag):
+            continue  # (a scratch image: its parent's rebuild is what matters)
+        if image_label(tag, "bf-parity.recipe") == recipe:
             continue
         ctx = BASES_DIR / tag.replace("/", "_").replace(":", "_")
         shutil.rmtree(ctx, ignore_errors=True)
@@ -299,6 +366,19 @@ def ensure_bases(log) -> None:
             shutil.copy(ca, ctx / "ca" / ca.name)
         (ctx / "Dockerfile").write_text(dockerfile)
         log(f"building base image {tag}")
+        proc = subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise Missing(f"building {tag} failed:\n{proc.stderr[-2000:]}")
+    for tag, (dockerfile, copied) in FIXTURE_IMAGES.items():
+        if image_exists(tag):
+            continue
+        ctx = BASES_DIR / tag.replace("/", "_").replace(":", "_")
+        shutil.rmtree(ctx, ignore_errors=True)
+        ctx.mkdir(parents=True)
+        shutil.copy(REPO_ROOT / copied, ctx / Path(copied).name)
+        (ctx / "Dockerfile").write_text(dockerfile)
+        log(f"building fixture image {tag}")
         proc = subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
@@ -470,7 +550,7 @@ def outcome(cell: Cell) -> str:
 
 
 def agreement(row: Row, harbor_ran: bool) -> str:
-    harbor = harbor_ran and row.harbor.error != CANNOT_RUN
+    harbor = harbor_ran and row.harbor.error != CANNOT_RUN and row.harbor.text != "-"
     cells = [row.plain, row.hardened] + ([row.harbor] if harbor else [])
     same = len({outcome(c) for c in cells}) == 1
     return ("yes" if same else "NO") + ("" if harbor or not harbor_ran else " (bf only)")
@@ -488,17 +568,18 @@ def render(tasks: list[TaskSpec], rows: dict[str, Row], *, harbor_note: str | No
         row = rows.get(spec.id)
         if row is None:
             continue
+        harbor = row.harbor.text if row.harbor.text != "-" else "not re-run"
         lines.append(f"| {spec.id} | {spec.category} | {row.plain.text} | {row.hardened.text} | "
-                     f"{row.harbor.text if harbor_ran else 'n/a'} | {agreement(row, harbor_ran)} | "
+                     f"{harbor if harbor_ran else 'n/a'} | {agreement(row, harbor_ran)} | "
                      f"{spec.expect or '1.0'} |")
     n = len([s for s in tasks if s.id in rows])
     ones = sum(1 for s in tasks if s.id in rows and expected_ok(s, rows[s.id]))
     agree = sum(1 for s in tasks if s.id in rows and agreement(rows[s.id], harbor_ran) == "yes")
-    bf_only = sum(1 for s in tasks if s.id in rows and agreement(rows[s.id], harbor_ran).endswith(
-        "(bf only)"))
+    cannot = sum(1 for s in tasks if s.id in rows and rows[s.id].harbor.error == CANNOT_RUN)
+    not_run = sum(1 for s in tasks if s.id in rows and rows[s.id].harbor.text == "-")
     lines += ["", f"{n} tasks; benchflow oracle 1.0 plain and hardened on {ones}; "
-              f"all three agree on {agree}; Harbor cannot run {bf_only} here (compared: benchflow "
-              "plain vs hardened only)."]
+              f"all three agree on {agree}; Harbor cannot run {cannot} here and was not re-run "
+              f"on {not_run} (compared: benchflow plain vs hardened only)."]
     details = [f"- {s.id} / {name}: {' '.join(c.detail.split())}" for s in tasks if s.id in rows
                for name, c in (("plain", rows[s.id].plain), ("hardened", rows[s.id].hardened),
                                ("harbor", rows[s.id].harbor)) if c.detail]
@@ -551,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         git_dirs = check_mirrors(args.mirrors, selected)
         for spec in selected:
-            prepare_task(spec, git_dirs[spec.repo], subs)
+            prepare_task(spec, git_dirs.get(spec.repo), subs)
         ensure_bases(log)
         harbor_note = None if args.skip_harbor else ensure_harbor(log)
     except Missing as exc:

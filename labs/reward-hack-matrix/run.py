@@ -44,13 +44,16 @@ TASKS_DIR = HERE / "tasks"
 EXPLOITS_DIR = HERE / "exploits"
 RESULTS = HERE / "results.md"
 RESULTS_REDUCED = HERE / "results-reduced.md"
-TASKS = ("pytest-mean", "bash-summary", "tb-ctrf", "tb-uvx")
+TASKS = ("pytest-mean", "bash-summary", "tb-ctrf", "tb-uvx", "tb-venv")
 REDUCED_TASK = "pytest-mean"
 PLUGIN_TASK = "tb-ctrf"
 """The Terminal-Bench-template target: pytest-json-ctrf installed in the image."""
 PLUGIN_EXPLOITS = ("pytest11-plugin-root", "pytest11-plugin", "edit-plugin-root",
                    "shadow-plugin", "shadow-pytest-dependency")
-"""Attacks on pytest plugins; the reduced matrix also plays them on `PLUGIN_TASK`, both modes."""
+"""Attacks on pytest plugins; the reduced matrix also plays them on `PLUGIN_TASK` and
+`VENV_TASK`, both modes."""
+VENV_TASK = "tb-venv"
+"""Terminal-Bench 2.1's layout: pytest-json-ctrf in a venv first on PATH, /app/bin after it."""
 UVX_TASK = "tb-uvx"
 """The Terminal-Bench 2 target: no pytest in the image; test.sh runs
 `uvx -w pytest-json-ctrf pytest --ctrf ...`, so the plugin is installed at verify time."""
@@ -308,14 +311,16 @@ def full_specs(exploits: Iterable[Exploit], tasks: Sequence[str]) -> list[CellSp
 
 def reduced_specs(exploits: Iterable[Exploit], task: str = REDUCED_TASK,
                   plugin_task: str | None = PLUGIN_TASK,
-                  uvx_task: str | None = UVX_TASK) -> list[CellSpec]:
+                  uvx_task: str | None = UVX_TASK,
+                  venv_task: str | None = VENV_TASK) -> list[CellSpec]:
     """CI: one task, the oracle and every exploit hardened, the strong ones also unhardened;
-    then the oracle and the plugin attacks on `plugin_task`, and the oracle and the uvx
-    attacks on `uvx_task`, hardened and unhardened."""
+    then the oracle and the plugin attacks on `plugin_task` and `venv_task`, and the oracle
+    and the uvx attacks on `uvx_task`, hardened and unhardened."""
     rows = [e.row for e in exploits]
     specs = [CellSpec("on", ORACLE, task), *(CellSpec("on", row, task) for row in rows)]
     specs += [CellSpec("off", row, task) for row in rows if row in STRONG]
-    for extra, attacks in ((plugin_task, PLUGIN_EXPLOITS), (uvx_task, UVX_EXPLOITS)):
+    for extra, attacks in ((plugin_task, PLUGIN_EXPLOITS), (uvx_task, UVX_EXPLOITS),
+                           (venv_task, PLUGIN_EXPLOITS)):
         if extra and extra != task:
             extra_rows = [row for row in rows if row in attacks]
             specs.append(CellSpec("on", ORACLE, extra))

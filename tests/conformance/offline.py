@@ -1,10 +1,11 @@
 """What the offline conformance tests assert about a finished rollout, whatever the agent.
 
 Agents report the same tool call with different event sequences (claude: tool_call,
-permission, updates; codex: tool_call then one update; gemini: no output in its
-updates; opencode: several updates), so these helpers look at the final state of each
-tool call and at the effects: the verifier's reward, the request log, the tool result the
-agent sent back to the model.
+permission, updates; codex: tool_call then one update; gemini: no arguments nor output in
+its updates, benchflow adds them from the model calls; opencode: several updates), so
+these helpers look at each tool call as benchflow's one tool-call model merges it, and at
+the effects: the verifier's reward, the request log, the tool result the agent sent back
+to the model.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ FINAL_MESSAGE = "The sum of the numbers is 12."
 
 @dataclass
 class ToolCall:
-    """One tool call of the trajectory, its events merged: the last status wins."""
+    """One tool call of the trajectory as benchflow's one tool-call model merges it
+    (`benchflow.trajectory.tool_calls`): its status, and its texts (title, arguments,
+    command, output) to search."""
 
     id: str
     status: str | None = None
     texts: list[str] = field(default_factory=list)
+    output: str = ""
 
     def mentions(self, needle: str) -> bool:
         return any(needle in text for text in self.texts)
@@ -40,37 +44,20 @@ def events(rollout_dir: Path) -> list[dict[str, Any]]:
 
 
 def tool_calls(evts: list[dict[str, Any]]) -> dict[str, ToolCall]:
-    """Tool calls by id, from tool_call, tool_call_update and permission events."""
+    """Tool calls by id, merged from all their events (tool_call, tool_call_update, and
+    the tool_result benchflow adds from the model calls for agents such as gemini)."""
+    from benchflow.trajectory.conversation import group_turns
+    from benchflow.trajectory.events import event_adapter
+
+    parsed = [event_adapter().validate_python(e) for e in evts if e.get("type") != "header"]
     calls: dict[str, ToolCall] = {}
-    for event in evts:
-        kind = event.get("type")
-        if kind == "permission":
-            payload = event.get("tool_call") or {}
-            call_id = payload.get("toolCallId")
-        elif kind in ("tool_call", "tool_call_update"):
-            payload = event.get("update") or {}
-            call_id = event.get("tool_call_id") or payload.get("toolCallId")
-        else:
-            continue
-        if not call_id:
-            continue
-        call = calls.setdefault(call_id, ToolCall(call_id))
-        status = event.get("status") or payload.get("status")
-        if status and kind != "permission":
-            call.status = status
-        call.texts.append(json.dumps(payload, ensure_ascii=False))
-        # the command as the agent shows it: decoded strings, not JSON-escaped ones
-        for key in ("title",):
-            if isinstance(payload.get(key), str):
-                call.texts.append(payload[key])
-        for key in ("rawInput", "rawOutput"):
-            raw = payload.get(key)
-            if isinstance(raw, dict):
-                call.texts.extend(_strings(raw))
-            elif isinstance(raw, str):
-                call.texts.append(raw)
-        for item in payload.get("content") or []:
-            call.texts.extend(_strings(item))
+    for block in group_turns(parsed):
+        for call in block.tool_calls:
+            texts = [call.title, call.arguments, call.output, *_strings(call.input)]
+            if call.command:
+                texts.append(call.command)
+            calls[call.id] = ToolCall(call.id, call.status, [t for t in texts if t],
+                                      call.output)
     return calls
 
 

@@ -286,6 +286,7 @@ class Sandbox(_Injector):
         labels = {**(tags or {}), FAKE_LABEL: "true", _APP_LABEL: app.app_id}
         if timeout is not None:
             labels["fake-modal.timeout"] = str(timeout)
+        created.append({"region": region, "verbose": verbose})  # what a test may check
         cpus = cpu[1] if isinstance(cpu, tuple) else cpu
         mem = memory[1] if isinstance(memory, tuple) else memory
         container = await _io(
@@ -445,8 +446,13 @@ def remove_snapshots() -> None:
             pass
 
 
+created: list[dict[str, Any]] = []
+"""`Sandbox.create`'s region and verbose arguments, one entry per create."""
+
+
 def reset() -> None:
     """Clear injected failures, latencies and the call log."""
+    created.clear()
     _Injector.inject.clear()
     _Injector.latency_sec.clear()
     _Injector.calls.clear()

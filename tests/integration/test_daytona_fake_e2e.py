@@ -50,6 +50,9 @@ async def test_oracle_and_nop_score_on_daytona(tmp_path, job_label, task, agent,
     assert "create" in daytona_sdk.FakeAsyncDaytona.calls
     assert "delete" in daytona_sdk.FakeAsyncDaytona.calls
     assert _containers(job_label) == []
+    # Daytona's share of the cost: the sandbox's lifetime at its rates (no model here)
+    assert result.sandbox_cost is not None and result.sandbox_cost > 0
+    assert result.cost == result.sandbox_cost
 
 
 async def test_second_rollout_reuses_the_snapshot(tmp_path, job_label):

@@ -62,6 +62,19 @@ async def test_oracle_and_nop_score_on_modal(tmp_path, job_label, task, agent, r
     assert result.agent_install_cache is None  # no registered agent
 
 
+async def test_region_verbose_and_the_sandbox_cost(tmp_path, job_label):
+    config = _config(tmp_path, job_label, "oracle").model_copy(update={"provider_config": {
+        **FAKE, "app_name": "rollout-my-app", "regions": ["us-east", "us-west"],
+        "verbose": True, "price_per_cpu_hour": 36.0, "price_per_gib_hour": 0.0}})
+    result = await benchflow.run(config)
+    assert result.error is None, result.error
+    assert modal_sdk.created == [{"region": ["us-east", "us-west"], "verbose": True}]
+    # one core at 36 USD/h is a cent a second: a positive cost, and all of `cost` (no model)
+    assert result.sandbox_cost is not None and result.sandbox_cost > 0
+    assert result.cost == result.sandbox_cost
+    assert result.sandbox_cost <= 0.01 * result.durations.total_sec + 1e-6
+
+
 async def test_second_rollout_reuses_the_image(tmp_path, job_label):
     first = await benchflow.run(_config(tmp_path, job_label, "oracle"))
     assert first.reward == 1.0

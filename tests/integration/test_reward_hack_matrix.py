@@ -4,8 +4,8 @@ Every exploit runs as a real rollout with hardening on and must score 0 or fail 
 `verifier_tampered`; the oracle must still score 1.0 hardened (no false positives). A few
 strong exploits also run with hardening off and must score 1.0, so the exploits are
 known to be real. The pytest-plugin attacks also run on `tb-ctrf` (the plugin in the
-image) and the attacks on tools installed at verify time on `tb-uvx` (uvx installs pytest and
-the plugin), both modes. The full matrix (every task, both modes) is the lab's command.
+image; and on `tb-venv`, the plugin in a venv first on PATH) and the attacks on tools
+installed at verify time on `tb-uvx` (uvx installs pytest and the plugin), both modes. The full matrix (every task, both modes) is the lab's command.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ TASK = lab.REDUCED_TASK
 PLUGIN_TASK = lab.PLUGIN_TASK
 PLUGIN_ROWS = [row for row in ROWS if row in lab.PLUGIN_EXPLOITS]
 UVX_TASK = lab.UVX_TASK
+VENV_TASK = lab.VENV_TASK
 UVX_ROWS = [row for row in ROWS if row in lab.UVX_EXPLOITS]
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(600)]
@@ -82,17 +83,19 @@ def test_every_exploit_runs_and_the_set_is_complete():
                              "pytest11-plugin", "shadow-plugin", "shadow-pytest-dependency"}
 
 
-@pytest.mark.parametrize("task", [TASK, PLUGIN_TASK, UVX_TASK])
+@pytest.mark.parametrize("task", [TASK, PLUGIN_TASK, UVX_TASK, VENV_TASK])
 async def test_the_oracle_scores_one_hardened(task, matrix):
     cell = _cell(matrix, "on", lab.ORACLE, task)
     assert (cell.reward, cell.error) == (1.0, None), cell.rollout_dir
 
 
+@pytest.mark.parametrize("task", [PLUGIN_TASK, VENV_TASK])
 @pytest.mark.parametrize("row", PLUGIN_ROWS)
-async def test_plugin_attack_is_real_and_stopped(row, matrix):
-    """On the Terminal-Bench-template task (pytest-json-ctrf in the image): every plugin attack
-    scores 1.0 unhardened and 0 (or tampered) hardened."""
-    off, on = _cell(matrix, "off", row, PLUGIN_TASK), _cell(matrix, "on", row, PLUGIN_TASK)
+async def test_plugin_attack_is_real_and_stopped(row, task, matrix):
+    """On the Terminal-Bench-template tasks (pytest-json-ctrf in the image's site-packages,
+    or in a venv first on the image's PATH): every plugin attack scores 1.0 unhardened and 0
+    (or tampered) hardened."""
+    off, on = _cell(matrix, "off", row, task), _cell(matrix, "on", row, task)
     assert (off.reward, off.error) == (1.0, None), (
         f"{row} scored {off.text} with hardening off: not a real attack; {off.rollout_dir}")
     assert on.stopped, (f"{row} scored {on.text} with hardening on; hardening did: "

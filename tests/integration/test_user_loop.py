@@ -115,6 +115,31 @@ async def test_base_user_gets_the_solution_only_with_oracle_access(
     assert solution == (SOLUTION if oracle_access else None)
 
 
+class SyncUser(BaseUser):
+    """The spec's form: `setup` and `run` written as plain (synchronous) methods."""
+
+    def __init__(self) -> None:
+        self.instructions: list[str] = []
+        self.rounds: list[int] = []
+
+    def setup(self, instruction, solution):  # type: ignore[override]
+        self.instructions.append(instruction)
+
+    def run(self, round, instruction, round_result):  # type: ignore[override]
+        self.rounds.append(round)
+        return "Say hello." if round == 0 else None
+
+
+async def test_a_synchronous_base_user_drives_rounds(tmp_path: Path, job_label: str):
+    script = write_script(tmp_path, [{"type": "message", "text": "hello"}])
+    user = SyncUser()
+    result = await rollout_for(tmp_path, job_label, script, user).run()
+
+    assert result.error is None, result.error
+    assert result.n_prompts == 1
+    assert user.rounds == [0, 1] and "slugify" in user.instructions[0]
+
+
 PROBES = [
     "cat /oracle/solve.sh",
     "cat /solution/solve.sh",

@@ -22,7 +22,10 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.acp", "benchflow.task.qa", "benchflow.rollout.qa", "benchflow.job.registry",
     "benchflow.job.pull", "benchflow.job.resume", "benchflow.verify.judged",
     "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
-    "benchflow.telemetry.otel",
+    "benchflow.telemetry.otel", "benchflow.traces", "benchflow.tracing",
+    # studies and their statistics and figures (benchflow study / compare)
+    "benchflow.study", "benchflow.cli.study", "benchflow.cli.compare", "scipy", "numpy",
+    "matplotlib",
     # the progress bar (a terminal only)
     "rich.progress", "rich.live",
 }

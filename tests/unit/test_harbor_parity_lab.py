@@ -33,10 +33,35 @@ SUBS, TASKS = lab.load_manifest()
 
 
 def test_manifest_has_twenty_pinned_third_party_tasks() -> None:
-    assert len(TASKS) >= 20
-    for spec in TASKS:
+    third_party = [spec for spec in TASKS if not spec.local]
+    assert len(third_party) >= 20
+    for spec in third_party:
         assert len(spec.commit) == 40 and all(c in "0123456789abcdef" for c in spec.commit)
         assert "/" in spec.repo and spec.license and spec.category
+    for spec in TASKS:
+        if spec.local:  # this repository's fixtures of real tasks' shapes
+            assert (REPO / spec.local / "task.toml").is_file() and not spec.repo
+
+
+def test_uv_from_pypi_and_named_rewrites_change_only_what_they_say(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab, "TASKS_DIR", tmp_path / "tasks")
+    source = tmp_path / "src"
+    (source / "environment").mkdir(parents=True)
+    (source / "task.toml").write_text("[environment]\n")
+    (source / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    (source / "solve.sh").write_text(
+        "curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\nsource $HOME/.local/bin/env\n"
+        "uv run --with mcp python3 x.py\n")
+    monkeypatch.setattr(lab, "REPO_ROOT", tmp_path)
+    spec = lab.TaskSpec(id="t", license="x", category="x", local="src", uv_from_pypi=True,
+                        rewrites=(("--with mcp ", "--with 'mcp<2' "),))
+    changes = lab.prepare_task(spec, None, SUBS)
+    lines = (tmp_path / "tasks" / "t" / "solve.sh").read_text().splitlines()
+    assert lines[0] == lab.UV_FROM_PYPI and "astral.sh" not in lines[0]
+    assert lines[1:] == ["source $HOME/.local/bin/env", "uv run --with 'mcp<2' python3 x.py"]
+    assert changes == ["environment/Dockerfile: FROM debian:bookworm-slim -> bf-parity/os:bookworm",
+                       "solve.sh: astral.sh uv installer -> uv from PyPI",
+                       "solve.sh: '--with mcp ' -> \"--with 'mcp<2' \""]
 
 
 def test_dockerfile_substitution_changes_only_image_references() -> None:

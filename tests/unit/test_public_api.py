@@ -45,7 +45,8 @@ def test_no_undeclared_public_modules_leak_into_all():
     exported = {n for n in dir(benchflow) if not n.startswith("_")}
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
                "settings", "steps", "task", "verify", "trajectory", "acp", "users", "telemetry",
-               "model_server", "mcp", "skills", "view", "models", "qa", "bounds"}
+               "model_server", "mcp", "skills", "view", "models", "qa", "tracing", "traces",
+               "train", "roles", "study", "tools", "bounds"}
     assert exported - set(benchflow.__all__) <= modules
 
 

@@ -22,6 +22,12 @@ class DaytonaConfig(FrozenModel):
     rate_limit_retries: int = 5
     """Creates answered 429 are retried this many times, with exponential backoff."""
     backoff_sec: float = 1.0
+    price_per_cpu_hour: float = 0.0504
+    """USD per vCPU hour (Daytona's published rate): `cost` in result.json."""
+    price_per_gib_hour: float = 0.0162
+    """USD per GiB of memory per hour."""
+    price_per_disk_gib_hour: float = 0.000108
+    """USD per GiB of disk per hour."""
     stream_retries: int = 3
     """A live process's log stream that ends before the command did is re-opened this
     many times (Daytona replays the log from the start; what was delivered is skipped)."""

@@ -39,6 +39,7 @@ from benchflow.errors import (
 from benchflow.sandbox import archive, certs, images, ledger
 from benchflow.sandbox.allowlist import split_hosts
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.cost import Rates, SandboxMeter
 from benchflow.sandbox.daytona.config import DaytonaConfig
 from benchflow.sandbox.daytona.errors import map_daytona_errors
 from benchflow.sandbox.daytona.process import DaytonaProcess
@@ -88,10 +89,19 @@ class DaytonaSandbox:
         self._box: Any = None
         self._pems = certs.read_certs(spec.extra_ca_certs)
         self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+        self.meter = SandboxMeter(
+            Rates(config.price_per_cpu_hour, config.price_per_gib_hour,
+                  config.price_per_disk_gib_hour),
+            cpus=spec.cpus or 1, memory_mb=spec.memory_mb or 1024, storage_mb=spec.storage_mb or 0)
 
     @property
     def sandbox_id(self) -> str | None:
         return None if self._box is None else str(self._box.id)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Daytona's charge for this sandbox so far (its lifetime at the configured rates)."""
+        return self.meter.cost_usd
 
     def _client_now(self) -> Any:
         if self._client is None:
@@ -171,6 +181,7 @@ class DaytonaSandbox:
             params = daytona.CreateSandboxFromImageParams(image=spec.docker_image,
                                                           resources=self._resources(), **common)
         self._box = await self._create(client, params, labels)
+        self.meter.start()
         try:
             with map_daytona_errors(SandboxStartError):
                 # the image's WORKDIR (Daytona falls back to the user's home)
@@ -207,6 +218,7 @@ class DaytonaSandbox:
             return
         import daytona
 
+        self.meter.stop()  # a stopped sandbox is billed for its disk only: not counted
         with map_daytona_errors(SandboxTeardownError):
             try:
                 if delete:

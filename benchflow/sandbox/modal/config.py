@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from benchflow._models import FrozenModel
 
@@ -30,8 +30,29 @@ class ModalConfig(FrozenModel):
     stream_retries: int = Field(default=3, ge=0)
     """A live process's dropped stdout/stderr is resumed this often before it counts as lost."""
     snapshot_timeout_sec: int = Field(default=300, ge=1)
+    region: str | None = None
+    """A single region sandboxes run in (Modal's `region=`, e.g. `us-east`)."""
+    regions: list[str] | None = Field(default=None, min_length=1)
+    """Several regions Modal may choose from (give `region` or `regions`, not both)."""
+    verbose: bool = False
+    """Modal's detailed sandbox logging (`verbose=True` at create)."""
+    price_per_cpu_hour: float = Field(default=0.1419, ge=0)
+    """USD per physical core hour (Modal's published sandbox rate): `cost` in result.json."""
+    price_per_gib_hour: float = Field(default=0.0242, ge=0)
+    """USD per GiB of memory per hour (Modal's published sandbox rate)."""
     sdk_module: str = "modal"
     """The module providing `App`, `Image` and `Sandbox` (tests: `tests.fakes.modal_sdk`)."""
+
+    @model_validator(mode="after")
+    def _one_region_key(self) -> ModalConfig:
+        if self.region is not None and self.regions is not None:
+            raise ValueError("give region or regions, not both")
+        return self
+
+    @property
+    def region_arg(self) -> str | list[str] | None:
+        """Modal's `region=` argument (a string or a list), None when unset."""
+        return self.region if self.region is not None else self.regions
 
 
 __all__ = ["ModalConfig"]

@@ -41,6 +41,7 @@ from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
 from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED, LABEL_ROLLOUT
 from benchflow.sandbox.limits import ProviderLimits, limits_for
+from benchflow.sandbox.cost import Rates, SandboxMeter
 from benchflow.sandbox.modal.config import ModalConfig
 from benchflow.sandbox.modal.errors import map_modal_errors
 from benchflow.sandbox.modal.process import ModalProcess
@@ -100,10 +101,17 @@ class ModalSandbox:
         self._snapshot: str | None = None
         self._index = SnapshotIndex(config)
         self._holding = False  # a slot of the provider's sandbox limit
+        self.meter = SandboxMeter(Rates(config.price_per_cpu_hour, config.price_per_gib_hour),
+                                  cpus=spec.cpus or 0.125, memory_mb=spec.memory_mb or 128)
 
     @property
     def sandbox_id(self) -> str | None:
         return None if self._box is None else str(self._box.object_id)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Modal's charge for this sandbox so far (its lifetime at the configured rates)."""
+        return self.meter.cost_usd
 
     # -- image -------------------------------------------------------------------------
 
@@ -154,12 +162,15 @@ class ModalSandbox:
             app=app, image=image, tags=tags, env=self._env, timeout=config.sandbox_timeout_sec,
             idle_timeout=config.idle_timeout_sec, workdir=spec.workdir,
             cpu=spec.cpus or None, memory=spec.memory_mb or None,
-            block_network=spec.network_policy == "none")
+            block_network=spec.network_policy == "none", verbose=config.verbose)
+        if config.region_arg is not None:
+            kwargs["region"] = config.region_arg
         if spec.network_policy == "model-only":
             kwargs.update(self._allowlist_kwargs())
         if spec.gpus:
             kwargs["gpu"] = f"{config.gpu_type}:{spec.gpus}"
         self._box = await self._create(kwargs, token, app)
+        self.meter.start()
         context = _contexts.pop((config.sdk_module, self._image_key()), None)
         if context is not None:  # the image is built and hydrated: Modal is done with it
             shutil.rmtree(context, ignore_errors=True)
@@ -266,6 +277,7 @@ class ModalSandbox:
             with map_modal_errors(SandboxTeardownError):
                 await box.terminate.aio()
         finally:
+            self.meter.stop()
             # a failed terminate frees the slot too (the ledger keeps the id for cleanup)
             if self._holding:
                 self._holding = False

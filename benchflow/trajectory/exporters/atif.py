@@ -9,12 +9,14 @@ package when it is importable (it needs Python >= 3.12).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchflow.trajectory.exporters.segments import AgentStep, Step, UserStep
+from benchflow.trajectory.tool_calls import ToolCall
 
 ATIF_VERSION = "ATIF-v1.6"
 
@@ -113,10 +115,21 @@ def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
-def _arguments(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    return {} if value is None else {"input": value}
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    value = json.loads(call.arguments)
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def _call_extra(calls: list[ToolCall]) -> dict[str, Any]:
+    extra: dict[str, Any] = {"tool_titles": {c.id: c.title for c in calls},
+                             "tool_status": {c.id: c.status for c in calls}}
+    exits = {c.id: c.exit_code for c in calls if c.exit_code is not None}
+    names = {c.id: c.tool_name for c in calls if c.tool_name}
+    if exits:
+        extra["tool_exit_codes"] = exits
+    if names:
+        extra["tool_names"] = names
+    return extra
 
 
 def atif_trajectory(steps: list[Step], *, session_id: str, agent: str, model: str | None,
@@ -149,13 +162,12 @@ def atif_trajectory(steps: list[Step], *, session_id: str, agent: str, model: st
             step_id=n, timestamp=_iso(first_call), source="agent", model_name=model,
             message=step.text, reasoning_content=step.reasoning or None,
             tool_calls=[AtifToolCall(tool_call_id=c.id, function_name=c.name,
-                                     arguments=_arguments(c.input)) for c in step.calls] or None,
+                                     arguments=_arguments(c)) for c in step.calls] or None,
             observation=AtifObservation(results=[
                 AtifObservationResult(source_call_id=c.id, content=c.output)
                 for c in step.calls]) if step.calls else None,
             metrics=metrics,
-            extra={"tool_titles": {c.id: c.title for c in step.calls},
-                   "tool_status": {c.id: c.status for c in step.calls}} if step.calls else None,
+            extra=_call_extra(step.calls) if step.calls else None,
         ))
     final = AtifFinalMetrics(
         total_prompt_tokens=totals["prompt"] if totals["any"] else None,

@@ -77,8 +77,9 @@ def _contains_answer(predicted: str, truth: str) -> float:
 
 def _similarity(predicted: str, truth: str) -> float:
     """rapidfuzz's normalized Indel similarity (`fuzz.ratio` / 100) of the normalized strings."""
-    from rapidfuzz import fuzz
+    from benchflow._extras import require
 
+    fuzz = require("rapidfuzz.fuzz", "models", "the similarity metric")
     return fuzz.ratio(normalize_answer(predicted), normalize_answer(truth)) / 100.0
 
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR: record, as root, what hardening later compares against.
+# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR [NAMED...]: record, as root, what
+# hardening later compares against.
 #
 # Runs once per rollout after the agent is installed and before it starts (common.sh is
 # prepended). Saves into BASE (root-only, 0700):
@@ -17,18 +18,25 @@
 #              files (and of LOADER_DIR's): harden.sh reports a changed one as tampering
 #   meta       key=value facts; ld.so.preload: a copy of /etc/ld.so.preload if it exists
 # PYINFO is the text of pyinfo.py, LOADER that of benchflow_verifier_plugins.py, which is
-# written to LOADER_DIR (root-owned, world-readable) with the plugin list it loads. Prints one JSON line: the digest of BASE (harden.sh
-# refuses a baseline whose digest changed), PATH and PYTHONPATH filtered to folders the
-# agent cannot write, and counts. Exit codes: benchflow/sandbox/exit_codes.py.
+# written to LOADER_DIR (root-owned, world-readable) with the plugin list it loads.
+# The plugins come from every Python environment the verifier could run pytest in: each
+# python on the safe PATH, the interpreter named by the `#!` line of each pytest script there
+# (a venv, a uv or pipx tool environment), and the interpreters and bin folders the task
+# names (NAMED: absolute paths found in its test.sh); only those whose interpreter and
+# folders are root-owned and not group/other-writable. Prints one JSON line: the digest of
+# BASE (harden.sh refuses a baseline whose digest changed), PATH and PYTHONPATH filtered to
+# folders the agent cannot write (never inside the workspace), and counts.
+# Exit codes: benchflow/sandbox/exit_codes.py.
 # shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
 set -eu
 
-if [ $# -ne 5 ]; then exit 64; fi  # USAGE
+if [ $# -lt 5 ]; then exit 64; fi  # USAGE
 base=$1
 ws=$2
 pyinfo=$3
 loader=$4
 loader_dir=$5
+shift 5
 for p in "$base" "$loader_dir"; do
     case $p in
         /?*) ;;
@@ -90,6 +98,11 @@ in_ws() {
 rm -rf -- "$base"
 mkdir -p -- "$base"  # 0700: umask 077
 : > "$base/stamp"
+# The interpreters, scripts and bin folders the task names (absolute, one line each).
+: > "$base/named"
+for p in "$@"; do
+    case $p in /*[[:cntrl:]]*) ;; /?*) printf '%s\n' "$p" >> "$base/named" ;; esac
+done
 
 # Processes alive now: harden.sh kills every other one (and all of the agent user's).
 : > "$base/procs"
@@ -131,7 +144,8 @@ set -f
 IFS=:
 for p in $path_of_image; do
     IFS=$old_ifs
-    if is_safe "$p"; then
+    # A folder in the workspace (/app/bin) is the agent's, whoever owns it now.
+    if is_safe "$p" && ! in_ws "$resolved" && ! in_ws "$p"; then
         case ":$safe_path:" in
             *":$p:"*) ;;
             *)
@@ -152,6 +166,7 @@ for p in /root/.local/bin /root/.cargo/bin; do
     printf '%s\n' "$p" >> "$base/sys.flat"
 done
 safe_pythonpath=
+sys_pythonpath=  # the entries outside the workspace: where image plugins may live
 : > "$base/sys.tree"
 IFS=:
 for p in ${PYTHONPATH:-}; do
@@ -160,24 +175,87 @@ for p in ${PYTHONPATH:-}; do
         safe_pythonpath=${safe_pythonpath:+$safe_pythonpath:}$p
     elif is_safe "$p"; then
         safe_pythonpath=${safe_pythonpath:+$safe_pythonpath:}$p
+        sys_pythonpath=${sys_pythonpath:+$sys_pythonpath:}$p
         printf '%s\n' "$p" >> "$base/sys.tree"
     fi
 done
 IFS=$old_ifs
 set +f
 
-# The interpreter's folders and the module names new files must not shadow.
-python=
+# The interpreters whose pytest plugins the verifier may load: every python on the safe
+# PATH, the interpreter of every pytest script there (a venv's, a uv or pipx tool
+# environment's), and those of the interpreters, scripts and bin folders the task names.
+# shebang FILE: print the interpreter FILE's `#!` line names (pip's `'''exec'` form too).
+shebang() {
+    first='' second=''
+    # at most 1 KiB: a script's first two lines, never a whole binary
+    { IFS= read -r first && IFS= read -r second; } <<EOF || :
+$(head -c 1024 -- "$1" 2>/dev/null | tr -d '\000')
+EOF
+    case $first in
+        '#!/bin/sh'*)
+            case $second in
+                "'''exec' \""*) second=${second#"'''exec' \""}; printf '%s\n' "${second%%\"*}" ;;
+            esac ;;
+        '#!'*)
+            first=${first#??}
+            first=${first#"${first%%[! ]*}"}
+            printf '%s\n' "${first%% *}" ;;
+    esac
+}
+# candidates DIR: the pythons in DIR and the interpreters of its pytest scripts.
+candidates() {
+    for f in "$1"/python "$1"/python3 "$1"/python3.[0-9] "$1"/python3.[0-9][0-9] \
+        "$1"/pytest "$1"/pytest[!a-z]* "$1"/py.test "$1"/py.test[!a-z]*; do
+        if [ ! -f "$f" ] || [ ! -x "$f" ]; then continue; fi
+        case ${f##*/} in
+            python*) printf '%s\n' "$f" ;;
+            *) shebang "$f" ;;
+        esac
+    done
+}
+: > "$base/interps.cand"
 set -f
 IFS=:
 for dir in $safe_path; do
     IFS=$old_ifs
-    if [ -z "$python" ] && [ -x "$dir/python3" ] && [ ! -d "$dir/python3" ]; then
-        python=$dir/python3
-    fi
+    set +f
+    candidates "$dir" >> "$base/interps.cand"
+    set -f
 done
 IFS=$old_ifs
 set +f
+while IFS= read -r p; do
+    if [ -d "$p" ]; then
+        candidates "$p"
+    else
+        case ${p##*/} in
+            python*) printf '%s\n' "$p" ;;
+            *) if [ -f "$p" ]; then shebang "$p"; fi ;;
+        esac
+    fi
+done < "$base/named" >> "$base/interps.cand"
+# Keep those that exist, root-owned and not group/other-writable, in folders (theirs and
+# their target's) that are too, and outside the workspace; one per environment (its bin
+# folder and the binary it runs: python3 and python3.11 are one), in order.
+: > "$base/interps"
+: > "$base/interps.seen"
+while IFS= read -r p; do
+    case $p in /*[[:cntrl:]]*) continue ;; /?*) ;; *) continue ;; esac
+    case ${p##*/} in python*) ;; *) continue ;; esac  # not `env`: its python is on PATH
+    if [ ! -f "$p" ] || [ ! -x "$p" ]; then continue; fi
+    real=$(readlink -f -- "$p") || continue
+    if grep -qxF -- "${p%/*}$tab$real" "$base/interps.seen"; then continue; fi
+    printf '%s\t%s\n' "${p%/*}" "$real" >> "$base/interps.seen"
+    # shellcheck disable=SC2046  # split stat's two fields
+    set -- $(stat -L -c '%u %a' -- "$p" 2>/dev/null)
+    if [ "${1:-1}" != 0 ] || [ $((0${2:-2} & 18)) -ne 0 ]; then continue; fi
+    if [ -n "$(printf '%s\n%s\n' "${p%/*}" "${real%/*}" | unsafe_dirs)" ]; then continue; fi
+    if in_ws "$real" || in_ws "$p"; then continue; fi
+    printf '%s\n' "$p" >> "$base/interps"
+done < "$base/interps.cand"
+rm -f "$base/interps.cand" "$base/interps.seen"
+python=$(sed -n 1p "$base/interps")
 # The test runner and what it imports at startup (pytest's dependencies, the import hooks of
 # uv- and virtualenv-made environments): a new workspace module with one of these names
 # would run inside the verifier when the workspace is on PYTHONPATH, even in an environment
@@ -187,17 +265,21 @@ printf '%s\n' pytest _pytest py pluggy iniconfig packaging pygments exceptiongro
     benchflow_verifier_plugins > "$base/modules"
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"
-if [ -n "$python" ]; then
-    if "$python" -I -S -c "$pyinfo" "$base/pyroots" "$base/pymodules" "$base/plugins.tsv" \
-        "$base/plugins.sums" 2>/dev/null; then
-        cat "$base/pyroots" >> "$base/sys.tree"
-        cat "$base/pymodules" >> "$base/modules"
-    else
-        : > "$base/plugins.tsv"
-        : > "$base/plugins.sums"
+while IFS= read -r py; do
+    # An interpreter's answer counts only when it finished (a Python 2 cannot run pyinfo).
+    if "$py" -I -S -c "$pyinfo" "$base/py.roots" "$base/py.modules" "$base/py.tsv" \
+        "$base/py.sums" "$sys_pythonpath" < /dev/null 2>/dev/null; then
+        cat "$base/py.roots" >> "$base/sys.tree"
+        cat "$base/py.modules" >> "$base/modules"
+        cat "$base/py.tsv" >> "$base/plugins.tsv"
+        cat "$base/py.sums" >> "$base/plugins.sums"
     fi
-    rm -f "$base/pyroots" "$base/pymodules"
-fi
+    rm -f "$base/py.roots" "$base/py.modules" "$base/py.tsv" "$base/py.sums"
+    # Its bin folder's commands are watched like a PATH folder's.
+    if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
+done < "$base/interps"
+sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"
+sort -u -o "$base/plugins.sums" "$base/plugins.sums"
 # The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder).
 rm -rf -- "$loader_dir"
 mkdir -p -- "$loader_dir"
@@ -255,12 +337,14 @@ printf ',"pythonpath":'
 json_str "$safe_pythonpath"
 printf ',"python":'
 json_str "$python"
+printf ',"interpreters":'
+json_list "$base/interps"
 printf ',"watched_dirs":'
 json_list "$base/sys.tree"
 printf ',"n_workspace_files":%s,"n_system_entries":%s,"n_processes":%s,"pytest_plugin_dists":' \
     "$(wc -l < "$base/ws.sig")" "$(wc -l < "$base/sys.sig")" "$(wc -l < "$base/procs")"
 json_list "$base/plugins"
-grep -v '^!' "$base/plugins.tsv" | cut -f1 > "$base/plugins.loaded" || :
+grep -v '^!' "$base/plugins.tsv" | cut -f1 | sort -u > "$base/plugins.loaded" || :
 grep '^!' "$base/plugins.tsv" | cut -f2,3 | tr '\t' ' ' > "$base/plugins.untrusted" || :
 printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"

@@ -3,10 +3,12 @@
 Hardening turns pytest's plugin autoload off, so no plugin the agent installed can load.
 This module, placed by the pre-agent baseline in a root-owned folder put first on the
 verifier's PYTHONPATH, brings back exactly the plugins the image installed: `plugins.txt`
-next to it lists each `pytest11` module with the site folder it was recorded in. A module
-is loaded (through `pytest_plugins`, never through entry points, which the agent could add)
-only when this interpreter finds it in that folder. One found elsewhere first on `sys.path`
-(shadowed by a file the agent wrote) or not found at all (another interpreter) is left out.
+next to it lists each `pytest11` module with the site folder it was recorded in (one line
+per Python environment that has it: the system's, /usr/local's, a venv or tool environment
+on PATH). A module is loaded (through `pytest_plugins`, never through entry points, which
+the agent could add) only when this interpreter finds it in one of those folders. One found
+elsewhere first on `sys.path` (shadowed by a file the agent wrote) or not found at all
+(another interpreter's plugin) is left out.
 
 It also loads the `pytest11` plugins of distributions installed during this verification
 into `TOOLS` (what Terminal-Bench 2's `uvx -w pytest-json-ctrf pytest --ctrf ...` builds from
@@ -97,19 +99,21 @@ def _allowed():
             lines = f.read().splitlines()
     except OSError:
         lines = []
-    found = []
+    roots = {}  # module -> the site folders it was recorded in (one per environment)
     for line in lines:
         module, _, root = line.partition("\t")
-        if not module or not root or module in found:
-            continue
+        if module and root:
+            roots.setdefault(module, []).append(root)
+    found = []
+    for module, folders in roots.items():
         places = _places(module)
         if places is None:
-            continue
-        if places and all(p and _inside(p, root) for p in places):
+            continue  # not installed for this interpreter: another environment's plugin
+        if places and any(all(p and _inside(p, root) for p in places) for root in folders):
             found.append(module)
         else:
             sys.stderr.write(f"benchflow: pytest plugin {module} not loaded: found at "
-                             f"{places[0] if places else '?'}, not in {root}\n")
+                             f"{places[0] if places else '?'}, not in {', '.join(folders)}\n")
     _installed(found)
     return found
 

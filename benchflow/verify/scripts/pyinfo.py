@@ -1,8 +1,14 @@
 """Describe the image's Python for baseline.sh: its library folders, guarded module names and
 the pytest plugins the image installed.
 
-baseline.sh runs this text as `python3 -I -S -c TEXT ROOTS_FILE MODULES_FILE PLUGINS_FILE
-SUMS_FILE`, as root and before the agent starts. ROOTS_FILE receives the folders Python
+baseline.sh runs this text as `PYTHON -I -S -c TEXT ROOTS_FILE MODULES_FILE PLUGINS_FILE
+SUMS_FILE [PYTHONPATH]`, as root and before the agent starts, once for each interpreter the
+verifier could run pytest with (each python on the safe PATH, the interpreter of each pytest
+script there, those the task names). `-S` skips `site`, so a virtual environment (a venv,
+a uv or pipx tool environment: a `pyvenv.cfg` next to or above the interpreter, as
+`site.venv()` finds it) is recognized here and its site-packages read, with the base
+installation's when it includes the system site-packages. PYTHONPATH is the image's,
+filtered to folders the agent cannot write. ROOTS_FILE receives the folders Python
 imports from (site-packages, the standard library, lib-dynload), one per line, whether or
 not they exist yet: a root agent could create one. MODULES_FILE receives the top-level
 module names a file the agent adds to the workspace or a site folder must not shadow: the
@@ -131,9 +137,42 @@ def plugins(roots, plugins_file, sums_file):
     return names
 
 
-def main(roots_file, modules_file, plugins_file, sums_file):
+def venv_prefix():
+    """The virtual environment this interpreter belongs to, as `site.venv()` finds it:
+    (its folder, whether it includes the system site-packages), or (None, True)."""
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable or ""))
+    for folder in (exe_dir, os.path.dirname(exe_dir)):
+        cfg = os.path.join(folder, "pyvenv.cfg")
+        if not os.path.isfile(cfg):
+            continue
+        system = False
+        with open(cfg, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition("=")
+                if sep and key.strip().lower() == "include-system-site-packages":
+                    system = value.strip().lower() == "true"
+        return os.path.dirname(exe_dir), system
+    return None, True
+
+
+def site_folders():
+    """The site-packages folders this interpreter would import from with `site` on. A
+    venv's are spelled out as CPython's `site` does (Debian's patched `getsitepackages`
+    would name dist-packages folders for a prefix)."""
+    prefix, system = venv_prefix()
+    folders = []
+    if prefix:
+        version = "python%d.%d" % sys.version_info[:2]
+        for libdir in dict.fromkeys((getattr(sys, "platlibdir", "lib"), "lib")):
+            folders.append(os.path.join(prefix, libdir, version, "site-packages"))
+    if system:
+        folders += site.getsitepackages()
+    return folders
+
+
+def main(roots_file, modules_file, plugins_file, sums_file, pythonpath=""):
     roots = []
-    for path in [*site.getsitepackages(), *sys.path]:
+    for path in [*site_folders(), *sys.path, *pythonpath.split(":")]:
         if path and os.path.isabs(path) and not path.endswith(".zip") and path not in roots:
             roots.append(path)
     stdlib = os.path.dirname(os.__file__)
@@ -151,4 +190,4 @@ def main(roots_file, modules_file, plugins_file, sums_file):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -55,7 +55,7 @@ def test_launch_plan_maps_model_provider_and_keeps_credentials_apart(
     assert plan.env["ROLLOUT_TASK_INSTRUCTION"] == "/tmp/i.md" and plan.env["EXTRA"] == "1"
     assert "ANTHROPIC_API_KEY" not in plan.env  # it travels as a credential
     assert plan.credentials.env == {"ANTHROPIC_API_KEY": "sk-provider"}
-    assert "sk-provider" not in repr(plan) and plan.acp_model is None
+    assert "sk-provider" not in repr(plan) and plan.acp_model == "claude-opus-4-1"  # env and ACP
 
 
 def test_launch_templates_render_model_and_paths(monkeypatch: pytest.MonkeyPatch) -> None:

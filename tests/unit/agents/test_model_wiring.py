@@ -151,6 +151,22 @@ def test_endpoint_keys(monkeypatch):
         endpoint_api_key(ModelEndpoint(base_url="http://h", api_key_env="UNSET_KEY_VAR"))
 
 
+def test_an_in_memory_key_is_used_and_never_dumped():
+    from pydantic import SecretStr, ValidationError
+
+    from benchflow.models.client import resolve_api_key
+
+    endpoint = ModelEndpoint(base_url="http://h", api_key=SecretStr("per-rollout-token"))
+    assert endpoint_api_key(endpoint) == resolve_api_key(endpoint) == "per-rollout-token"
+    config = RolloutConfig(task_path=Path("t"), agent="oracle", model_endpoint=endpoint)
+    assert "per-rollout-token" not in config.model_dump_json()
+    assert "api_key" not in config.model_dump()["model_endpoint"]
+    with pytest.raises(ValidationError, match="set one of"):
+        ModelEndpoint(base_url="http://h", api_key_env="K", api_key=SecretStr("x"))
+    with pytest.raises(ValidationError, match="scripted model needs no key"):
+        ModelEndpoint(script=SCRIPT, api_key=SecretStr("x"))
+
+
 def test_model_endpoint_options_are_checked():
     assert model_endpoint() is None
     assert model_endpoint(SCRIPT).script == SCRIPT.resolve()

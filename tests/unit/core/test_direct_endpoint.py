@@ -36,10 +36,10 @@ async def test_the_endpoints_host_is_the_allowlist(tmp_path, monkeypatch):
                            PROVIDER_API_KEY_ENV: "sk-test"}
         assert net.sandbox_fields(online_install=False) == {
             "egress_allowlist": ("llm.example.com",), "network_policy": "model-only",
-            "network": None}
+            "network": None, "isolate_services": True}
         # started public for an online install: the allowlist is in the spec for later
         assert net.sandbox_fields(online_install=True) == {
-            "egress_allowlist": ("llm.example.com",)}
+            "egress_allowlist": ("llm.example.com",), "isolate_services": True}
         assert net.network is None  # no docker network, no relay
     finally:
         await net.aclose()

@@ -181,3 +181,14 @@ def test_redaction_keeps_references_and_hides_literal_secrets():
     env = redacted_job_config(config)["agents"][0]["env"]
     assert env == {"API_KEY": "${API_KEY}", "OTHER_TOKEN": "***", "MODEL": "gpt"}
     assert is_env_template("${A}${B}") and not is_env_template("x${A}")
+
+
+def test_a_job_user_is_checked_at_load():
+    from benchflow.errors import ConfigError
+    from benchflow.job.config import parse_job_config
+
+    base = {"agents": [{"name": "oracle"}], "datasets": [{"path": "tasks"}]}
+    ok = parse_job_config({**base, "user": {"type": "llm", "persona": "a tester"}})
+    assert ok.user == {"type": "llm", "persona": "a tester"}
+    with pytest.raises(ConfigError, match=r"user: user.type 'scripted' is not supported"):
+        parse_job_config({**base, "user": {"type": "scripted", "persona": "x"}})

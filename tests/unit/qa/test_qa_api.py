@@ -35,11 +35,11 @@ def _config(tmp_path: Path, server: ModelServer, **extra: object) -> Path:
 
 @pytest.mark.parametrize("data, message", [
     ({"evaluation_metrc": "f1_score"}, "did you mean 'evaluation_metric'"),
-    ({"api_key": "sk-literal"}, "must name an environment variable"),
-    ({"available_tools": ["web:search"]}, "does not exist in benchflow"),
-    ({"resource_types": ["web"]}, "no resource servers"),
+    ({"available_tools": ["web:serch"]}, "did you mean 'web:search'"),
+    ({"available_tools": ["vm:dance"]}, "known tools: shell, read_file, write_file, web:search"),
+    ({"resource_types": ["gpu"]}, "unknown resource type 'gpu'"),
     ({"evaluation_metric": "bleu"}, "unknown metric 'bleu'"),
-    ({"sandbox_auto_start": True}, "starts its own sandboxes"),
+    ({"sandbox_server_url": "127.0.0.1:18890"}, "not an http(s) URL"),
 ])
 def test_bad_configs_name_the_key(tmp_path: Path, data: dict, message: str) -> None:
     path = tmp_path / "c.json"
@@ -122,5 +122,5 @@ def test_quick_rollout(server: ModelServer) -> None:
     assert result["answer"] == "Paris" and result["success"] and result["error"] is None
     assert result["score"] == 1.0
     assert result["trajectory"]["messages"][-1] == {"role": "assistant", "content": "Paris"}
-    with pytest.raises(ConfigError, match="does not exist"):
-        quick_rollout("q", tools=["web:search"], base_url=f"{server.url}/v1")
+    with pytest.raises(ConfigError, match="unknown tool 'web:serch'"):
+        quick_rollout("q", tools=["web:serch"], base_url=f"{server.url}/v1")

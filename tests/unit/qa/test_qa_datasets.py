@@ -92,7 +92,7 @@ def test_bad_dataset_exits_2_before_anything_runs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--metric", "f1"], "did you mean 'f1_score'"),
-    (["--tool", "browser"], "tool 'browser' does not exist"),
+    (["--tool", "browser"], "unknown tool 'browser'"),
     (["--answer-pattern", "("], "answer_pattern"),
 ])
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

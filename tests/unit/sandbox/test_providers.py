@@ -165,6 +165,13 @@ def test_modal_provider_config_is_validated():
         ModalSandboxProvider({"app_nam": "typo"})
     with pytest.raises(ConfigError, match="sandbox_timeout_sec"):
         ModalSandboxProvider({"sandbox_timeout_sec": 90000})  # over Modal's 24 h
+    with pytest.raises(ConfigError, match="region or regions, not both"):
+        ModalSandboxProvider({"region": "us-east", "regions": ["us-west"]})
+    spec_keys = ModalSandboxProvider({"app_name": "rollout-my-app", "region": "us-east",
+                                      "verbose": True}).config
+    assert (spec_keys.region_arg, spec_keys.verbose) == ("us-east", True)
+    assert ModalSandboxProvider({"regions": ["us-east", "us-west"]}).config.region_arg == [
+        "us-east", "us-west"]
     provider = ModalSandboxProvider({"app_name": "evals", "max_sandboxes": 3})
     box = provider.create(SandboxSpec(name="t"))
     assert (box.config.app_name, box.config.max_sandboxes, box.backend) == ("evals", 3, "modal")
@@ -197,3 +204,24 @@ def test_daytona_runs_acp_agents_and_model_only_but_not_gpus():
     assert DaytonaSandboxProvider.capabilities.egress_allowlist  # model-only as allow lists
     with pytest.raises(CapabilityError, match="daytona sandbox backend"):
         provider.require(SandboxNeeds(gpus=1))
+
+
+@pytest.mark.parametrize("provider", [DaytonaSandboxProvider, ModalSandboxProvider])
+def test_cloud_backends_refuse_multi_container_tasks_in_one_line(provider):
+    with pytest.raises(CapabilityError) as caught:
+        provider().require(SandboxNeeds(compose=True))
+    message = str(caught.value)
+    assert message == (f"the {provider.name} sandbox backend cannot provide multi-container "
+                       "tasks (environment/docker-compose.yaml): run this task with --env docker")
+    assert "\n" not in message
+
+
+def test_docker_runs_multi_container_tasks_as_a_compose_sandbox(tmp_path):
+    from benchflow.sandbox.compose import ComposeSandbox
+
+    DockerProvider().require(SandboxNeeds(compose=True))
+    (tmp_path / "docker-compose.yaml").write_text("services: {}\n")
+    box = DockerProvider().create(SandboxSpec(name="t", environment_dir=tmp_path,
+                                              compose_file=tmp_path / "docker-compose.yaml"))
+    assert isinstance(box, ComposeSandbox) and box.project.startswith("bf-t-")
+    assert type(DockerProvider().create(SandboxSpec(name="t"))).__name__ == "DockerSandbox"

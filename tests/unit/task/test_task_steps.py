@@ -19,7 +19,7 @@ from benchflow.rollout.task_steps import (
 )
 from benchflow.task import load_task
 from benchflow.task.legacy import parse_task_toml
-from benchflow.task.models import Artifact, TaskStepConfig
+from benchflow.task.models import Artifact, TaskConfigWarning, TaskStepConfig
 
 STEPS_TOML = """version = "1.0"
 multi_step_reward_strategy = "final"
@@ -75,12 +75,42 @@ def test_harbor_steps_and_separate_verifier_map(recwarn):
     ('version = "1.0"\n[[verifier.collect]]\ncommand = "x"\n', r"'verifier.collect' is not"),
     ('version = "1.0"\n[[steps]]\nname = "a"\n[steps.verifier]\nuser = 5\n',
      r"'steps\[0\].verifier.user' is not supported"),
-    ('version = "1.0"\n[[steps]]\nname = "a"\nmin_rewrd = 1\n',
-     r"unknown key 'steps\[0\].min_rewrd' — did you mean 'min_reward'\?"),
 ])
 def test_keys_that_change_scoring_stop_the_load(toml, message):
     with pytest.raises(TaskInvalidError, match=message):
         parse_task_toml(toml, "t.toml")
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ('[[steps]]\nname = "a"\nmin_rewrd = 1\n',
+     r"unknown key 'steps\[0\].min_rewrd' — did you mean 'min_reward'\? The key was ignored"),
+    ('[[steps]]\nname = "a"\nowner = "me"\n', r"'steps\[0\].owner' is not supported"),
+    ('[[steps]]\nname = "a"\npath = "stages/a"\n',
+     r"'steps\[0\].path' = 'stages/a' was ignored: a step's files are read from "
+     r"steps/<name>/ \(steps/a/ here\), as Harbor does"),
+    ('[[steps]]\nname = "a"\n[steps.healthcheck]\ncommand = "true"\nshell = "sh"\n',
+     r"'steps\[0\].healthcheck.shell' is not supported"),
+    ('[[steps]]\nname = "a"\nartifacts = [{source = "/a", mode = 1}]\n',
+     r"'steps\[0\].artifacts\[0\].mode' is not supported"),
+    ('artifacts = [{source = "/a", mode = 1}]\n', r"'artifacts\[0\].mode' is not supported"),
+    ('[environment.healthcheck]\ncommand = "true"\nshell = "sh"\n',
+     r"'environment.healthcheck.shell' is not supported"),
+    ('[[environment.mcp_servers]]\nname = "m"\ntransport = "streamable-http"\n'
+     'url = "http://m:8000/mcp"\ndescription = "x"\n',
+     r"'environment.mcp_servers\[0\].description' is not supported"),
+])
+def test_unknown_keys_in_harbor_tables_warn_as_harbor_ignores_them(toml, message):
+    with pytest.warns(TaskConfigWarning, match=message):
+        config = parse_task_toml('version = "1.0"\n' + toml, "t.toml")
+    assert config is not None
+
+
+@pytest.mark.parametrize("path", ["steps/a", "steps/a/", "./steps/a"])
+def test_a_step_path_naming_the_steps_folder_is_harbors_meaning(path, recwarn):
+    config = parse_task_toml(f'version = "1.0"\n[[steps]]\nname = "a"\npath = "{path}"\n',
+                             "t.toml")
+    assert [s.name for s in config.steps] == ["a"]
+    assert not [w for w in recwarn if issubclass(w.category, TaskConfigWarning)]
 
 
 def test_root_verifier_user_is_accepted():
@@ -118,7 +148,7 @@ def test_artifact_sources_are_absolute_sandbox_paths(bad):
 
 @pytest.mark.parametrize(("extra", "message"), [
     ({"exclude": ["*.log"]}, "exclude patterns are not supported"),
-    ({"service": "db"}, "multi-container tasks are not supported"),
+    ({"service": "db"}, "benchflow collects artifacts from the main service only"),
 ])
 def test_artifact_keys_benchflow_cannot_honour_are_refused(extra, message):
     with pytest.raises(ValidationError, match=message):
@@ -162,10 +192,10 @@ def test_a_step_without_its_instruction_names_the_file(tmp_path):
         load_task(make_task(tmp_path, {"a": "do a", "b": ""}))
 
 
-def test_multi_container_tasks_are_refused(tmp_path):
+def test_multi_container_tasks_load_with_their_compose_file(tmp_path):
     task = make_task(tmp_path, {"a": "x"}, {"environment/docker-compose.yaml": "services: {}\n"})
-    with pytest.raises(TaskInvalidError, match="multi-container tasks are not supported"):
-        load_task(task)
+    assert load_task(task).compose_file == task / "environment" / "docker-compose.yaml"
+    assert load_task(make_task(tmp_path / "plain", {"a": "x"})).compose_file is None
 
 
 def test_step_tests_lay_the_steps_files_over_the_tasks(tmp_path):
@@ -264,6 +294,25 @@ def test_the_separate_verifier_uses_its_own_image_and_settings(tmp_path):
     assert (spec_b.environment_dir, spec_b.docker_image) == (task.path / "steps" / "b" / "tests",
                                                              None)
     assert verifier_image_is_own(rollout, a) and verifier_image_is_own(rollout, b)
+
+
+@pytest.mark.parametrize("force_build", [False, True])
+def test_a_named_verifier_image_is_used_as_given_over_the_tests_dockerfile(tmp_path,
+                                                                          force_build):
+    """Harbor's order: [verifier.environment] docker_image before tests/Dockerfile, which is
+    built only with force_build (or when no image is named)."""
+    task_dir = make_task(tmp_path, {"a": "x"}, {"tests/Dockerfile": "FROM x\n"})
+    _toml(task_dir, '[verifier]\nenvironment_mode = "separate"\n'
+                    '[verifier.environment]\ndocker_image = "verifier:prebuilt"\n')
+    rollout, task = _rollout_for(task_dir, tmp_path)
+    rollout.spec = rollout.spec.model_copy(update={"force_build": force_build})
+    spec = verifier_spec(rollout, None)
+    assert (spec.docker_image, spec.environment_dir) == ("verifier:prebuilt", task.path / "tests")
+    assert spec.force_build is force_build  # DockerSandbox builds the context only then
+    assert verifier_image_is_own(rollout, None)
+    (task_dir / "tests" / "Dockerfile").unlink()
+    spec = verifier_spec(rollout, None)
+    assert (spec.docker_image, spec.environment_dir) == ("verifier:prebuilt", None)
 
 
 def test_task_placed_files_are_the_step_workdirs_up_to_a_step(tmp_path):

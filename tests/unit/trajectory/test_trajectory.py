@@ -55,7 +55,7 @@ def test_header_then_events_flushed_as_written(tmp_path: Path) -> None:
         lines = path.read_text().splitlines()  # visible before close: flushed per event
         assert len(lines) == 2
     first = json.loads(lines[0])
-    assert first["schema_version"] == 2 and first["type"] == "header" and first["job_name"] == "j"
+    assert first["schema_version"] == 3 and first["type"] == "header" and first["job_name"] == "j"
     event = json.loads(lines[1])
     assert {k: event[k] for k in ("seq", "type", "scene", "role", "turn", "text")} == {
         "seq": 0,
@@ -130,7 +130,7 @@ def test_schema_forbids_unknown_fields_and_versions() -> None:
             {"type": "agent_message", "seq": 0, "ts": TS, "update": {}, "bogus": 1}
         )
     with pytest.raises(ValidationError):
-        TrajectoryHeader.model_validate({"schema_version": 3, "type": "header"})
+        TrajectoryHeader.model_validate({"schema_version": 4, "type": "header"})
     with pytest.raises(ValidationError):
         event_adapter().validate_python({"type": "nope", "seq": 0, "ts": TS})
 
@@ -282,7 +282,7 @@ def test_v1_file_keeps_loading(tmp_path: Path) -> None:
     path = tmp_path / "old.jsonl"
     path.write_text(V1_FILE)
     header = read_header(path)
-    assert (header.schema_version, header.job_name, header.trace_id) == (2, "demo", None)
+    assert (header.schema_version, header.job_name, header.trace_id) == (3, "demo", None)
     [event] = load(path)
     assert (event.type, event.text, event.trace_id, event.span_id) == ("user_message", "hi",
                                                                        None, None)
@@ -295,6 +295,23 @@ def test_v1_fixture_keeps_loading() -> None:
     assert read_header(path).job_name == "demo"
     events = list(iter_events(path))
     assert len(events) >= 4 and all(e.trace_id is None for e in events)
+
+
+def test_v2_fixture_keeps_loading() -> None:
+    """A v2 file (trace ids, no roles or session_turn) loads as v3, and its claude tool call
+    still merges to the real command and output."""
+    from benchflow.trajectory.conversation import group_turns
+    from benchflow.trajectory.reader import iter_events, read_header
+
+    path = Path(__file__).parents[2] / "fixtures" / "schemas" / "v2" / "acp_trajectory.jsonl"
+    header = read_header(path)
+    assert (header.schema_version, header.roles, header.trace_id[:4]) == (3, {}, "d3f7")
+    events = list(iter_events(path))
+    assert all(e.session_turn is None for e in events)
+    [block] = list(group_turns(events))
+    [call] = block.tool_calls
+    assert json.loads(call.arguments) == {"command": "printf '3\\n4\\n5\\n' > /app/numbers.txt"}
+    assert call.output == "(Bash completed with no output)"
 
 
 def test_writer_stamps_trace_and_span_ids(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.verify._scripts import SCRIPTS_DIR, resource_text, script_argv, script_text
 
-SCRIPTS = ["baseline.sh", "harden.sh", "seal.sh", "protect.sh", "scrub_git.sh"]
+SCRIPTS = ["baseline.sh", "harden.sh", "seal.sh", "protect.sh", "scrub_git.sh",
+           "lock_workspace.sh"]
 HOSTILE = ["$(touch {canary})", "'; touch {canary} #", "`touch {canary}`", "a\nb; touch {canary}",
            "-rf", "*"]
 is_root = os.geteuid() == 0
@@ -140,6 +141,27 @@ def test_protect_treats_hostile_names_as_data(hostile, tmp_path):
     assert result.returncode == 0, result.stderr
     assert not canary.exists()
     assert target.is_dir() and stat.S_IMODE(target.stat().st_mode) == 0o700
+
+
+@needs_root
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_lock_workspace_makes_it_roots_and_read_only_to_others(hostile, tmp_path):
+    canary = tmp_path / "pwned"
+    ws = tmp_path / "ws"
+    (ws / hostile.format(canary=canary).replace("/", "_")).mkdir(parents=True)
+    victim = ws / "main.py"
+    victim.write_text("x = 1\n")
+    os.chmod(victim, 0o777)
+    os.chown(victim, 1000, 1000)
+    os.symlink("/etc/passwd", ws / "link")
+    passwd_owner = os.stat("/etc/passwd").st_uid
+    assert run("lock_workspace.sh", str(ws)).returncode == 0
+    assert not canary.exists()
+    info = victim.stat()
+    assert info.st_uid == 0 and stat.S_IMODE(info.st_mode) == 0o755
+    assert os.stat("/etc/passwd").st_uid == passwd_owner  # links are not followed
+    assert run("lock_workspace.sh", "/").returncode == ExitCode.USAGE
+    assert run("lock_workspace.sh", "relative").returncode == ExitCode.USAGE
 
 
 @needs_root

