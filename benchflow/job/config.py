@@ -47,6 +47,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -204,22 +205,29 @@ class RegisteredAgentConfig(FrozenModel):
     max_turns: int | None = Field(default=None, ge=1, description="the `model` agent only: "
                                   "model calls per prompt")
 
-    @model_validator(mode="after")
-    def _model_agent_keys(self) -> RegisteredAgentConfig:
-        if self.name == "model":
-            return self
-        if self.max_turns is not None:
-            raise ValueError(f"max_turns is a setting of the built-in `model` agent, not of "
-                             f"{self.name!r}: remove it")
+    @field_validator("tools")
+    @classmethod
+    def _acp_agent_tools(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        name = info.data.get("name")
+        if name == "model" or not value:
+            return value  # the model agent's are checked with its settings
         from benchflow.tools.base import TOOL_NAMES, unknown_tool
 
-        for tool in self.tools or []:
+        for tool in value:
             if tool not in TOOL_NAMES:
                 own = " (an ACP agent has its own shell and files)" if tool in (
                     "shell", "read_file", "write_file") else ""
-                raise ValueError(f"tools of {self.name!r} are the tool server's, given over "
+                raise ValueError(f"the tools of {name!r} are the tool server's, given over "
                                  f"MCP: {unknown_tool(tool)}{own}")
-        return self
+        return value
+
+    @field_validator("max_turns")
+    @classmethod
+    def _model_agent_only(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("name") != "model":
+            raise ValueError(f"max_turns is a setting of the built-in `model` agent, not of "
+                             f"{info.data.get('name')!r}: remove it")
+        return value
 
 
 class RolesAgentConfig(FrozenModel):

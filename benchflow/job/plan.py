@@ -98,9 +98,10 @@ def agent_acp_tools(agent: AgentConfig, config: JobConfig) -> AcpTools | None:
         if config.tool_config is not None and not any(
                 isinstance(a, RegisteredAgentConfig) and a.name != "model" and a.tools
                 for a in config.agents):
-            raise ConfigError(f"tool_config {config.tool_config}: it sets the tools ACP agents "
-                              "get (an agent's `tools`, --tool); no ACP agent here has any (the "
-                              "model agent uses a running `benchflow tools serve --config`)")
+            raise ConfigError(f"tool_config (--tool-config) {config.tool_config}: it sets the "
+                              "tools ACP agents get (an agent's `tools`, --tool); no ACP agent "
+                              "here has any (the model agent uses a running `benchflow tools "
+                              "serve --config`)")
         return None
     from benchflow._extras import require
 

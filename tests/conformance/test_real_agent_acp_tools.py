@@ -15,7 +15,6 @@ result is what claude sent back to the model; the answer scores. Not in the defa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml

@@ -30,8 +30,7 @@ from benchflow.sandbox.docker import DockerSandbox
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.settings import get_settings
 from benchflow.tools.acp import AcpTools
-from benchflow.trajectory import (AgentMessageEvent, ToolCallEvent, ToolCallUpdateEvent,
-                                  iter_events)
+from benchflow.trajectory import AgentMessageEvent, ToolCallEvent, ToolCallUpdateEvent, iter_events
 
 from .conftest import FIXTURES
 
@@ -41,6 +40,7 @@ pytestmark = [pytest.mark.docker]
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
+
 
 MCP_TASK = FIXTURES / "tasks" / "mcp-tool"
 DOCS_A = {"keeper.md": "# The lighthouse\nThe lighthouse keeper's cat is called Biscuit.\n",
@@ -145,7 +145,7 @@ async def test_task_rollout_merges_servers_refuses_tools_not_given_and_stops_the
     result = await rollout.run()
     assert result.error is None, result.error
     assert result.reward == 1.0  # the task's own stdio server answered beside ours
-    started, finished = tool_calls(rollout.paths.trajectory)
+    _, finished = tool_calls(rollout.paths.trajectory)
     assert [e.update["status"] for e in finished] == ["completed", "failed", "completed"]
     assert finished[0].update["rawOutput"]["result"].startswith("1. keeper.md (score")
     messages = [e.text for e in iter_events(rollout.paths.trajectory)
@@ -155,5 +155,6 @@ async def test_task_rollout_merges_servers_refuses_tools_not_given_and_stops_the
                     rollout.paths.log.read_text())
     assert url is not None and "network public" in rollout.paths.log.read_text(), \
         rollout.paths.log.read_text()
-    with pytest.raises(httpx.ConnectError):  # stopped with the rollout
-        httpx.get(f"{url.group(1)}/health", timeout=5, trust_env=False)
+    async with httpx.AsyncClient(trust_env=False) as http:
+        with pytest.raises(httpx.ConnectError):  # stopped with the rollout
+            await http.get(f"{url.group(1)}/health", timeout=5)
