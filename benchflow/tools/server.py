@@ -283,10 +283,12 @@ class ToolServer:
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         # log_config=None: uvicorn's dictConfig would close every handler of this process
-        # (the rollouts' rollout.log files among them)
+        # (the rollouts' rollout.log files among them); a client left connected (an agent's
+        # stream) must not hold stop() up
         config = uvicorn.Config(create_app(self.tool_host, bind_host=self.host,
                                            open_sessions=self.open_sessions),
-                                log_level="warning", lifespan="on", log_config=None)
+                                log_level="warning", lifespan="on", log_config=None,
+                                timeout_graceful_shutdown=10)
         self._server = uvicorn.Server(config)
         started = threading.Event()
         original = self._server.startup
