@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-faithful golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-acp-tools test-faithful golden bench matrix parity clean
 
 setup: install docker
 
@@ -100,6 +100,11 @@ parity: setup
 # unable to write the workspace; slow on the first run (claude's npm install, then cached).
 test-agent-judge: setup
 	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
+
+# Claude Code uses the tool server's web:search over MCP on a QA item (model-only sandbox,
+# scripted model server); slow on the first run (claude's npm install, then cached).
+test-acp-tools: setup
+	$(BIN)/pytest -m slow tests/conformance/test_real_agent_acp_tools.py
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance

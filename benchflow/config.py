@@ -16,6 +16,7 @@ from pydantic import (AfterValidator, Field, SecretStr, ValidationError, field_v
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
+from benchflow.tools.acp import AcpTools
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 
 
@@ -206,6 +207,9 @@ class RolloutConfig(FrozenModel):
                                "of skills) on the host, for every role (`--skill`)")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP session gets, besides the task's")
+    acp_tools: AcpTools | None = Field(
+        default=None, description="tool-server tools (web:search, ...) for the ACP agents: "
+        "served over MCP by a tool server benchflow starts for the rollout")
     judge_endpoint: ModelEndpoint | None = Field(
         default=None, description="the LLM judge's endpoint (base_url) for tasks scored by a "
         "judge; None: the model endpoint")

@@ -35,7 +35,7 @@ from benchflow.acp.process import AgentProcess
 from benchflow.acp.recorder import UpdateRecorder
 from benchflow.acp.terminals import TerminalManager
 from benchflow.acp.transport import ProcessTransport, StdoutNoise
-from benchflow.errors import AgentError, AgentProtocolError, AgentTimeout
+from benchflow.errors import AgentError, AgentProtocolError, AgentTimeout, ConfigError
 from benchflow.mcp import McpServer
 from benchflow.sandbox.base import Sandbox
 from benchflow.trajectory.events import Usage, usage_from_acp
@@ -157,14 +157,15 @@ class AcpSession:
         lines go to `stdout_noise_path` (default: `<role>.stdout-noise.txt` beside
         `stderr_path`). fs and terminal requests run in `sandbox` as `user`.
         `mcp_servers` go to session/new, those of transports the agent does not accept
-        dropped with a warning naming the agent.
+        dropped with a warning naming the agent (a ConfigError for a `required` one).
 
         Raises:
             AgentTimeout: the handshake exceeded `timeouts.handshake_sec`
                 (phase "agent_handshake").
             AgentExitedError: the agent exited during the handshake.
             AgentProtocolError: the agent broke the protocol or refused a step.
-            ConfigError: the agent refused the requested model or auth method.
+            ConfigError: the agent refused the requested model or auth method, or does not
+                accept a `required` MCP server's transport.
         """
         timeouts = timeouts or AcpTimeouts()
         if stderr_path is not None and stdout_noise_path is None:
@@ -222,8 +223,14 @@ class AcpSession:
             )
             self.agent_info, self.auth_method = init.agent_info, init.auth_method
             sent, dropped = acp_mcp_servers(mcp_servers, init.mcp_transports)
+            name = (self.agent_info or {}).get("name") or self.role
+            needed = [s for s in dropped if s.required]
+            if needed:
+                raise ConfigError(
+                    f"agent {name} does not accept MCP servers over {needed[0].transport}, "
+                    f"so it cannot get the required MCP server {needed[0].name!r}: use an "
+                    "agent that accepts them (e.g. claude, scripted)")
             if dropped:
-                name = (self.agent_info or {}).get("name") or self.role
                 logger.warning("agent %s does not accept MCP servers over %s: not given %s",
                                name, ", ".join(sorted({s.transport for s in dropped})),
                                ", ".join(s.name for s in dropped))

@@ -124,8 +124,12 @@ def run_command(
     judge_api_key_env: Annotated[str | None, typer.Option(
         "--judge-api-key-env", help="host variable holding --judge-base-url's key")] = None,
     tools: Annotated[list[str] | None, typer.Option(
-        "--tool", help="model agent: a tool (shell, read_file, write_file, or none); "
-        "repeatable. Default: all on tasks, none on QA items")] = None,
+        "--tool", help="a tool, repeatable. The model agent: shell, read_file, write_file "
+        "(default: all on tasks, none on QA items) or the tool server's; an ACP agent: the "
+        "tool server's (web:search, doc:read, ...), served to it over MCP")] = None,
+    tool_config: Annotated[Path | None, typer.Option(
+        "--tool-config", help="with --tool for an ACP agent: the tools' settings, a tool "
+        "server config ({resources: {web: {corpus: DIR}}})")] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="model agent: model calls per prompt")] = None,
 ) -> None:
@@ -149,7 +153,7 @@ def run_command(
             qa=QaOptions(metric, answer_pattern, judge_model),
             judge=(judge_base_url, judge_api_key_env, judge_model),
             tools=None if tools is None else [t for t in tools if t != "none"],
-            max_turns=max_turns)
+            max_turns=max_turns, tool_config=tool_config)
         if trace_listen is not None:
             from benchflow.traces.listener import parse_listen
 
@@ -214,6 +218,7 @@ _OPTION_OF_FIELD = {
     "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
     "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
     "skills": "--skill", "mcp_config": "--mcp-config", "harden": "--harden/--no-harden",
+    "tool_config": "--tool-config",
     "agents[0]": "-a/--agent", "agents[0].tools": "--tool", "agents[0].max_turns": "--max-turns",
     "datasets[0].metric": "--metric", "datasets[0].max_tasks": "--max-tasks", "datasets[0].answer_pattern": "--answer-pattern",
     "judge_endpoint": "--judge-base-url",
@@ -313,7 +318,8 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
                  max_tasks: int | None = None, registry: str | None = None,
                  qa: "QaOptions | None" = None, tools: list[str] | None = None,
                  max_turns: int | None = None,
-                 roles: "dict[str, RoleAgent] | None" = None) -> dict[str, Any]:
+                 roles: "dict[str, RoleAgent] | None" = None,
+                 tool_config: Path | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -354,7 +360,7 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
         "timeout_multiplier": timeout_multiplier,
         "retry": {"max_attempts": max_retries},
         "environment": environment, "agents": [spec], "datasets": [dataset],
-        "skills": list(skill or []), "mcp_config": mcp_config,
+        "skills": list(skill or []), "mcp_config": mcp_config, "tool_config": tool_config,
         "capture_model_calls": capture_model_calls,
         **({} if harden is None else {"harden": harden}),
     }

@@ -24,6 +24,7 @@ from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
+from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import RolloutLogFile, mask_in_rollout_log, rollout_log
@@ -291,6 +292,7 @@ class Rollout:
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
         await open_strategy(self)  # an ORS environment the agent plays
+        await open_acp_tools(self)  # the tool server's tools, as an MCP server
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -415,6 +417,7 @@ class Rollout:
     async def cleanup(self) -> None:
         """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
         await close_strategy(self)
+        await close_acp_tools(self)
         if self.sandbox is None:
             return
         try:
