@@ -34,6 +34,19 @@ EnvironmentType = Annotated[str, AfterValidator(_registered_backend)]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
+def _inside_workspace(paths: list[str]) -> list[str]:
+    for path in paths:
+        parts = path.strip("/").split("/")
+        if path.startswith("/") or not path.strip("/") or ".." in parts:
+            raise ValueError(f"output {path!r} must be a path inside the workspace, "
+                             "relative to it (e.g. review.md)")
+    return paths
+
+
+WorkspacePaths = Annotated[list[str], AfterValidator(_inside_workspace)]
+"""Workspace-relative paths (a role's `outputs`): no leading /, no `..`."""
+
+
 class Role(FrozenModel):
     """One participant of a scene: an agent (and model) with its own env and timeouts."""
 
@@ -45,6 +58,15 @@ class Role(FrozenModel):
     idle_timeout_sec: float | None = Field(default=None, gt=0)
     skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
                                "of skills) on the host, for this role only")
+    workspace: Literal["read-write", "read-only"] = Field(
+        default="read-write", description="read-only: the role's Unix user can read the "
+        "workspace but write only its scratch folder (/tmp/roles/<role>) and `outputs`")
+    outputs: WorkspacePaths = Field(default_factory=list, description="workspace-relative files "
+                               "(or folders, ending in /) a read-only role may write")
+    session: Literal["persistent", "fresh"] = Field(
+        default="persistent", description="persistent: one agent process and ACP session for "
+        "the whole scene, kept while other roles take turns; fresh: a new session whenever "
+        "another role had the turn in between")
 
 
 class Turn(FrozenModel):
@@ -52,10 +74,14 @@ class Turn(FrozenModel):
 
     role: str
     prompt: str | None = None
+    session: Literal["fresh"] | None = Field(
+        default=None, description="fresh: this turn starts the role's session over (no "
+        "memory of its earlier turns); later turns continue the new session")
 
 
 class Scene(FrozenModel):
-    """Roles taking turns in one sandbox. Consecutive turns of a role share its ACP session."""
+    """Roles taking turns in one sandbox. Each role keeps one agent process and ACP session
+    for the whole scene (started at its first turn), unless it or a turn says `fresh`."""
 
     name: str = Field(default="main", pattern=_NAME)
     roles: list[Role] = Field(min_length=1)

@@ -46,6 +46,7 @@ class UpdateRecorder:
         self.role = role
         self.turn: int | None = None
         self.round: int | None = None
+        self.session_turn: int | None = None
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
         self._now = _clock()
@@ -75,10 +76,12 @@ class UpdateRecorder:
             "turn": self.turn,
             "round": self.round,
             "session_id": session_id,
+            "session_turn": self.session_turn,
         }
 
-    def begin_turn(self, turn: int | None, round: int | None) -> None:
-        self.turn, self.round = turn, round
+    def begin_turn(self, turn: int | None, round: int | None,
+                   session_turn: int | None = None) -> None:
+        self.turn, self.round, self.session_turn = turn, round, session_turn
         self.turn_tool_calls = 0
         self._text_parts, self._text_len = [], 0
         self.last_activity = self._now()

@@ -102,6 +102,7 @@ class AcpSession:
         self._deadline = None if timeouts.wall_sec is None else started + timeouts.wall_sec
         self._conn: ClientSideConnection | None = None
         self._closed_reason: str | None = None
+        self._turn_wall: float | None = None
         self.session_id: str | None = None
         self.agent_info: dict[str, Any] | None = None
         self.auth_method: str | None = None
@@ -109,6 +110,8 @@ class AcpSession:
         self.model_recorded: str | None = None
         self.model_selectable = False
         self.usage_total: Usage | None = None
+        self.session_prompts = 0
+        """Prompts sent in the current ACP session (the next one's `session_turn`)."""
         self.mcp_servers: list[str] = []
         """Names of the MCP servers given to the agent at session/new."""
 
@@ -257,6 +260,7 @@ class AcpSession:
             mcp_servers=mcp_servers,
         )
         self.session_id = opened.session_id
+        self.session_prompts = 0
         self.model_requested = opened.model_requested
         self.model_recorded = opened.model_recorded
         self.model_selectable = opened.model_selectable
@@ -294,8 +298,12 @@ class AcpSession:
 
     # ------------------------------------------------------------------ prompts
 
-    async def prompt(self, text: str, *, turn: int = 0, round: int | None = None) -> PromptOutcome:
+    async def prompt(self, text: str, *, turn: int = 0, round: int | None = None,
+                     wall_sec: float | None = None) -> PromptOutcome:
         """Send one prompt and wait for the turn to end.
+
+        `wall_sec` bounds this prompt (within the session's own `timeouts.wall_sec`, counted
+        from `open()`); the trajectory numbers it in the session (`session_turn`).
 
         Raises:
             AgentTimeout: idle (phase "agent_idle") or wall-clock (phase "agent")
@@ -307,8 +315,14 @@ class AcpSession:
         if self._closed_reason is not None:
             raise AgentProtocolError(f"ACP session is closed ({self._closed_reason})")
         rec = self._recorder
-        rec.begin_turn(turn, round)
+        rec.begin_turn(turn, round, self.session_prompts)
+        self.session_prompts += 1
         rec.record("user_message", session_id=self.session_id, text=text)
+        deadline, self._turn_wall = self._deadline, None
+        if wall_sec is not None:
+            own = anyio.current_time() + wall_sec
+            if deadline is None or own < deadline:
+                deadline, self._turn_wall = own, wall_sec
         cost_before = rec.session_cost
         started = anyio.current_time()
         done = anyio.Event()
@@ -328,7 +342,7 @@ class AcpSession:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run, name=f"acp-prompt-{self.role}")
-                reason = await self._watch(done)
+                reason = await self._watch(done, deadline)
                 if reason is not None:
                     box["cancel_sent"] = await self._cancel_turn(done)
                     await self.agent.kill()
@@ -354,15 +368,15 @@ class AcpSession:
             duration_sec=anyio.current_time() - started,
         )
 
-    async def _watch(self, done: anyio.Event) -> str | None:
+    async def _watch(self, done: anyio.Event, deadline: float | None) -> str | None:
         """Wait for the turn to end; return "idle" or "wall" when a timeout fires first."""
         idle = self.timeouts.idle_sec
         rec = self._recorder
         while not done.is_set():
             now = anyio.current_time()
-            if self._deadline is not None and now >= self._deadline:
+            if deadline is not None and now >= deadline:
                 return "wall"
-            wake = self._deadline if self._deadline is not None else now + 3600.0
+            wake = deadline if deadline is not None else now + 3600.0
             if idle is not None:
                 if rec.busy:  # a running tool call is not idleness; look again soon
                     wake = min(wake, now + min(idle, 1.0))
@@ -399,6 +413,8 @@ class AcpSession:
             message = f"agent sent nothing for {limit:g} s while no tool call was running"
         else:
             limit, phase = self.timeouts.wall_sec or 0.0, "agent"
+            if self._turn_wall is not None:
+                limit = self._turn_wall
             message = f"agent exceeded its wall-clock timeout of {limit:g} s"
         response = box.get("response")
         self._record_error(

@@ -129,16 +129,25 @@ async def kill_session_processes(ctx: AgentContext, user: AgentUser, marker: str
 class AcpConnection:
     """One open ACP session of a role; `session` is the live `AcpSession`."""
 
-    def __init__(self, session: AcpSession) -> None:
+    def __init__(self, session: AcpSession, ctx: AgentContext | None = None,
+                 role: Role | None = None) -> None:
         self.session = session
+        self._ctx = ctx
+        self._role = role
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
-        """Send the step's prompt and wait for the turn to end.
+        """Send the step's prompt and wait for the turn to end, within the role's
+        `timeout_sec` and what is left of the agent phase (counted from now: the session
+        may have waited through other roles' turns).
 
         Raises:
             AgentTimeout, AgentExecutionError, AgentProtocolError: as `AcpSession.prompt`.
         """
-        out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round)
+        wall = None
+        if self._ctx is not None and self._role is not None:
+            wall = self._ctx.turn_timeout_sec(self._role.timeout_sec)
+        out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round,
+                                        wall_sec=wall)
         usage = out.usage
         return StepOutcome(
             stop_reason=out.stop_reason, n_tool_calls=out.n_tool_calls,
@@ -276,12 +285,11 @@ class AcpAgentDriver:
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
             python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
-        wall = ctx.turn_timeout_sec(role.timeout_sec)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         from benchflow.acp import AcpTimeouts  # the ACP SDK only when an ACP agent runs
 
         timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
-                               idle_sec=idle, wall_sec=wall)
+                               idle_sec=idle, wall_sec=None)
         marker = secrets.token_hex(8)
         return LaunchPrep(user=user, plan=plan, timeouts=timeouts, marker=marker,
                           env={**plan.env, SESSION_MARKER_ENV: marker})
@@ -309,7 +317,7 @@ class AcpAgentDriver:
                 timeouts=prep.timeouts, model=plan.acp_model, auth_method=plan.auth_method,
                 mcp_servers=ctx.mcp_servers,
             ) as session:
-                yield AcpConnection(session)
+                yield AcpConnection(session, ctx, role)
         finally:
             await kill_session_processes(ctx, prep.user, prep.marker)
 

@@ -128,6 +128,8 @@ class AcpxConnection:
                  recorder: UpdateRecorder, *, session: str) -> None:
         self.ctx, self.prep, self.role, self.recorder = ctx, prep, role, recorder
         self.session = session
+        self.prompts = 0
+        """Prompts sent in this ACPX session (the next one's `session_turn`)."""
         plan = prep.plan
         self.base_argv = ["acpx", "--format", "json", "--json-strict", "--approve-all",
                           "--cwd", ctx.workdir, "--agent", shlex.join(plan.argv)]
@@ -143,9 +145,10 @@ class AcpxConnection:
             AgentExecutionError: ACPX failed or ended without the prompt's answer.
         """
         rec = self.recorder
-        rec.begin_turn(step.turn_index, round)
+        rec.begin_turn(step.turn_index, round, self.prompts)
+        self.prompts += 1
         rec.record("user_message", text=step.prompt)
-        wall = self.prep.timeouts.wall_sec
+        wall = self.ctx.turn_timeout_sec(self.role.timeout_sec)
         reply = await self.run_acpx(["prompt", "-s", self.session], stdin=step.prompt,
                                     timeout=wall, record=True)
         stop = reply.get("stopReason")

@@ -113,6 +113,8 @@ class _Event(StrictModel):
     turn: int | None = None
     round: int | None = None
     session_id: str | None = None
+    session_turn: int | None = Field(
+        default=None, description="the prompt's index in its role's ACP session (0-based)")
     trace_id: str | None = None
     span_id: str | None = Field(default=None, description="the step's or tool call's span")
     skills: list[str] | None = None
