@@ -45,8 +45,8 @@ class UpdateRecorder:
         self.scene = scene
         self.role = role
         self.turn: int | None = None
-        self.round: int | None = None
         self.session_turn: int | None = None
+        self.round: int | None = None
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
         self._now = _clock()
@@ -74,9 +74,9 @@ class UpdateRecorder:
             "scene": self.scene,
             "role": self.role,
             "turn": self.turn,
+            "session_turn": self.session_turn,
             "round": self.round,
             "session_id": session_id,
-            "session_turn": self.session_turn,
         }
 
     def begin_turn(self, turn: int | None, round: int | None,

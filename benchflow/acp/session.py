@@ -110,8 +110,6 @@ class AcpSession:
         self.model_recorded: str | None = None
         self.model_selectable = False
         self.usage_total: Usage | None = None
-        self.session_prompts = 0
-        """Prompts sent in the current ACP session (the next one's `session_turn`)."""
         self.mcp_servers: list[str] = []
         """Names of the MCP servers given to the agent at session/new."""
 
@@ -150,6 +148,7 @@ class AcpSession:
         credentials: Mapping[str, str] | None = None,
         auth_method: str | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        umask: str | None = None,
     ) -> AsyncIterator[AcpSession]:
         """Start the agent, run the handshake, yield the session; stop the agent on exit.
 
@@ -158,7 +157,8 @@ class AcpSession:
         lines go to `stdout_noise_path` (default: `<role>.stdout-noise.txt` beside
         `stderr_path`). fs and terminal requests run in `sandbox` as `user`.
         `mcp_servers` go to session/new, those of transports the agent does not accept
-        dropped with a warning naming the agent.
+        dropped with a warning naming the agent. `umask` applies to the agent and to the
+        files and commands it asks the client for.
 
         Raises:
             AgentTimeout: the handshake exceeded `timeouts.handshake_sec`
@@ -178,6 +178,7 @@ class AcpSession:
             cwd=cwd,
             user=user,
             stderr_path=stderr_path,
+            umask=umask,
         )
         session = cls(
             agent,
@@ -190,10 +191,11 @@ class AcpSession:
         try:
             async with _task_group() as tg:
                 tg.start_soon(agent.run, name=f"acp-agent-{role}")
-                terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd)
+                terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
                 policy = permission_policy or PermissionPolicy.auto_approve()
                 client = BenchflowClient(
-                    recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd), terminals
+                    recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd, umask=umask),
+                    terminals
                 )
                 transport = ProcessTransport(
                     agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
@@ -260,7 +262,6 @@ class AcpSession:
             mcp_servers=mcp_servers,
         )
         self.session_id = opened.session_id
-        self.session_prompts = 0
         self.model_requested = opened.model_requested
         self.model_recorded = opened.model_recorded
         self.model_selectable = opened.model_selectable
@@ -299,11 +300,12 @@ class AcpSession:
     # ------------------------------------------------------------------ prompts
 
     async def prompt(self, text: str, *, turn: int = 0, round: int | None = None,
+                     session_turn: int | None = None,
                      wall_sec: float | None = None) -> PromptOutcome:
         """Send one prompt and wait for the turn to end.
 
-        `wall_sec` bounds this prompt (within the session's own `timeouts.wall_sec`, counted
-        from `open()`); the trajectory numbers it in the session (`session_turn`).
+        `wall_sec` bounds this prompt (within the session's own `timeouts.wall_sec`,
+        counted from `open()`).
 
         Raises:
             AgentTimeout: idle (phase "agent_idle") or wall-clock (phase "agent")
@@ -315,8 +317,7 @@ class AcpSession:
         if self._closed_reason is not None:
             raise AgentProtocolError(f"ACP session is closed ({self._closed_reason})")
         rec = self._recorder
-        rec.begin_turn(turn, round, self.session_prompts)
-        self.session_prompts += 1
+        rec.begin_turn(turn, round, session_turn)
         rec.record("user_message", session_id=self.session_id, text=text)
         deadline, self._turn_wall = self._deadline, None
         if wall_sec is not None:

@@ -71,6 +71,17 @@ class LaunchPrep:
     """The value of `SESSION_MARKER_ENV` in the session's processes (to kill them after)."""
     env: dict[str, str]
     """The launch plan's env plus the session marker."""
+    umask: str | None = None
+    """The file mode mask of the session's processes (the role's, when roles share writes)."""
+
+
+async def role_user(ctx: AgentContext, role: str | None) -> AgentUser:
+    """The user `role` runs as: its own when the rollout gave roles their own users
+    (`ctx.roles`), else the agent user."""
+    access = ctx.roles.get(role) if role is not None else None
+    if access is not None:
+        return AgentUser(name=access.user, uid=access.uid, home=access.home)
+    return await ensure_agent_user(ctx)
 
 
 async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
@@ -147,7 +158,7 @@ class AcpConnection:
         if self._ctx is not None and self._role is not None:
             wall = self._ctx.turn_timeout_sec(self._role.timeout_sec)
         out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round,
-                                        wall_sec=wall)
+                                        session_turn=step.session_turn, wall_sec=wall)
         usage = out.usage
         return StepOutcome(
             stop_reason=out.stop_reason, n_tool_calls=out.n_tool_calls,
@@ -275,7 +286,7 @@ class AcpAgentDriver:
             ConfigError: credentials are missing.
         """
         m = self.manifest
-        user = await ensure_agent_user(ctx)
+        user = await role_user(ctx, role.name)
         credentials = resolve_credentials(m, role.model, role.env)
         model = format_model(m, role.model)
         if m.model.upload_file and model and Path(model).expanduser().is_file():
@@ -291,8 +302,10 @@ class AcpAgentDriver:
         timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
                                idle_sec=idle, wall_sec=None)
         marker = secrets.token_hex(8)
+        access = ctx.roles.get(role.name)
         return LaunchPrep(user=user, plan=plan, timeouts=timeouts, marker=marker,
-                          env={**plan.env, SESSION_MARKER_ENV: marker})
+                          env={**plan.env, SESSION_MARKER_ENV: marker},
+                          umask=access.umask if access is not None else None)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
@@ -315,7 +328,7 @@ class AcpAgentDriver:
                 scene=scene, trajectory=ctx.trajectory,
                 stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
                 timeouts=prep.timeouts, model=plan.acp_model, auth_method=plan.auth_method,
-                mcp_servers=ctx.mcp_servers,
+                mcp_servers=ctx.mcp_servers, umask=prep.umask,
             ) as session:
                 yield AcpConnection(session, ctx, role)
         finally:
@@ -343,4 +356,4 @@ class AcpAgentDriver:
 
 
 __all__ = ["DEFAULT_AGENT_USER", "AcpAgentDriver", "AcpConnection", "AgentUser", "LaunchPrep",
-           "ensure_agent_user", "kill_session_processes"]
+           "ensure_agent_user", "kill_session_processes", "role_user"]

@@ -128,8 +128,6 @@ class AcpxConnection:
                  recorder: UpdateRecorder, *, session: str) -> None:
         self.ctx, self.prep, self.role, self.recorder = ctx, prep, role, recorder
         self.session = session
-        self.prompts = 0
-        """Prompts sent in this ACPX session (the next one's `session_turn`)."""
         plan = prep.plan
         self.base_argv = ["acpx", "--format", "json", "--json-strict", "--approve-all",
                           "--cwd", ctx.workdir, "--agent", shlex.join(plan.argv)]
@@ -145,8 +143,7 @@ class AcpxConnection:
             AgentExecutionError: ACPX failed or ended without the prompt's answer.
         """
         rec = self.recorder
-        rec.begin_turn(step.turn_index, round, self.prompts)
-        self.prompts += 1
+        rec.begin_turn(step.turn_index, round, step.session_turn)
         rec.record("user_message", text=step.prompt)
         wall = self.ctx.turn_timeout_sec(self.role.timeout_sec)
         reply = await self.run_acpx(["prompt", "-s", self.session], stdin=step.prompt,
@@ -168,7 +165,7 @@ class AcpxConnection:
         ctx = self.ctx
         process = await AgentProcess.launch(
             ctx.sandbox, [*self.base_argv, *args], self.env, cwd=ctx.workdir,
-            user=self.prep.user.name,
+            user=self.prep.user.name, umask=self.prep.umask,
             stderr_path=ctx.paths.agent_dir / f"{self.role.name}.acpx.stderr.txt")
         last: dict[str, Any] = {}
         errors: list[str] = []

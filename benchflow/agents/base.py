@@ -31,6 +31,22 @@ if TYPE_CHECKING:
     from benchflow.trajectory.writer import TrajectoryWriter
 
 
+@dataclass(frozen=True)
+class RoleAccess:
+    """The Unix user a role runs as, and what it may write (`rollout/role_access.py`)."""
+
+    role: str
+    user: str
+    uid: int
+    home: str
+    workspace: str
+    """`read-write` or `read-only`."""
+    scratch: str
+    """The role's own folder (mode 700), writable whatever its workspace access."""
+    umask: str | None = None
+    """Set on the role's processes (002 when several roles share write access)."""
+
+
 @dataclass
 class AgentContext:
     """What every driver may use during one rollout."""
@@ -60,6 +76,9 @@ class AgentContext:
     model_endpoint: ModelEndpoint | None = None
     """The model endpoint as the host reaches it (base_url, key variable), for drivers that
     call a model themselves (the model agent)."""
+    roles: dict[str, RoleAccess] = field(default_factory=dict)
+    """Each role's own Unix user and access, by role name (empty: every role runs as
+    `agent_user`, as in a one-role rollout)."""
 
     def require_sandbox(self, who: str) -> Sandbox:
         """The sandbox, or a ConfigError naming `who` when this rollout has none."""

@@ -31,6 +31,7 @@ from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutList
 from benchflow.rollout.logs import mask_in_rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.phases import PhaseBook, phase
+from benchflow.rollout.role_access import setup_role_access
 from benchflow.rollout.result import (
     ErrorInfo,
     PhaseClock,
@@ -235,6 +236,7 @@ class Rollout:
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)
+        await setup_role_access(self.ctx, self.scenes)  # each role its own user
         if self.hardened:
             hardening = self.task.config.verifier.hardening
             if hardening.scrub_git_history:

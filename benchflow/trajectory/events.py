@@ -111,10 +111,11 @@ class _Event(StrictModel):
     scene: str | None = None
     role: str | None = None
     turn: int | None = None
+    """The turn's index in its scene (scene-wide: coder 0, reviewer 1, coder 2)."""
+    session_turn: int | None = None
+    """The prompt's index within the role's ACP session (0-based)."""
     round: int | None = None
     session_id: str | None = None
-    session_turn: int | None = Field(
-        default=None, description="the prompt's index in its role's ACP session (0-based)")
     trace_id: str | None = None
     span_id: str | None = Field(default=None, description="the step's or tool call's span")
     skills: list[str] | None = None

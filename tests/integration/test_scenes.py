@@ -95,11 +95,11 @@ def assert_no_container(job: str, rollout_name: str) -> None:
     assert not left, f"containers left behind: {[c.name for c in left]}"
 
 
-def events_of(path: Path) -> list[Event]:
+def events_of(path: Path, agents: Sequence[str] = ("scripted",)) -> list[Event]:
     """Every event unmerged, after checking the file's invariants: a header naming the
     rollout, then events whose `seq` strictly increases in file order."""
     header = read_header(path)
-    assert header.agents == ["scripted"]
+    assert header.agents == list(agents)
     events = list(iter_events(path))
     seqs = [e.seq for e in events]
     assert seqs == sorted(set(seqs)), "seq must strictly increase in file order"
