@@ -219,6 +219,9 @@ class RolloutConfig(FrozenModel):
                                "of skills) on the host, for every role (`--skill`)")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP session gets, besides the task's")
+    workspace_changes: bool | None = Field(
+        default=None, description="record what each turn changed in the workspace "
+        "(`workspace_changes` trajectory events); None: unless only built-in agents run")
     judge_endpoint: ModelEndpoint | None = Field(
         default=None, description="the LLM judge's endpoint (base_url) for tasks scored by a "
         "judge; None: the model endpoint")

@@ -22,6 +22,9 @@ def export_command(
         "--dataset", help="keep these datasets")] = None,
     errors: Annotated[str, typer.Option(
         "--errors", help="include | exclude rollouts that ended with an error")] = "exclude",
+    workspace_changes: Annotated[bool, typer.Option(
+        "--workspace-changes", help="add each turn's workspace changes (files, diffs) to "
+        "the metadata of its role's line")] = False,
     source: Annotated[str, typer.Option(
         "--from", help="trajectory (what the agent reported) | model-calls (what the model "
         "saw: needs a run with --capture-model-calls)")] = "trajectory",
@@ -36,7 +39,8 @@ def export_command(
             raise ConfigError(f"--from {source!r}: choose trajectory or model-calls")
         filters = ExportFilters(min_reward=min_reward, agents=tuple(agent or ()),
                                 datasets=tuple(dataset or ()), roles=tuple(role or ()),
-                                errors=errors)  # type: ignore[arg-type]
+                                errors=errors,  # type: ignore[arg-type]
+                                workspace_changes=workspace_changes)
         stats = export_job(job_dir, fmt, out, filters, source)  # type: ignore[arg-type]
     console.print(f"wrote {stats.lines} lines from {stats.rollouts} rollouts to {out} "
                   f"({stats.skipped_rollouts} rollouts filtered out)")

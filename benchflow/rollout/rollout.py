@@ -43,6 +43,7 @@ from benchflow.rollout.result import (
 )
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.turns import Turns
+from benchflow.rollout.workspace_changes import WorkspaceTracker, workspace_tracker
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.sandbox.base import Sandbox
@@ -122,6 +123,8 @@ class Rollout:
         self.turns: Turns | None = None
         """The roles' sessions during the agent phase (`connect_as` ... `disconnect`)."""
         self._phases = PhaseBook(self)
+        self.workspace: WorkspaceTracker | None = None
+        """Records each turn's changes to the workspace (None: not recorded)."""
         self._next_step: Step | None = None  # run()'s next step: the session opens with it
 
     @property
@@ -323,8 +326,7 @@ class Rollout:
             ctx.agent_deadline = time.monotonic() + budget
             self.turns = Turns(ctx, self.drivers, self.scenes,
                                place_skills=lambda driver, step: skills.place(ctx, driver, step),
-                               before_step=self._enter_step,
-                               after_step=lambda _step, outcome: self._count(outcome),
+                               before_step=self._enter_step, after_step=self._after_step,
                                prompts=self.task.prompts, instruction=self.task.instruction)
         return self.turns
 
@@ -356,6 +358,9 @@ class Rollout:
         await self.skills.stage(self.ctx)
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
+        self.workspace = workspace_tracker(self.config, self.ctx)
+        if self.workspace is not None:
+            await self.workspace.start()
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -384,6 +389,12 @@ class Rollout:
         span = step_span_id(self.trace.trace_id, step.scene_index, step.turn_index)
         self.ctx.trajectory.span_id = span
         self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
+
+    async def _after_step(self, step: Step, outcome: StepOutcome) -> None:
+        """After a turn: count it, and record what it changed in the workspace."""
+        self._count(outcome)
+        if self.workspace is not None and self.ctx is not None:
+            await self.workspace.record(self.ctx.trajectory, step)
 
     def _count(self, outcome: StepOutcome) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported."""

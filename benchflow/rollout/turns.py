@@ -11,7 +11,7 @@ moving to another scene, `end_scene()` or `aclose()` closes the scene's sessions
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 
@@ -28,7 +28,7 @@ class Turns:
     def __init__(self, ctx: AgentContext, drivers: Mapping[str, AgentDriver],
                  scenes: Sequence[Scene], *, place_skills: PlaceSkills | None = None,
                  before_step: Callable[[Step], None] | None = None,
-                 after_step: Callable[[Step, StepOutcome], None] | None = None,
+                 after_step: Callable[[Step, StepOutcome], Awaitable[None]] | None = None,
                  prompts: Mapping[str, str] | None = None, instruction: str = "") -> None:
         self.ctx = ctx
         self.scenes = list(scenes)
@@ -87,7 +87,7 @@ class Turns:
                 self._before(step)
             outcome = await self._bounded(step)
             if self._after is not None:
-                self._after(step, outcome)
+                await self._after(step, outcome)
             outcomes.append(outcome)
             if step.ends_session and isinstance(item, Step):
                 self.pool.close(key)

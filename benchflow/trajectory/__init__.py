@@ -22,6 +22,7 @@ from benchflow.trajectory.events import (
     Usage,
     UsageEvent,
     UserMessageEvent,
+    WorkspaceChangesEvent,
     event_from_update,
 )
 from benchflow.trajectory.reader import iter_events, load, read_header
@@ -46,6 +47,7 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "UserMessageEvent",
+    "WorkspaceChangesEvent",
     "event_from_update",
     "iter_events",
     "load",

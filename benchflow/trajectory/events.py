@@ -39,6 +39,7 @@ EventType = Literal[
     "command",
     "error",
     "agent_state",
+    "workspace_changes",
 ]
 
 
@@ -249,6 +250,27 @@ class AgentStateEvent(_Event):
     update: dict[str, Any]
 
 
+class FileChange(StrictModel):
+    """One file a turn created, modified or deleted (workspace-relative `path`). `size` and
+    `sha256` are the new content's (None when deleted); `diff` a unified diff for a text
+    file up to a bounded size; `flagged`: a test, verifier or config file of the task."""
+
+    path: str
+    change: Literal["created", "modified", "deleted"]
+    size: int | None = None
+    sha256: str | None = None
+    diff: str | None = None
+    flagged: bool = False
+
+
+class WorkspaceChangesEvent(_Event):
+    """What one turn did to the workspace, attributed to the role and turn that did it
+    (written by benchflow after the turn; `changes` is empty when nothing changed)."""
+
+    type: Literal["workspace_changes"] = "workspace_changes"
+    changes: list[FileChange] = Field(default_factory=list)
+
+
 Event = Annotated[
     UserMessageEvent
     | AgentMessageEvent
@@ -261,7 +283,8 @@ Event = Annotated[
     | OracleEvent
     | CommandEvent
     | ErrorEvent
-    | AgentStateEvent,
+    | AgentStateEvent
+    | WorkspaceChangesEvent,
     Field(discriminator="type"),
 ]
 """One trajectory line after the header."""
@@ -431,6 +454,8 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "UserMessageEvent",
+    "FileChange",
+    "WorkspaceChangesEvent",
     "event_adapter",
     "event_from_update",
     "update_line",

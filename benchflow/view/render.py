@@ -16,7 +16,15 @@ import jinja2
 from benchflow.job.store import read_trial_result
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
-from benchflow.trajectory.conversation import Message, Note, Plan, Thought, ToolCall, TurnUsage
+from benchflow.trajectory.conversation import (
+    Changes,
+    Message,
+    Note,
+    Plan,
+    Thought,
+    ToolCall,
+    TurnUsage,
+)
 from benchflow.view import data
 
 TOOL_OUTPUT_PREVIEW = 1200
@@ -67,6 +75,7 @@ def environment() -> jinja2.Environment:
         "message": lambda i: isinstance(i, Message), "thought": lambda i: isinstance(i, Thought),
         "toolcall": lambda i: isinstance(i, ToolCall), "plan": lambda i: isinstance(i, Plan),
         "usage": lambda i: isinstance(i, TurnUsage), "note": lambda i: isinstance(i, Note),
+        "changes": lambda i: isinstance(i, Changes),
     })
     return env
 

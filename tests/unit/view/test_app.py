@@ -80,6 +80,9 @@ def test_trial_page_pairs_tool_calls_and_roles(client: TestClient) -> None:
     assert "3 passed" in reviewer  # the reviewer's call-1 is its own, not the coder's
     assert '<details class="item thought">' in coder and "120 in · 30 out" in coder
     assert "verifier says t1 1.0" in html and "agent execution" in html
+    changes = coder.split('class="item changes"', 1)[1]
+    assert "2 files changed" in changes and "print(&#39;FIZZ-DIFF&#39;)" in changes
+    assert 'class="deleted flagged"' in changes and "test/verifier/config file" in changes
 
 
 def test_trial_config_is_redacted(client: TestClient) -> None:
@@ -171,8 +174,8 @@ def test_long_trajectory_is_paginated(tmp_path: Path) -> None:
     client = TestClient(create_app(root))
     first = client.get(TRIAL)
     pages = view_data.trajectory_page(traj, 1)
-    assert pages is not None and pages.n_events == 100_012
-    assert pages.pages == -(-100_012 // view_data.PAGE_EVENTS)
+    assert pages is not None and pages.n_events == 100_013
+    assert pages.pages == -(-100_013 // view_data.PAGE_EVENTS)
     assert f"page 1 of {pages.pages}" in first.text and 'href="page-2.html"' in first.text
     assert len(first.content) < 400_000  # a page, not the 100,000 events
     last = client.get(f"/jobs/job-a/scripted/ds/t1__1/page-{pages.pages}.html")
