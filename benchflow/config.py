@@ -174,6 +174,19 @@ class ModelEndpoint(FrozenModel):
         return self
 
 
+class ForkSource(FrozenModel):
+    """Where a forked rollout starts (`benchflow fork`): the snapshot of the original
+    rollout's sandbox before step `step`; steps `step`.. run again with this config's
+    roles. `history` holds, per role, the summary of its earlier turns prepended to its
+    first prompt (rollout/replay.py); `baseline` the original's hardening baseline."""
+
+    rollout: str = Field(description="the original rollout's folder")
+    step: int = Field(ge=0, description="the first step (turn) run again")
+    snapshot: str
+    baseline: dict[str, Any] | None = None
+    history: dict[str, str] = Field(default_factory=dict)
+
+
 class RolloutConfig(FrozenModel):
     """Everything one rollout needs: `benchflow.run(RolloutConfig(task_path=..., scenes=[...]))`."""
 
@@ -219,6 +232,11 @@ class RolloutConfig(FrozenModel):
                                "of skills) on the host, for every role (`--skill`)")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP session gets, besides the task's")
+    snapshot_turns: bool = Field(
+        default=False, description="snapshot the sandbox at each turn boundary (and after "
+        "the last turn), for `benchflow fork` and `benchflow jobs regrade`")
+    fork: ForkSource | None = Field(default=None, description="start from a snapshot of "
+                                    "another rollout (set by `benchflow fork`)")
     workspace_changes: bool | None = Field(
         default=None, description="record what each turn changed in the workspace "
         "(`workspace_changes` trajectory events); None: unless only built-in agents run")

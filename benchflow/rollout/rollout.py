@@ -31,9 +31,12 @@ from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutList
 from benchflow.rollout.logs import mask_in_rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.phases import PhaseBook, phase
+from benchflow.rollout.fork import fork_baseline, fork_steps, start_from_fork
 from benchflow.rollout.role_access import setup_role_access
+from benchflow.rollout.snapshots import TurnSnapshotter
 from benchflow.rollout.result import (
     ErrorInfo,
+    ParentRef,
     PhaseClock,
     RolloutResult,
     Tokens,
@@ -43,7 +46,11 @@ from benchflow.rollout.result import (
 )
 from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.turns import Turns
-from benchflow.rollout.workspace_changes import WorkspaceTracker, workspace_tracker
+from benchflow.rollout.workspace_changes import (
+    WORKSPACE_START,
+    WorkspaceTracker,
+    workspace_tracker,
+)
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.sandbox.base import Sandbox
@@ -125,6 +132,11 @@ class Rollout:
         self._phases = PhaseBook(self)
         self.workspace: WorkspaceTracker | None = None
         """Records each turn's changes to the workspace (None: not recorded)."""
+        self.snapshots: TurnSnapshotter | None = None
+        """Snapshots the sandbox at each turn boundary (`snapshot_turns`)."""
+        self._step_index: dict[tuple[int, int], int] = {}
+        if config.fork is not None:
+            self.result.parent = ParentRef(rollout=config.fork.rollout, turn=config.fork.step)
         self._next_step: Step | None = None  # run()'s next step: the session opens with it
 
     @property
@@ -163,6 +175,9 @@ class Rollout:
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
+        self._step_index = {(s.scene_index, s.turn_index): i for i, s in enumerate(self.steps)}
+        if config.fork is not None:  # steps from the fork's on, with each role's history
+            self.steps = fork_steps(config.fork, self.steps)
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
@@ -194,6 +209,8 @@ class Rollout:
         )
         self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
+        if config.snapshot_turns or config.fork is not None:
+            TurnSnapshotter.check(self.sandbox)
         self._warn_unhardened()
 
     @phase("environment_setup")
@@ -201,7 +218,10 @@ class Rollout:
         """Start the sandbox and place the instruction at `instruction_path`."""
         assert self.sandbox is not None and self.task is not None
         self._emit(RolloutEventKind.SANDBOX_START)
-        self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
+        if self.config.fork is not None:  # the original's sandbox, with its agents installed
+            start_from_fork(self.sandbox, self.config.fork)
+        else:
+            self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
         if self.task.config.sandbox.healthcheck is not None:
@@ -240,7 +260,9 @@ class Rollout:
             if driver not in cached:
                 await driver.install(self.ctx)
         await setup_role_access(self.ctx, self.scenes)  # each role its own user
-        if self.hardened:
+        if self.config.fork is not None and self.hardened:  # checked against the original's
+            self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
+        if self.hardened and self.baseline is None:
             hardening = self.task.config.verifier.hardening
             if hardening.scrub_git_history:
                 await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
@@ -311,6 +333,8 @@ class Rollout:
                 self._next_step = None
                 await self.execute(steps)
                 await self.disconnect()
+            if self.snapshots is not None:  # the final workspace (regrade), before hardening
+                await self.snapshots.take(len(self._step_index))
         except BaseException as exc:
             self._next_step = None
             await self.end_agent_phase(exc)
@@ -326,7 +350,7 @@ class Rollout:
             ctx.agent_deadline = time.monotonic() + budget
             self.turns = Turns(ctx, self.drivers, self.scenes,
                                place_skills=lambda driver, step: skills.place(ctx, driver, step),
-                               before_step=self._enter_step, after_step=self._after_step,
+                               before_step=self._before_step, after_step=self._after_step,
                                prompts=self.task.prompts, instruction=self.task.instruction)
         return self.turns
 
@@ -360,7 +384,13 @@ class Rollout:
             self.network.attribute_calls(self.ctx.trajectory)
         self.workspace = workspace_tracker(self.config, self.ctx)
         if self.workspace is not None:
-            await self.workspace.start()
+            await self.workspace.start(self.paths.root / WORKSPACE_START)
+        if self.config.snapshot_turns and self.sandbox is not None:
+            self.snapshots = TurnSnapshotter(
+                self.sandbox, self.paths.root, job_name=self.job_name,
+                rollout_name=self.rollout_name, n_steps=len(self._step_index),
+                backend=self.config.environment, provider_config=self.config.provider_config)
+            self.snapshots.set_baseline(self.baseline)
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -389,6 +419,13 @@ class Rollout:
         span = step_span_id(self.trace.trace_id, step.scene_index, step.turn_index)
         self.ctx.trajectory.span_id = span
         self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
+
+    async def _before_step(self, step: Step) -> None:
+        """Before a turn: snapshot the sandbox (`snapshot_turns`), enter the step's span."""
+        if self.snapshots is not None:
+            await self.snapshots.take(self._step_index.get((step.scene_index, step.turn_index),
+                                                           0), step.scene, step.turn_index)
+        self._enter_step(step)
 
     async def _after_step(self, step: Step, outcome: StepOutcome) -> None:
         """After a turn: count it, and record what it changed in the workspace."""

@@ -27,7 +27,7 @@ class Turns:
 
     def __init__(self, ctx: AgentContext, drivers: Mapping[str, AgentDriver],
                  scenes: Sequence[Scene], *, place_skills: PlaceSkills | None = None,
-                 before_step: Callable[[Step], None] | None = None,
+                 before_step: Callable[[Step], Awaitable[None]] | None = None,
                  after_step: Callable[[Step, StepOutcome], Awaitable[None]] | None = None,
                  prompts: Mapping[str, str] | None = None, instruction: str = "") -> None:
         self.ctx = ctx
@@ -84,7 +84,7 @@ class Turns:
                 await self.pool.open(step)  # a fresh turn: the role starts over
             self._next_turn[step.scene_index] = step.turn_index + 1
             if self._before is not None:
-                self._before(step)
+                await self._before(step)
             outcome = await self._bounded(step)
             if self._after is not None:
                 await self._after(step, outcome)

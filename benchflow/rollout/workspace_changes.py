@@ -14,6 +14,7 @@ A failure to scan is logged and skips that turn's event: the record never fails 
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import posixpath
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from pathlib import Path
 from benchflow.agents.base import AgentContext
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError
+from benchflow.rollout.result import write_json_atomic
 from benchflow.sandbox.base import SYSTEM_PATH, Sandbox
 from benchflow.steps import Step
 from benchflow.trajectory.writer import TrajectoryWriter
@@ -31,6 +33,8 @@ log = logging.getLogger(__name__)
 
 SCAN_SCRIPT = Path(__file__).parents[1] / "sandbox" / "scripts" / "workspace_scan.sh"
 SHADOW_DIR = "/tmp/.benchflow-workspace"
+WORKSPACE_START = "workspace_start.json"
+"""In the rollout folder: every workspace file's sha256 and size before the first turn."""
 DIFF_MAX_BYTES = 64 * 1024
 """Files up to this size get a unified diff (and a copy kept for the next one)."""
 DIFF_MAX_CHARS = 20_000
@@ -140,13 +144,18 @@ class WorkspaceTracker:
         self._before: Manifest | None = None
         self.enabled = self.workdir not in _UNTRACKED_WORKDIRS
 
-    async def start(self) -> None:
-        """Before the first turn: the first manifest and the copy of small files."""
+    async def start(self, record: Path | None = None) -> None:
+        """Before the first turn: the first manifest and the copy of small files; the
+        manifest is also written to `record` (path -> {sha256, size}, JSON)."""
         if not self.enabled or self._before is not None:
             return
         data = await self._scan("init")
         if data is not None:
             self._before = parse_manifest(data)
+            if record is not None:
+                write_json_atomic(record, json.dumps(
+                    {path: {"sha256": f.sha256, "size": f.size}
+                     for path, f in sorted(self._before.files.items())}, indent=1))
 
     async def record(self, writer: TrajectoryWriter | None, step: Step) -> list[dict] | None:
         """After `step`'s turn: write its event (returns the changes; None when the
@@ -208,5 +217,5 @@ def workspace_tracker(config: RolloutConfig, ctx: AgentContext) -> WorkspaceTrac
     return WorkspaceTracker(ctx.sandbox, ctx.workdir, flagged_folders=inside)
 
 
-__all__ = ["DIFF_MAX_BYTES", "WorkspaceTracker", "workspace_tracker", "compare", "is_flagged", "parse_diffs",
+__all__ = ["DIFF_MAX_BYTES", "WORKSPACE_START", "WorkspaceTracker", "workspace_tracker", "compare", "is_flagged", "parse_diffs",
            "parse_manifest"]
