@@ -2,10 +2,9 @@
 
 Before the first turn one exec hashes every file of the workspace (sha256, size; `.git`
 left out) and keeps a root-only copy of the small ones; after each turn one exec hashes
-the tree again and the manifests are compared (created, modified, deleted). Only when
-something changed, a second exec prints a unified diff of each changed file of at most
-`DIFF_MAX_BYTES` (its previous version from the copy; binary files get none) and updates
-the copy. Changes to the task's test, verifier or config files are flagged
+the tree again and prints, for each file whose hash changed, a unified diff against its
+copy (files of at most `DIFF_MAX_BYTES`; binary files get none), updating the copy. The
+manifests are compared here (created, modified, deleted). Changes to the task's test, verifier or config files are flagged
 (`is_flagged`). The event carries the scene, role and turn of the turn that made them.
 
 A failure to scan is logged and skips that turn's event: the record never fails a rollout.
@@ -80,20 +79,20 @@ class Manifest:
 
 
 def parse_manifest(data: bytes) -> Manifest:
-    """The output of `workspace_scan.sh manifest` (NUL-separated records)."""
-    hashes, _, sizes = data.partition(b"--sizes--\0")
+    """The manifest part of `workspace_scan.sh`'s output (hash lines, `--sizes--`, sizes)."""
+    data = data.split(b"--diff--\t", 1)[0]
+    hashes, _, sizes = data.partition(b"--sizes--\n")
     size_of: dict[str, int] = {}
-    for record in sizes.split(b"\0"):
-        if b"\t" in record:
-            size, _, path = record.partition(b"\t")
-            if size.isdigit():
-                size_of[path.decode("utf-8", "surrogateescape")] = int(size)
+    for record in sizes.split(b"\n"):
+        size, sep, path = record.partition(b"\t")
+        if sep and size.isdigit():
+            size_of[path.decode("utf-8", "surrogateescape")] = int(size)
     files: dict[str, FileState] = {}
-    for record in hashes.split(b"\0"):
+    for record in hashes.split(b"\n"):
         digest, sep, path = record.partition(b"  ")
-        if not sep or len(digest) != 64:
-            continue
-        rel = path.decode("utf-8", "surrogateescape").removeprefix("./")
+        if not sep or len(digest) != 64 or not path.startswith(b"./"):
+            continue  # sha256sum escapes odd names with a leading backslash: skipped
+        rel = path[2:].decode("utf-8", "surrogateescape")
         files[rel] = FileState(sha256=digest.decode(), size=size_of.get(rel))
     return Manifest(files)
 
@@ -113,8 +112,9 @@ def compare(before: Manifest, after: Manifest) -> list[dict[str, object]]:
 
 
 def parse_diffs(data: bytes) -> dict[str, str | None]:
-    """The output of `workspace_scan.sh diff`: each path's unified diff, None for a binary
-    file (or one without a text version on either side), cut to `DIFF_MAX_CHARS`."""
+    """The diffs part of `workspace_scan.sh turn`'s output: each path's unified diff, None
+    for a binary file (or one without a text version on either side), cut to
+    `DIFF_MAX_CHARS`."""
     diffs: dict[str, str | None] = {}
     for block in data.split(b"--diff--\t")[1:]:
         path, _, body = block.partition(b"\0")
@@ -162,15 +162,14 @@ class WorkspaceTracker:
         workspace could not be scanned)."""
         if not self.enabled or self._before is None:
             return None
-        data = await self._scan("manifest")
+        data = await self._scan("turn")
         if data is None:
             return None
         after = parse_manifest(data)
         changes = compare(self._before, after)
         self._before = after
         if changes:
-            diffs_out = await self._scan("diff", *(str(c["path"]) for c in changes))
-            diffs = parse_diffs(diffs_out) if diffs_out is not None else {}
+            diffs = parse_diffs(data)
             for change in changes:
                 change["diff"] = diffs.get(str(change["path"]))
                 change["flagged"] = is_flagged(str(change["path"]), self.flagged_folders)
@@ -180,9 +179,9 @@ class WorkspaceTracker:
                           session_turn=step.session_turn)
         return changes
 
-    async def _scan(self, mode: str, *paths: str) -> bytes | None:
+    async def _scan(self, mode: str) -> bytes | None:
         argv = ["sh", "-c", SCAN_SCRIPT.read_text(), "workspace_scan", mode, self.workdir,
-                SHADOW_DIR, str(DIFF_MAX_BYTES), *paths]
+                SHADOW_DIR, str(DIFF_MAX_BYTES)]
         try:
             result = await self.sandbox.exec(argv, user="root", timeout=_SCAN_TIMEOUT_SEC,
                                              env={"PATH": SYSTEM_PATH})

@@ -13,7 +13,10 @@ the model runs one shell command, then answers. The first run of a real agent in
 it with npm (cached as an image layer afterwards).
 
     python labs/benchmarks/role_switch.py [--agents scripted,claude] [--turns 8] [--runs 3]
-        [--fresh]
+        [--fresh] [--no-workspace-changes]
+
+A switch includes what benchflow does between two turns: recording the turn's workspace
+changes (one exec hashing the workspace; `--no-workspace-changes` leaves it out).
 """
 
 from __future__ import annotations
@@ -88,8 +91,8 @@ def scene(agent: str, model: str | None, turns: int, fresh: bool) -> Scene:
                         for i in range(turns)])
 
 
-async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int
-                  ) -> tuple[list[float], list[float], float]:
+async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int,
+                  changes: bool = True) -> tuple[list[float], list[float], float]:
     folder = jobs_dir / f"scripts-{i}"
     folder.mkdir(parents=True, exist_ok=True)
     if agent == "scripted":
@@ -99,7 +102,7 @@ async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int
     rollout = TimedRollout(RolloutConfig(
         task_path=TASK, scenes=[scene(agent, model, turns, fresh)], jobs_dir=jobs_dir,
         job_name=f"switch-{agent}", attempt=i + 1, verifier_disabled=True,
-        model_endpoint=endpoint))
+        model_endpoint=endpoint, workspace_changes=changes))
     result = await rollout.run()
     if result.error is not None:
         raise SystemExit(f"{agent}: {result.error.type}: {result.error.message}")
@@ -122,9 +125,10 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-async def main(agents: list[str], turns: int, runs: int, fresh: bool) -> None:
+async def main(agents: list[str], turns: int, runs: int, fresh: bool, changes: bool) -> None:
     print(f"role switches: {turns} alternating turns (coder/reviewer, one agent program), "
-          f"{runs} run(s) per agent, {'fresh' if fresh else 'persistent'} sessions")
+          f"{runs} run(s) per agent, {'fresh' if fresh else 'persistent'} sessions, "
+          f"workspace changes {'on' if changes else 'off'}")
     print(f"{'agent':<9} {'warm n':>6} {'median s':>9} {'p95 s':>7} {'max s':>7}"
           f" {'first-turn s':>12} {'agent phase s':>13}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,7 +137,7 @@ async def main(agents: list[str], turns: int, runs: int, fresh: bool) -> None:
             cold: list[float] = []
             phase: list[float] = []
             for i in range(runs):
-                w, c, p = await one_run(agent, turns, fresh, Path(tmp), i)
+                w, c, p = await one_run(agent, turns, fresh, Path(tmp), i, changes)
                 warm += w
                 cold += c
                 phase.append(p)
@@ -149,5 +153,8 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--fresh", action="store_true",
                         help="session: fresh roles (a new agent at every switch)")
+    parser.add_argument("--no-workspace-changes", action="store_true",
+                        help="do not record workspace changes between turns")
     args = parser.parse_args()
-    anyio.run(main, args.agents.split(","), args.turns, args.runs, args.fresh)
+    anyio.run(main, args.agents.split(","), args.turns, args.runs, args.fresh,
+              not args.no_workspace_changes)

@@ -18,9 +18,9 @@ def sha(text: bytes) -> str:
 
 
 def manifest_bytes(files: dict[str, bytes]) -> bytes:
-    hashes = b"".join(f"{sha(c)}  ./{p}".encode() + b"\0" for p, c in files.items())
-    sizes = b"".join(f"{len(c)}\t{p}".encode() + b"\0" for p, c in files.items())
-    return hashes + b"--sizes--\0" + sizes
+    hashes = b"".join(f"{sha(c)}  ./{p}\n".encode() for p, c in files.items())
+    sizes = b"".join(f"{len(c)}\t{p}\n".encode() for p, c in files.items())
+    return hashes + b"--sizes--\n" + sizes + b"--diff--\ta.py\0-1\n+1!\n"
 
 
 def test_compare_finds_created_modified_and_deleted_files():

@@ -1,0 +1,135 @@
+"""A real agent (claude) in a coder -> reviewer -> coder scene against benchflow's scripted
+model server, offline: the coder's memory is real and the read-only reviewer's
+permissions are the OS's.
+
+The model script answers by the conversation's first user message: the coder's
+("CODER: ...") and the reviewer's ("REVIEWER: ..."). The coder's third turn continues at
+the right step only if its conversation still starts with its first prompt, i.e. the ACP
+session (and claude's context) persisted; a new session would start with "Now add them
+up" and get the script's fallback text "NO MEMORY".
+
+Asserted: the coder's turns share one ACP session id; its third turn's model request
+holds the first turn's prompt and tool result; the reviewer (its own Unix user,
+`workspace: read-only`, `outputs: [review.md]`) gets EACCES writing /app/x, which does not
+exist afterwards, while its review.md is written; the role switch gaps are printed.
+
+    pytest -m slow tests/conformance/test_real_agent_scenes.py     (make test-scenes)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchflow.agents.base import StepOutcome
+from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene, Turn
+from benchflow.rollout import Rollout
+from benchflow.steps import Step
+from tests.conformance import offline
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.anyio]
+
+CODER_FIRST = "CODER: write the numbers 3, 4 and 5 to /app/numbers.txt."
+REVIEWER_FIRST = "REVIEWER: check /app/numbers.txt and write your review to /app/review.md."
+CODER_AGAIN = "Now add them up and write the sum to /app/sum.txt."
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class TimedRollout(Rollout):
+    """Notes when each turn ends and when the next prompt goes out (the switch gap)."""
+
+    marks: list[tuple[str, float]]
+
+    def _enter_step(self, step: Step) -> None:
+        super()._enter_step(step)
+        self.marks.append(("send", time.monotonic()))
+
+    def _count(self, outcome: StepOutcome) -> None:
+        super()._count(outcome)
+        self.marks.append(("end", time.monotonic()))
+
+
+def model_script(folder: Path) -> Path:
+    path = folder / "scene-model.yaml"
+    path.write_text(yaml.safe_dump({"name": "coder-reviewer-coder", "answers": [
+        {"match": "CODER: write the numbers", "steps": [
+            {"shell": "printf '3\\n4\\n5\\n' > /app/numbers.txt && cat /app/numbers.txt"},
+            {"text": "Wrote the numbers."},
+            {"shell": "awk '{ s += $1 } END { print s }' /app/numbers.txt | tee /app/sum.txt"},
+            {"shell": "ls -a /app"},
+            {"text": "The sum is 12."}]},
+        {"match": "REVIEWER: check", "steps": [
+            {"shell": "id -un; cat /app/numbers.txt; touch /app/x; echo rc=$?"},
+            {"shell": "echo LGTM > /app/review.md && cat /app/review.md"},
+            {"text": "Reviewed: LGTM."}]}],
+        "steps": [{"text": "NO MEMORY"}]}))
+    return path
+
+
+@pytest.mark.timeout(1500)
+async def test_claude_coder_remembers_across_the_reviewer_and_the_reviewer_is_read_only(
+        tmp_path, job_label, request):
+    scene = Scene(name="review", roles=[
+        Role(name="coder", agent="claude"),
+        Role(name="reviewer", agent="claude", workspace="read-only", outputs=["review.md"])],
+        turns=[Turn(role="coder", prompt=CODER_FIRST),
+               Turn(role="reviewer", prompt=REVIEWER_FIRST),
+               Turn(role="coder", prompt=CODER_AGAIN)])
+    rollout = TimedRollout(RolloutConfig(
+        task_path=offline.TASK, scenes=[scene], jobs_dir=tmp_path, job_name=job_label,
+        model_endpoint=ModelEndpoint(script=model_script(tmp_path)), verifier_disabled=True))
+    rollout.marks = []
+    result = await rollout.run()
+    assert result.error is None, result.error
+    root = rollout.paths.root
+    events = offline.events(root)
+
+    # one ACP session for the coder's first and third turns
+    prompts = [e for e in events if e.get("type") == "user_message" and "update" not in e]
+    assert [(p["role"], p["turn"], p.get("session_turn")) for p in prompts] == [
+        ("coder", 0, 0), ("reviewer", 1, 0), ("coder", 2, 1)]
+    assert prompts[0]["session_id"] == prompts[2]["session_id"] != prompts[1]["session_id"]
+    coder_sessions = {e.get("session_id") for e in events
+                      if e.get("role") == "coder" and e.get("session_id")}
+    assert len(coder_sessions) == 1
+
+    # the memory is real: the third turn's model requests hold the first turn
+    third = [r for r in offline.requests(root)
+             if CODER_AGAIN in json.dumps(r.get("body") or {})]
+    assert third, "no model request of the coder's third turn"
+    body = third[-1]["body"]
+    assert CODER_FIRST in json.dumps(body)
+    assert any("3\n4\n5" in t for t in offline.tool_results("anthropic", body))
+    calls = offline.tool_calls(events)
+    assert any(c.mentions("12") for c in calls.values())  # the sum, at the right step
+    assert "NO MEMORY" not in json.dumps([e.get("text") for e in events])
+
+    # the read-only reviewer: its own user, EACCES on /app/x, its review.md written
+    reviewer = [c for c in calls.values() if c.mentions("touch /app/x")]
+    assert reviewer and reviewer[0].mentions("Permission denied")
+    assert reviewer[0].mentions("agent-reviewer") and reviewer[0].mentions("rc=1")
+    assert any(c.mentions("LGTM") for c in calls.values() if c.mentions("review.md"))
+    listing = [c for c in calls.values() if c.mentions("ls -a /app")]
+    assert listing and listing[0].mentions("review.md") and not any(
+        line.strip() == "x" for t in listing[0].texts for line in t.splitlines())
+
+    gaps = []
+    last_end = None
+    for kind, at in rollout.marks:
+        if kind == "end":
+            last_end = at
+        elif last_end is not None:
+            gaps.append(at - last_end)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"\nclaude coder/reviewer: switch gaps {[round(g, 3) for g in gaps]}"
+                            f" s (reviewer's first includes its start), agent phase "
+                            f"{result.durations.agent_execution_sec} s")
