@@ -177,14 +177,19 @@ class ModelEndpoint(FrozenModel):
 class ForkSource(FrozenModel):
     """Where a forked rollout starts (`benchflow fork`): the snapshot of the original
     rollout's sandbox before step `step`; steps `step`.. run again with this config's
-    roles. `history` holds, per role, the summary of its earlier turns prepended to its
-    first prompt (rollout/replay.py); `baseline` the original's hardening baseline."""
+    roles. A role with earlier turns restores its ACP session (`sessions`, session/load)
+    where its agent supports it, else gets `history`, the summary of its earlier turns,
+    before its first prompt (rollout/replay.py); `baseline`: the original's hardening
+    baseline."""
 
     rollout: str = Field(description="the original rollout's folder")
     step: int = Field(ge=0, description="the first step (turn) run again")
     snapshot: str
     baseline: dict[str, Any] | None = None
     history: dict[str, str] = Field(default_factory=dict)
+    sessions: dict[str, str] = Field(
+        default_factory=dict, description="per role: the original's ACP session id, restored "
+        "with session/load where the role's agent (unchanged) supports it")
 
 
 class RolloutConfig(FrozenModel):

@@ -34,6 +34,9 @@ class Step:
     """The step's prompt index in its session (0: the step opens it)."""
     ends_session: bool = True
     """No later step uses this step's session: it is closed after this step."""
+    history: str | None = None
+    """A forked rollout's summary of the role's turns before the fork: sent before the
+    prompt unless the agent restored its session itself (`rollout/replay.py`)."""
 
 
 def resolve_prompt(turn_prompt: str | None, scene: str, role: str,

@@ -28,6 +28,7 @@ from benchflow.acp.handshake import (
     AcpMcpServer,
     acp_mcp_servers,
     initialize_agent,
+    load_session,
     open_session,
 )
 from benchflow.acp.permissions import PermissionPolicy
@@ -110,6 +111,8 @@ class AcpSession:
         self.model_recorded: str | None = None
         self.model_selectable = False
         self.usage_total: Usage | None = None
+        self.resumed = False
+        """The session was restored with session/load (`open(resume=...)`)."""
         self.mcp_servers: list[str] = []
         """Names of the MCP servers given to the agent at session/new."""
 
@@ -149,6 +152,7 @@ class AcpSession:
         auth_method: str | None = None,
         mcp_servers: Sequence[McpServer] = (),
         umask: str | None = None,
+        resume: str | None = None,
     ) -> AsyncIterator[AcpSession]:
         """Start the agent, run the handshake, yield the session; stop the agent on exit.
 
@@ -158,7 +162,9 @@ class AcpSession:
         `stderr_path`). fs and terminal requests run in `sandbox` as `user`.
         `mcp_servers` go to session/new, those of transports the agent does not accept
         dropped with a warning naming the agent. `umask` applies to the agent and to the
-        files and commands it asks the client for.
+        files and commands it asks the client for. `resume`: a session id the agent saved
+        (in its sandbox files) to restore with session/load instead of starting a new one,
+        when the agent supports it (`resumed` says whether it did).
 
         Raises:
             AgentTimeout: the handshake exceeded `timeouts.handshake_sec`
@@ -204,7 +210,7 @@ class AcpSession:
                 session._conn = connect_to_agent(client, transport)
                 try:
                     await session._handshake(model, credentials or {}, auth_method,
-                                             list(mcp_servers))
+                                             list(mcp_servers), resume)
                     yield session
                 finally:
                     with anyio.CancelScope(shield=True):
@@ -217,7 +223,7 @@ class AcpSession:
 
     async def _handshake(
         self, model: str | None, credentials: Mapping[str, str], auth_method: str | None,
-        mcp_servers: list[McpServer],
+        mcp_servers: list[McpServer], resume: str | None = None,
     ) -> None:
         async def steps() -> None:
             init = await initialize_agent(
@@ -231,6 +237,8 @@ class AcpSession:
                                name, ", ".join(sorted({s.transport for s in dropped})),
                                ", ".join(s.name for s in dropped))
             self.mcp_servers = [s.name for s in mcp_servers if s not in dropped]
+            if resume is not None and init.load_session and await self._load(resume, sent):
+                return
             await self._open_session(model, sent)
 
         await self._bounded(steps)
@@ -268,6 +276,22 @@ class AcpSession:
         self._recorder.record(
             "agent_state", session_id=self.session_id, name="model", update=opened.model_state
         )
+
+    async def _load(self, session_id: str, mcp_servers: list[AcpMcpServer]) -> bool:
+        """session/load `session_id`; False (and a warning) when the agent refuses."""
+        try:
+            opened = await load_session(self._connection(), self._rpc, session_id=session_id,
+                                        cwd=self.cwd, on_session=self._recorder.add_session,
+                                        mcp_servers=mcp_servers)
+        except AgentProtocolError as exc:
+            logger.warning("agent could not load session %s (starting a new one): %s",
+                           session_id, exc)
+            return False
+        self.session_id, self.resumed = opened.session_id, True
+        self.model_recorded, self.model_selectable = opened.model_recorded, opened.model_selectable
+        self._recorder.record("agent_state", session_id=self.session_id, name="session_load",
+                              update=opened.model_state)
+        return True
 
     async def new_session(self, model: str | None = None) -> str:
         """Start a fresh ACP session on the same agent process (a new round: no memory

@@ -146,6 +146,11 @@ class AcpConnection:
         self._ctx = ctx
         self._role = role
 
+    @property
+    def resumed(self) -> bool:
+        """The session was restored (session/load): the agent has its earlier turns."""
+        return self.session.resumed
+
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         """Send the step's prompt and wait for the turn to end, within the role's
         `timeout_sec` and what is left of the agent phase (counted from now: the session
@@ -321,6 +326,7 @@ class AcpAgentDriver:
 
         prep = await self.prepare_launch(ctx, role)
         plan = prep.plan
+        resume = ctx.resume_sessions.pop(role.name, None)
         try:
             async with AcpSession.open(
                 ctx.sandbox, argv=plan.argv, cwd=ctx.workdir, env=prep.env,
@@ -328,7 +334,7 @@ class AcpAgentDriver:
                 scene=scene, trajectory=ctx.trajectory,
                 stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
                 timeouts=prep.timeouts, model=plan.acp_model, auth_method=plan.auth_method,
-                mcp_servers=ctx.mcp_servers, umask=prep.umask,
+                mcp_servers=ctx.mcp_servers, umask=prep.umask, resume=resume,
             ) as session:
                 yield AcpConnection(session, ctx, role)
         finally:

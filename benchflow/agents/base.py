@@ -76,6 +76,9 @@ class AgentContext:
     model_endpoint: ModelEndpoint | None = None
     """The model endpoint as the host reaches it (base_url, key variable), for drivers that
     call a model themselves (the model agent)."""
+    resume_sessions: dict[str, str] = field(default_factory=dict)
+    """ACP session ids to restore (session/load) at a role's next connect, by role name
+    (a forked rollout's roles that had turns before the fork); taken when used."""
     roles: dict[str, RoleAccess] = field(default_factory=dict)
     """Each role's own Unix user and access, by role name (empty: every role runs as
     `agent_user`, as in a one-role rollout)."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from benchflow.config import ForkSource, RolloutConfig
 from benchflow.errors import ConfigError
 from benchflow.roles import RoleAgent, assign_roles
-from benchflow.rollout.replay import histories, with_history
+from benchflow.rollout.replay import histories
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.snapshots import TurnSnapshot, read_snapshots
 from benchflow.sandbox.base import Sandbox, SnapshotSandbox
@@ -97,13 +97,18 @@ async def plan_fork(rollout_dir: Path, at_turn: int, roles: Mapping[str, RoleAge
     scenes = assign_roles(config.scenes, roles, source=str(rollout_dir))
     await _check_snapshot_exists(record.backend, record.provider_config, snapshot.name)
     steps = desugar(config.scenes, "")
-    history = histories(rollout_dir / "trajectory" / "acp_trajectory.jsonl",
-                        _history_roles(steps, at_turn))
+    trajectory = rollout_dir / "trajectory" / "acp_trajectory.jsonl"
+    wanted = _history_roles(steps, at_turn)
+    same_agent = {r.name for s in scenes for r in s.roles} - {
+        name for name, given in roles.items()
+        if any(r.name == name and r.agent != given.agent for s in config.scenes
+               for r in s.roles)}
     source = ForkSource(
         rollout=f"{original.job_name}/{original.rollout_name}", step=at_turn,
         snapshot=snapshot.name,
         baseline=record.baseline.model_dump(mode="json") if record.baseline else None,
-        history=history)
+        history=histories(trajectory, wanted),
+        sessions=last_sessions(trajectory, [w for w in wanted if w[0] in same_agent]))
     stamp = datetime.now().strftime("%Y-%m-%d__%H-%M-%S")
     name = job_name or f"fork-{original.job_name}-t{at_turn}-{stamp}"
     base = config.model_copy(update={
@@ -115,6 +120,25 @@ async def plan_fork(rollout_dir: Path, at_turn: int, roles: Mapping[str, RoleAge
     if existing.exists():
         raise ConfigError(f"{existing} exists already; choose another --job-name")
     return ForkPlan(original=original, snapshot=snapshot, configs=configs)
+
+
+def last_sessions(trajectory: Path, roles: Sequence[tuple[str, str | None, int]]
+                  ) -> dict[str, str]:
+    """Each role's ACP session id at its last prompt before the fork (same scene)."""
+    from benchflow.trajectory.events import UserMessageEvent
+    from benchflow.trajectory.reader import iter_events
+
+    if not trajectory.is_file():
+        return {}
+    wanted = {role: (scene, before) for role, scene, before in roles}
+    found: dict[str, str] = {}
+    for event in iter_events(trajectory):
+        if (isinstance(event, UserMessageEvent) and event.update is None
+                and event.role in wanted and event.session_id and event.turn is not None):
+            scene, before = wanted[event.role]
+            if event.scene == scene and event.turn < before:
+                found[event.role] = event.session_id
+    return found
 
 
 def _history_roles(steps: Sequence[Step], at: int) -> list[tuple[str, str | None, int]]:
@@ -151,8 +175,7 @@ def fork_steps(fork: ForkSource, steps: Sequence[Step]) -> list[Step]:
     for step in steps[fork.step:]:
         name = step.role.name
         if name not in started and name in fork.history:
-            step = dataclasses.replace(step, prompt=with_history(fork.history[name],
-                                                                 step.prompt))
+            step = dataclasses.replace(step, history=fork.history[name])
         started.add(name)
         out.append(step)
     return assign_sessions(out)

@@ -240,6 +240,8 @@ class Rollout:
         )
         if self._solution_tree is not None:
             solution_placed(self.ctx, self._solution_tree)
+        if self.config.fork is not None:  # roles that restore their session (session/load)
+            self.ctx.resume_sessions = dict(self.config.fork.sessions)
 
     @phase("agent_setup")
     async def install_agent(self) -> None:

@@ -25,6 +25,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from benchflow.agents.base import AgentConnection, AgentContext, AgentDriver, StepOutcome
+from benchflow.rollout.replay import with_history
 from benchflow.steps import Step
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class _Session:
     skills: tuple[str, ...]
     requests: MemoryObjectSendStream[_Request]
     prompts: int = 0
+    resumed: bool = False
+    """The agent restored the role's earlier session (session/load)."""
     closed: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -155,6 +158,8 @@ class SessionPool:
         if key not in self._sessions:
             await self.open(step)
         session = self._sessions[key]
+        if step.history is not None and not session.resumed:  # a fork's replayed turns
+            step = dataclasses.replace(step, prompt=with_history(step.history, step.prompt))
         request = _Request(dataclasses.replace(step, skills=session.skills))
         writer = self.ctx.trajectory
         if writer is not None:
@@ -188,6 +193,7 @@ class SessionPool:
         started = False
         try:
             async with requests, driver.connect(self.ctx, step.role, step.scene) as connection:
+                session.resumed = bool(getattr(connection, "resumed", False))
                 if self.on_open is not None:
                     self.on_open(step, connection)
                 task_status.started()
