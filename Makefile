@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-conformance test-scenes bench matrix parity clean
 
 setup: install docker
 
@@ -56,6 +56,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py
 	$(BIN)/python labs/benchmarks/rollout_overhead.py --harden
 	$(BIN)/python labs/benchmarks/acp_throughput.py
+	$(BIN)/python labs/benchmarks/role_switch.py
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
 
@@ -69,6 +70,12 @@ parity: setup
 
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance
+
+# Scenes with a real agent (claude, npm, offline against the scripted model server): the
+# coder remembers across the reviewer's turn, the read-only reviewer gets EACCES, a fork
+# restores the coder's ACP session (~5 min; also part of test-conformance and test-slow).
+test-scenes: setup
+	$(BIN)/pytest -m slow tests/conformance/test_real_agent_scenes.py
 
 clean:
 	rm -rf $(VENV) jobs

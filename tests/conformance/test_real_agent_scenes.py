@@ -74,20 +74,36 @@ def model_script(folder: Path) -> Path:
     return path
 
 
-@pytest.mark.timeout(1500)
-async def test_claude_coder_remembers_across_the_reviewer_and_the_reviewer_is_read_only(
-        tmp_path, job_label, request):
-    scene = Scene(name="review", roles=[
+def review_scene(reviewer_model: str | None = None) -> Scene:
+    return Scene(name="review", roles=[
         Role(name="coder", agent="claude"),
-        Role(name="reviewer", agent="claude", workspace="read-only", outputs=["review.md"])],
+        Role(name="reviewer", agent="claude", model=reviewer_model, workspace="read-only",
+             outputs=["review.md"])],
         turns=[Turn(role="coder", prompt=CODER_FIRST),
                Turn(role="reviewer", prompt=REVIEWER_FIRST),
                Turn(role="coder", prompt=CODER_AGAIN)])
+
+
+@pytest.fixture(scope="module")
+async def original(tmp_path_factory, job_label):
+    """The coder/reviewer rollout with claude in both roles, turns snapshotted."""
+    folder = tmp_path_factory.mktemp("real-scenes")
     rollout = TimedRollout(RolloutConfig(
-        task_path=offline.TASK, scenes=[scene], jobs_dir=tmp_path, job_name=job_label,
-        model_endpoint=ModelEndpoint(script=model_script(tmp_path)), verifier_disabled=True))
+        task_path=offline.TASK, scenes=[review_scene()], jobs_dir=folder, job_name=job_label,
+        model_endpoint=ModelEndpoint(script=model_script(folder)), verifier_disabled=True,
+        snapshot_turns=True))
     rollout.marks = []
     result = await rollout.run()
+    yield rollout, result
+    from benchflow.rollout.snapshots import remove_snapshots
+
+    await remove_snapshots([rollout.paths.root])
+
+
+@pytest.mark.timeout(1500)
+async def test_claude_coder_remembers_across_the_reviewer_and_the_reviewer_is_read_only(
+        original, request):
+    rollout, result = original
     assert result.error is None, result.error
     root = rollout.paths.root
     events = offline.events(root)
@@ -133,3 +149,45 @@ async def test_claude_coder_remembers_across_the_reviewer_and_the_reviewer_is_re
         reporter.write_line(f"\nclaude coder/reviewer: switch gaps {[round(g, 3) for g in gaps]}"
                             f" s (reviewer's first includes its start), agent phase "
                             f"{result.durations.agent_execution_sec} s")
+
+
+@pytest.mark.timeout(1500)
+async def test_fork_at_the_reviewer_restores_the_claude_coder_session(original, tmp_path):
+    """Fork at turn 1 with another reviewer (the scripted agent): the coder's third turn
+    restores its first turn's session (ACP session/load from the snapshot), so its
+    conversation, and the model script's position in it, go on from the first turn."""
+    from benchflow.roles import RoleAgent
+    from benchflow.rollout.fork import plan_fork, run_fork
+
+    rollout, first = original
+    assert first.error is None, first.error
+    other = tmp_path / "other-reviewer.yaml"
+    other.write_text(yaml.safe_dump({"roles": {"reviewer": {"turns": [{"actions": [
+        {"type": "shell", "command": "cat /app/numbers.txt; touch /app/x; echo rc=$?"},
+        {"type": "write_file", "path": "/app/review.md", "content": "Second opinion: ok\n"},
+        {"type": "message", "text": "scripted reviewer done"}]}]}}}))
+    plan = await plan_fork(rollout.paths.root, 1,
+                           {"reviewer": RoleAgent("scripted", str(other))},
+                           jobs_dir=tmp_path, job_name="fork-real")
+    assert plan.configs[0].fork is not None and "coder" in plan.configs[0].fork.sessions
+    (result,) = await run_fork(plan)
+    assert result.error is None, result.error
+    assert result.parent is not None and result.parent.turn == 1
+    (root,) = [p.parent for p in (tmp_path / "fork-real").glob("*/*/*/result.json")]
+    events = offline.events(root)
+    loads = [e for e in events if e.get("type") == "agent_state"
+             and e.get("name") == "session_load"]
+    assert [e["role"] for e in loads] == ["coder"]  # restored, not summarised
+    prompts = [e for e in events if e.get("type") == "user_message" and "update" not in e]
+    assert [(p["role"], p["turn"]) for p in prompts] == [("reviewer", 1), ("coder", 2)]
+    assert prompts[1]["text"] == CODER_AGAIN  # no summary prompt: the agent remembers
+    third = [r for r in offline.requests(root)
+             if CODER_AGAIN in json.dumps(r.get("body") or {})]
+    assert third and CODER_FIRST in json.dumps(third[-1]["body"])
+    assert any("3\n4\n5" in t for t in offline.tool_results("anthropic", third[-1]["body"]))
+    assert any(c.mentions("12") for c in offline.tool_calls(events).values())
+    # the other reviewer ran, read-only like the first
+    calls = offline.tool_calls([e for e in events if e.get("role") == "reviewer"])
+    (probe,) = [c for c in calls.values() if c.mentions("touch /app/x")]
+    assert probe.mentions("Permission denied") and probe.mentions("rc=1")
+    assert any(e.get("text") == "scripted reviewer done" for e in events)
