@@ -127,6 +127,7 @@ class Pages:
             roles={name: i % ROLE_COLOURS for i, name in enumerate(roles)},
             config=data.trial_config(trial_dir), logs=data.trial_logs(self.root, trial_dir),
             timeline=timeline, live=result is None, page=page,
+            forks=data.forks_of(self.root, f"{job_dir.name}/{rel}") if page == 1 else [],
         )
 
     def compare(self, a: Path, b: Path) -> str:

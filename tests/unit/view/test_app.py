@@ -221,3 +221,24 @@ def test_verifier_output_in_either_layout(jobs: Path, client: TestClient) -> Non
     (trial / "logs" / "verifier" / "stdout.txt").write_text("moved to logs/verifier\n")
     html = client.get("/jobs/job-a/scripted/ds/t2__1/index.html").text
     assert "verifier stdout" in html and "moved to logs/verifier" in html
+
+
+def test_forks_link_both_ways(jobs: Path) -> None:
+    from benchflow.paths import RolloutPaths
+    from benchflow.rollout.result import ParentRef
+
+    from .jobs_fixture import _result
+
+    fork = _result("job-fork", "scripted", "t1", 1, 0.0).model_copy(
+        update={"parent": ParentRef(rollout="job-a/scripted/ds/t1__1", turn=1)})
+    paths = RolloutPaths.for_trial(jobs, "job-fork", "scripted", "ds", "t1", 1)
+    paths.mkdirs()
+    paths.result.write_text(fork.model_dump_json())
+    client = TestClient(create_app(jobs))
+    child = client.get("/jobs/job-fork/scripted/ds/t1__1/index.html").text
+    assert ('forked from <a href="/jobs/job-a/scripted/ds/t1__1/index.html">'
+            'job-a/scripted/ds/t1__1</a> at turn 1') in child
+    original = client.get(TRIAL).text
+    assert "forks of this rollout" in original
+    assert ('<a href="/jobs/job-fork/scripted/ds/t1__1/index.html">job-fork/scripted/ds/t1__1'
+            '</a> <small>at turn 1</small>') in original
