@@ -368,6 +368,8 @@ class Rollout:
                 await self.turns.aclose()
             else:
                 await self.turns.aclose(type(error), error, error.__traceback__)
+        if self.workspace is not None:
+            await self.workspace.aclose()
         if self.ctx is not None:
             self.ctx.agent_deadline = None
 

@@ -1,11 +1,14 @@
 """What each turn did to the workspace: a `workspace_changes` trajectory event per turn.
 
-Before the first turn one exec hashes every file of the workspace (sha256, size; `.git`
-left out) and keeps a root-only copy of the small ones; after each turn one exec hashes
-the tree again and prints, for each file whose hash changed, a unified diff against its
-copy (files of at most `DIFF_MAX_BYTES`; binary files get none), updating the copy. The
-manifests are compared here (created, modified, deleted). Changes to the task's test, verifier or config files are flagged
-(`is_flagged`). The event carries the scene, role and turn of the turn that made them.
+Before the first turn the workspace's files are hashed (sha256, size; `.git` left out)
+and a root-only copy of the small ones is kept; after each turn the tree is hashed again
+and, for each file whose hash changed, a unified diff against its copy is printed (files
+of at most `DIFF_MAX_BYTES`; binary files get none) and the copy updated: one call of
+`workspace_scan.sh` per turn, in a root shell kept open for the agent phase (`LiveShell`:
+a few ms instead of an exec's round trips; `exec` when the backend has no live
+processes). The manifests are compared here (created, modified, deleted). Changes to the
+task's test, verifier or config files are flagged (`is_flagged`). The event carries the
+scene, role and turn of the turn that made them.
 
 A failure to scan is logged and skips that turn's event: the record never fails a rollout.
 """
@@ -25,6 +28,7 @@ from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError
 from benchflow.rollout.result import write_json_atomic
 from benchflow.sandbox.base import SYSTEM_PATH, Sandbox
+from benchflow.sandbox.live_shell import LiveShell
 from benchflow.steps import Step
 from benchflow.trajectory.writer import TrajectoryWriter
 
@@ -143,6 +147,7 @@ class WorkspaceTracker:
         self.flagged_folders = tuple(flagged_folders)
         self._before: Manifest | None = None
         self.enabled = self.workdir not in _UNTRACKED_WORKDIRS
+        self._shell = LiveShell(sandbox)
 
     async def start(self, record: Path | None = None) -> None:
         """Before the first turn: the first manifest and the copy of small files; the
@@ -179,9 +184,15 @@ class WorkspaceTracker:
                           session_turn=step.session_turn)
         return changes
 
+    async def aclose(self) -> None:
+        await self._shell.aclose()
+
     async def _scan(self, mode: str) -> bytes | None:
         argv = ["sh", "-c", SCAN_SCRIPT.read_text(), "workspace_scan", mode, self.workdir,
                 SHADOW_DIR, str(DIFF_MAX_BYTES)]
+        result = await self._shell.run(argv, timeout=_SCAN_TIMEOUT_SEC)  # ~ms, not an exec
+        if result is not None and result.exit_code == 0:
+            return result.stdout
         try:
             result = await self.sandbox.exec(argv, user="root", timeout=_SCAN_TIMEOUT_SEC,
                                              env={"PATH": SYSTEM_PATH})
