@@ -42,17 +42,21 @@ _MAX_USER = 32
 
 
 def rollout_roles(scenes: Sequence[Scene]) -> dict[str, Role]:
-    """Each role name of the rollout, with its first declaration (a role that appears in
-    several scenes is one role: one user)."""
+    """Each role name of the rollout whose agent runs as a sandbox user (not the built-in
+    oracle and nop), with its first declaration (a role that appears in several scenes is
+    one role: one user)."""
+    from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
+
     roles: dict[str, Role] = {}
     for scene in scenes:
         for role in scene.roles:
-            roles.setdefault(role.name, role)
+            if role.agent not in BUILTIN_AGENT_NAMES:
+                roles.setdefault(role.name, role)
     return roles
 
 
 def needs_role_users(scenes: Sequence[Scene]) -> bool:
-    """Whether roles get their own users: several roles, or any read-only one."""
+    """Whether roles get their own users: several agent roles, or a read-only one."""
     roles = rollout_roles(scenes)
     return len(roles) > 1 or any(r.workspace == "read-only" for r in roles.values())
 

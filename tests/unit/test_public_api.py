@@ -45,7 +45,7 @@ def test_no_undeclared_public_modules_leak_into_all():
     exported = {n for n in dir(benchflow) if not n.startswith("_")}
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
                "settings", "steps", "task", "verify", "trajectory", "acp", "users", "telemetry",
-               "model_server", "mcp", "skills", "view", "models", "qa"}
+               "model_server", "mcp", "skills", "view", "models", "qa", "roles"}
     assert exported - set(benchflow.__all__) <= modules
 
 

@@ -21,12 +21,15 @@ def test_role_user_names_are_valid_unix_names():
 
 
 def test_only_several_roles_or_a_read_only_one_get_their_own_users():
-    one = Scene.single(agent="nop")
+    one = Scene.single(agent="claude")
     assert not needs_role_users([one, one])  # one role name across scenes
-    assert needs_role_users([one, Scene.single(agent="nop", role="other")])
-    ro = Scene(roles=[Role(name="r", agent="nop", workspace="read-only")],
+    assert needs_role_users([one, Scene.single(agent="codex", role="other")])
+    ro = Scene(roles=[Role(name="r", agent="claude", workspace="read-only")],
                turns=[Turn(role="r")])
     assert needs_role_users([ro])
+    # the built-in agents run as root (oracle) or not at all (nop): no users for them
+    assert not needs_role_users([one, Scene.single(agent="oracle", role="solver"),
+                                 Scene.single(agent="nop", role="idle")])
 
 
 def test_access_arguments_name_each_role_and_the_read_only_outputs():
