@@ -52,9 +52,9 @@ class TimedRollout(Rollout):
         super()._enter_step(step)
         self.marks.append(("send", step.role.name, time.monotonic()))
 
-    def _count(self, outcome: StepOutcome) -> None:
-        super()._count(outcome)
-        self.marks.append(("end", "", time.monotonic()))
+    async def _after_step(self, step: Step, outcome: StepOutcome) -> None:
+        self.marks.append(("end", "", time.monotonic()))  # then what benchflow does between
+        await super()._after_step(step, outcome)          # turns (workspace changes)
 
 
 def scripted_script(folder: Path, turns: int) -> Path:
@@ -67,18 +67,14 @@ def scripted_script(folder: Path, turns: int) -> Path:
 
 
 def model_script(folder: Path, turns: int) -> Path:
-    """Per role (told apart by its first prompt), per turn: one shell command, then text."""
+    """Each turn of each role: one shell command, then text. One step list serves both
+    roles: a step is chosen by the position in the calling role's own conversation (its
+    tool results and finished turns), so a role's k-th turn plays steps 2k and 2k+1."""
     path = folder / "model.yaml"
-
-    def steps(role: str) -> list[dict[str, str]]:
-        out = []
-        for i in range(turns):
-            out += [{"shell": f"echo {role}-{i} >> /app/log.txt"}, {"text": f"{role} {i} done"}]
-        return out
-
-    path.write_text(yaml.safe_dump({"name": "role-switch", "answers": [
-        {"match": "ROLE-SWITCH-CODER", "steps": steps("coder")},
-        {"match": "ROLE-SWITCH-REVIEWER", "steps": steps("reviewer")}]}))
+    steps: list[dict[str, str]] = []
+    for i in range(turns):
+        steps += [{"shell": f"echo turn-{i} >> /app/log.txt"}, {"text": f"turn {i} done"}]
+    path.write_text(yaml.safe_dump({"name": "role-switch", "steps": steps}))
     return path
 
 

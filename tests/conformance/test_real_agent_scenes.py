@@ -52,9 +52,9 @@ class TimedRollout(Rollout):
         super()._enter_step(step)
         self.marks.append(("send", time.monotonic()))
 
-    def _count(self, outcome: StepOutcome) -> None:
-        super()._count(outcome)
-        self.marks.append(("end", time.monotonic()))
+    async def _after_step(self, step: Step, outcome: StepOutcome) -> None:
+        self.marks.append(("end", time.monotonic()))  # then what benchflow does between turns
+        await super()._after_step(step, outcome)
 
 
 def model_script(folder: Path) -> Path:
