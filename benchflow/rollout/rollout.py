@@ -435,7 +435,9 @@ class Rollout:
         """After a turn: count it, and record what it changed in the workspace."""
         self._count(outcome)
         if self.workspace is not None and self.ctx is not None:
-            await self.workspace.record(self.ctx.trajectory, step)
+            session = self.turns.pool.session_id((step.scene_index, step.role.name)) \
+                if self.turns is not None else None
+            await self.workspace.record(self.ctx.trajectory, step, session_id=session)
 
     def _count(self, outcome: StepOutcome) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported."""

@@ -55,6 +55,8 @@ class _Session:
     prompts: int = 0
     resumed: bool = False
     """The agent restored the role's earlier session (session/load)."""
+    session_id: str | None = None
+    """The ACP session id, for ACP agents."""
     closed: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -120,6 +122,11 @@ class SessionPool:
         """Prompts the role's open session answered so far (0 when none is open)."""
         session = self._sessions.get(key)
         return session.prompts if session is not None else 0
+
+    def session_id(self, key: SessionKey) -> str | None:
+        """The ACP session id of the role's open session (None: none, or not ACP)."""
+        session = self._sessions.get(key)
+        return session.session_id if session is not None else None
 
     @property
     def keys(self) -> list[SessionKey]:
@@ -194,6 +201,8 @@ class SessionPool:
         try:
             async with requests, driver.connect(self.ctx, step.role, step.scene) as connection:
                 session.resumed = bool(getattr(connection, "resumed", False))
+                session.session_id = getattr(getattr(connection, "session", None),
+                                             "session_id", None)
                 if self.on_open is not None:
                     self.on_open(step, connection)
                 task_status.started()

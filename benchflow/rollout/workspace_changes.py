@@ -162,7 +162,8 @@ class WorkspaceTracker:
                     {path: {"sha256": f.sha256, "size": f.size}
                      for path, f in sorted(self._before.files.items())}, indent=1))
 
-    async def record(self, writer: TrajectoryWriter | None, step: Step) -> list[dict] | None:
+    async def record(self, writer: TrajectoryWriter | None, step: Step,
+                     session_id: str | None = None) -> list[dict] | None:
         """After `step`'s turn: write its event (returns the changes; None when the
         workspace could not be scanned)."""
         if not self.enabled or self._before is None:
@@ -181,7 +182,7 @@ class WorkspaceTracker:
         if writer is not None and not writer.closed:
             writer.record("workspace_changes", changes=changes, scene=step.scene,
                           role=step.role.name, turn=step.turn_index,
-                          session_turn=step.session_turn)
+                          session_turn=step.session_turn, session_id=session_id)
         return changes
 
     async def aclose(self) -> None:
