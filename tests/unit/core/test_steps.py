@@ -121,3 +121,37 @@ def test_single_scene_and_agent_labels():
 def test_unknown_config_keys_fail_with_their_name():
     with pytest.raises(ValidationError, match="scenez"):
         RolloutConfig.model_validate({"task_path": "t", "scenes": [], "scenez": []})
+
+
+def test_the_concepts_spec_examples_build_as_written():
+    import inspect
+    from pathlib import Path
+
+    import benchflow as bf
+    from benchflow import RolloutConfig, Scene
+
+    config = RolloutConfig(
+        task_path=Path("tasks/edit-pdf"),
+        scenes=[Scene.single(agent="gemini", model="gemini-3.1-pro-preview")],
+        environment="daytona",
+    )
+    assert inspect.iscoroutinefunction(bf.run) and config.environment == "daytona"
+    scene = Scene(
+        name="review-loop",
+        roles=[
+            Role(name="coder", agent="opencode", model="anthropic/claude-sonnet-4-6"),
+            Role(name="reviewer", agent="gemini", model="gemini-3.1-pro-preview"),
+        ],
+        turns=[
+            Turn(role="coder"),
+            Turn(role="reviewer", prompt="Review the current workspace."),
+            Turn(role="coder", prompt="Read the reviewer's feedback and revise."),
+        ],
+    )
+    steps = desugar([scene], "the task")
+    # the spec: the ACP session persists across a role's turns in a scene
+    assert [(s.role.name, s.session, s.session_turn) for s in steps] == [
+        ("coder", 0, 0), ("reviewer", 1, 0), ("coder", 0, 1)]
+    for name in ("setup", "start", "install_agent", "connect_as", "execute", "disconnect",
+                 "verify", "cleanup", "finish", "run"):
+        assert inspect.iscoroutinefunction(getattr(bf.Rollout, name)), name
