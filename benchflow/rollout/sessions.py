@@ -123,6 +123,11 @@ class SessionPool:
         session = self._sessions.get(key)
         return session.prompts if session is not None else 0
 
+    def skills(self, key: SessionKey) -> tuple[str, ...]:
+        """The skills the role's open session has (placed when it opened)."""
+        session = self._sessions.get(key)
+        return session.skills if session is not None else ()
+
     def session_id(self, key: SessionKey) -> str | None:
         """The ACP session id of the role's open session (None: none, or not ACP)."""
         session = self._sessions.get(key)
@@ -147,12 +152,21 @@ class SessionPool:
                   else step.skills)
         send, receive = anyio.create_memory_object_stream[_Request](1)
         session = _Session(first=step, skills=skills, requests=send)
+        writer = self.ctx.trajectory
+        before = writer.context.get("skills") if writer is not None else None
+        if writer is not None:  # what the handshake records names the session's skills
+            writer.context["skills"] = list(skills) or None
         try:
             await self._tg.start(self._serve, driver, session, receive,
                                  name=f"session-{step.scene}-{step.role.name}")
         except BaseException:
             send.close()
             raise
+        finally:
+            if writer is not None:
+                writer.context["skills"] = before
+                if before is None:
+                    writer.context.pop("skills", None)
         self._sessions[key] = session
 
     async def prompt(self, step: Step) -> StepOutcome:
@@ -168,16 +182,11 @@ class SessionPool:
         if step.history is not None and not session.resumed:  # a fork's replayed turns
             step = dataclasses.replace(step, prompt=with_history(step.history, step.prompt))
         request = _Request(dataclasses.replace(step, skills=session.skills))
-        writer = self.ctx.trajectory
-        if writer is not None:
-            writer.context["skills"] = list(session.skills) or None
         try:
             await session.requests.send(request)
             await request.done.wait()
         finally:
             session.prompts += 1
-            if writer is not None:
-                writer.context.pop("skills", None)
         if request.error is not None:
             raise request.error
         assert request.outcome is not None

@@ -83,11 +83,20 @@ class Turns:
             if step.session_turn == 0 and self.pool.prompts(key) > 0:
                 await self.pool.open(step)  # a fresh turn: the role starts over
             self._next_turn[step.scene_index] = step.turn_index + 1
-            if self._before is not None:
-                await self._before(step)
-            outcome = await self._bounded(step)
-            if self._after is not None:
-                await self._after(step, outcome)
+            writer = self.ctx.trajectory
+            try:
+                if self._before is not None:
+                    await self._before(step)
+                if not self.pool.is_open(key):
+                    await self.pool.open(step)
+                if writer is not None:  # every event of the step names its skills
+                    writer.context["skills"] = list(self.pool.skills(key)) or None
+                outcome = await self._bounded(step)
+                if self._after is not None:
+                    await self._after(step, outcome)
+            finally:
+                if writer is not None:
+                    writer.context.pop("skills", None)
             outcomes.append(outcome)
             if step.ends_session and isinstance(item, Step):
                 self.pool.close(key)

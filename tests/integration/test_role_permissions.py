@@ -99,7 +99,8 @@ async def test_a_read_only_reviewer_writes_only_its_output_and_scratch(tmp_path,
     # each role its own user
     coder, tester, reviewer = (outputs(events, r) for r in ("coder", "tester", "reviewer"))
     assert coder[0].strip() == "agent-coder" and tester[-1].strip() == "agent-tester"
-    assert reviewer[0].startswith("agent-reviewer\nx = 1\n")
+    assert reviewer[0].startswith("agent-reviewer\n")
+    assert "x = 1\nx = 10\n" in reviewer[0]  # it reads what the others wrote
     # the reviewer reads everything but writes nothing in the workspace: EACCES each way
     # (a command's stderr and stdout may come in either order)
     assert "Permission denied" in reviewer[0] and "rc=1" in reviewer[0].splitlines()
