@@ -88,7 +88,8 @@ def scene(agent: str, model: str | None, turns: int, fresh: bool) -> Scene:
 
 
 async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int,
-                  changes: bool = True) -> tuple[list[float], list[float], float]:
+                  changes: bool = True, multiplier: float = 1.0
+                  ) -> tuple[list[float], list[float], float]:
     folder = jobs_dir / f"scripts-{i}"
     folder.mkdir(parents=True, exist_ok=True)
     if agent == "scripted":
@@ -98,7 +99,7 @@ async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int,
     rollout = TimedRollout(RolloutConfig(
         task_path=TASK, scenes=[scene(agent, model, turns, fresh)], jobs_dir=jobs_dir,
         job_name=f"switch-{agent}", attempt=i + 1, verifier_disabled=True,
-        model_endpoint=endpoint, workspace_changes=changes))
+        model_endpoint=endpoint, workspace_changes=changes, timeout_multiplier=multiplier))
     result = await rollout.run()
     if result.error is not None:
         raise SystemExit(f"{agent}: {result.error.type}: {result.error.message}")
@@ -121,7 +122,8 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-async def main(agents: list[str], turns: int, runs: int, fresh: bool, changes: bool) -> None:
+async def main(agents: list[str], turns: int, runs: int, fresh: bool, changes: bool,
+               multiplier: float = 1.0) -> None:
     print(f"role switches: {turns} alternating turns (coder/reviewer, one agent program), "
           f"{runs} run(s) per agent, {'fresh' if fresh else 'persistent'} sessions, "
           f"workspace changes {'on' if changes else 'off'}")
@@ -133,7 +135,7 @@ async def main(agents: list[str], turns: int, runs: int, fresh: bool, changes: b
             cold: list[float] = []
             phase: list[float] = []
             for i in range(runs):
-                w, c, p = await one_run(agent, turns, fresh, Path(tmp), i, changes)
+                w, c, p = await one_run(agent, turns, fresh, Path(tmp), i, changes, multiplier)
                 warm += w
                 cold += c
                 phase.append(p)
@@ -151,6 +153,8 @@ if __name__ == "__main__":
                         help="session: fresh roles (a new agent at every switch)")
     parser.add_argument("--no-workspace-changes", action="store_true",
                         help="do not record workspace changes between turns")
+    parser.add_argument("--timeout-multiplier", type=float, default=1.0,
+                        help="more time for slow agents on a busy machine")
     args = parser.parse_args()
     anyio.run(main, args.agents.split(","), args.turns, args.runs, args.fresh,
-              not args.no_workspace_changes)
+              not args.no_workspace_changes, args.timeout_multiplier)
