@@ -147,7 +147,9 @@ def choose_turn(turns: list[dict[str, Any]], k: int, prompt: str) -> dict[str, A
 
 def next_prompt_index(role: str, script_path: Path) -> int:
     """How many prompts this role already received with this script, across processes."""
-    state_dir = Path(os.environ.get("SCRIPTED_AGENT_STATE_DIR") or "/tmp/.scripted-agent/")
+    # per user: roles that run as different users must not share (or block) one folder
+    state_dir = Path(os.environ.get("SCRIPTED_AGENT_STATE_DIR")
+                     or f"/tmp/.scripted-agent-{os.getuid()}/")
     state_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha1(str(script_path.resolve()).encode()).hexdigest()[:12]
     safe_role = re.sub(r"[^A-Za-z0-9_.-]", "_", role)

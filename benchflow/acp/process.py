@@ -15,7 +15,7 @@ from typing import IO
 
 import anyio
 
-from benchflow.acp.launch import default_env_file_path, launch_command
+from benchflow.acp.launch import default_env_file_path, launch_command, with_umask
 from benchflow.errors import SandboxExecError
 from benchflow.sandbox.base import SYSTEM_PATH, LiveProcess, Sandbox
 
@@ -45,6 +45,7 @@ class AgentProcess:
         cwd: str,
         user: str | None,
         stderr_path: Path | None = None,
+        umask: str | None = None,
     ) -> AgentProcess:
         """Upload the env file (0600, owned by `user`) and start the launcher with `argv`.
 
@@ -66,7 +67,7 @@ class AgentProcess:
                 raise SandboxExecError(
                     f"could not give the agent env file to user {user!r}: {result.text(500)}"
                 )
-        live = await sandbox.open_process(launch_argv, user=user, cwd=cwd)
+        live = await sandbox.open_process(with_umask(launch_argv, umask), user=user, cwd=cwd)
         return cls(live, stderr_path)
 
     async def run(self) -> None:

@@ -71,6 +71,17 @@ class LaunchPrep:
     """The value of `SESSION_MARKER_ENV` in the session's processes (to kill them after)."""
     env: dict[str, str]
     """The launch plan's env plus the session marker."""
+    umask: str | None = None
+    """The file mode mask of the session's processes (the role's, when roles share writes)."""
+
+
+async def role_user(ctx: AgentContext, role: str | None) -> AgentUser:
+    """The user `role` runs as: its own when the rollout gave roles their own users
+    (`ctx.roles`), else the agent user."""
+    access = ctx.roles.get(role) if role is not None else None
+    if access is not None:
+        return AgentUser(name=access.user, uid=access.uid, home=access.home)
+    return await ensure_agent_user(ctx)
 
 
 async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
@@ -129,17 +140,30 @@ async def kill_session_processes(ctx: AgentContext, user: AgentUser, marker: str
 class AcpConnection:
     """One open ACP session of a role; `session` is the live `AcpSession`."""
 
-    def __init__(self, session: AcpSession) -> None:
+    def __init__(self, session: AcpSession, ctx: AgentContext | None = None,
+                 role: Role | None = None) -> None:
         self.session = session
+        self._ctx = ctx
+        self._role = role
+
+    @property
+    def resumed(self) -> bool:
+        """The session was restored (session/load): the agent has its earlier turns."""
+        return self.session.resumed
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
-        """Send the step's prompt and wait for the turn to end.
+        """Send the step's prompt and wait for the turn to end, within the role's
+        `timeout_sec` and what is left of the agent phase (counted from now: the session
+        may have waited through other roles' turns).
 
         Raises:
             AgentTimeout, AgentExecutionError, AgentProtocolError: as `AcpSession.prompt`.
         """
+        wall = None
+        if self._ctx is not None and self._role is not None:
+            wall = self._ctx.turn_timeout_sec(self._role.timeout_sec)
         out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round,
-                                        session_turn=step.session_turn)
+                                        session_turn=step.session_turn, wall_sec=wall)
         usage = out.usage
         return StepOutcome(
             stop_reason=out.stop_reason, n_tool_calls=out.n_tool_calls,
@@ -269,7 +293,7 @@ class AcpAgentDriver:
             ConfigError: credentials are missing.
         """
         m = self.manifest
-        user = await ensure_agent_user(ctx)
+        user = await role_user(ctx, role.name)
         credentials = resolve_credentials(m, role.model, role.env)
         model = format_model(m, role.model)
         if m.model.upload_file and model and Path(model).expanduser().is_file():
@@ -279,15 +303,16 @@ class AcpAgentDriver:
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
             python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
-        wall = ctx.turn_timeout_sec(role.timeout_sec)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         from benchflow.acp import AcpTimeouts  # the ACP SDK only when an ACP agent runs
 
         timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
-                               idle_sec=idle, wall_sec=wall)
+                               idle_sec=idle, wall_sec=None)
         marker = secrets.token_hex(8)
+        access = ctx.roles.get(role.name)
         return LaunchPrep(user=user, plan=plan, timeouts=timeouts, marker=marker,
-                          env={**plan.env, SESSION_MARKER_ENV: marker})
+                          env={**plan.env, SESSION_MARKER_ENV: marker},
+                          umask=access.umask if access is not None else None)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
@@ -303,6 +328,7 @@ class AcpAgentDriver:
 
         prep = await self.prepare_launch(ctx, role)
         plan = prep.plan
+        resume = ctx.resume_sessions.pop(role.name, None)
         try:
             async with AcpSession.open(
                 ctx.sandbox, argv=plan.argv, cwd=ctx.workdir, env=prep.env,
@@ -310,9 +336,9 @@ class AcpAgentDriver:
                 scene=scene, trajectory=ctx.trajectory,
                 stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
                 timeouts=prep.timeouts, model=plan.acp_model, auth_method=plan.auth_method,
-                mcp_servers=ctx.mcp_servers,
+                mcp_servers=ctx.mcp_servers, umask=prep.umask, resume=resume,
             ) as session:
-                yield AcpConnection(session)
+                yield AcpConnection(session, ctx, role)
         finally:
             await kill_session_processes(ctx, prep.user, prep.marker)
 
@@ -338,4 +364,4 @@ class AcpAgentDriver:
 
 
 __all__ = ["DEFAULT_AGENT_USER", "AcpAgentDriver", "AcpConnection", "AgentUser", "LaunchPrep",
-           "ensure_agent_user", "kill_session_processes"]
+           "ensure_agent_user", "kill_session_processes", "role_user"]

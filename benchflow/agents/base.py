@@ -31,6 +31,22 @@ if TYPE_CHECKING:
     from benchflow.trajectory.writer import TrajectoryWriter
 
 
+@dataclass(frozen=True)
+class RoleAccess:
+    """The Unix user a role runs as, and what it may write (`rollout/role_access.py`)."""
+
+    role: str
+    user: str
+    uid: int
+    home: str
+    workspace: str
+    """`read-write` or `read-only`."""
+    scratch: str
+    """The role's own folder (mode 700), writable whatever its workspace access."""
+    umask: str | None = None
+    """Set on the role's processes (002 when several roles share write access)."""
+
+
 @dataclass
 class AgentContext:
     """What every driver may use during one rollout."""
@@ -62,6 +78,12 @@ class AgentContext:
     call a model themselves (the model agent)."""
     model_keys: Mapping[str, str] = field(default_factory=dict)
     """Each role's key for benchflow's model server or relay (calls are attributed by it)."""
+    resume_sessions: dict[str, str] = field(default_factory=dict)
+    """ACP session ids to restore (session/load) at a role's next connect, by role name
+    (a forked rollout's roles that had turns before the fork); taken when used."""
+    roles: dict[str, RoleAccess] = field(default_factory=dict)
+    """Each role's own Unix user and access, by role name (empty: every role runs as
+    `agent_user`, as in a one-role rollout)."""
 
     def require_sandbox(self, who: str) -> Sandbox:
         """The sandbox, or a ConfigError naming `who` when this rollout has none."""

@@ -90,6 +90,10 @@ def run_command(
         "--harden/--no-harden", help="force verifier hardening on for any agent (the oracle "
         "too: check a task survives it) or off (recorded as a warning in result.json); "
         "default: on unless the agent is oracle or nop")] = None,
+    snapshot_turns: Annotated[bool, typer.Option(
+        "--snapshot-turns", help="snapshot the sandbox at every turn boundary, for "
+        "`benchflow fork` and `benchflow jobs regrade` (removed by `benchflow jobs rm`)")
+    ] = False,
     agent_endpoint: Annotated[str | None, typer.Option(
         "--agent-endpoint", help="with -a http: the URL receiving one POST per attempt")] = None,
     header: Annotated[list[str] | None, typer.Option(
@@ -147,7 +151,7 @@ def run_command(
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
             capture_model_calls=capture_model_calls or capture_tokens is not None,
-            capture_tokens=capture_tokens, harden=harden,
+            capture_tokens=capture_tokens, harden=harden, snapshot_turns=snapshot_turns,
             http=_http_agent(agent_name or "", agent_endpoint, header, timeout_seconds),
             max_tasks=max_tasks, registry=registry,
             qa=QaOptions(metric, answer_pattern, judge_model),
@@ -315,6 +319,7 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
                  mcp_config: Path | None = None,
                  capture_model_calls: bool = False,
                  harden: bool | None = None, http: dict[str, Any] | None = None,
+                 snapshot_turns: bool = False,
                  max_tasks: int | None = None, registry: str | None = None,
                  qa: "QaOptions | None" = None, tools: list[str] | None = None,
                  max_turns: int | None = None,
@@ -363,6 +368,7 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
         "skills": list(skill or []), "mcp_config": mcp_config, "tool_config": tool_config,
         "capture_model_calls": capture_model_calls,
         **({} if harden is None else {"harden": harden}),
+        **({"snapshot_turns": True} if snapshot_turns else {}),
     }
 
 

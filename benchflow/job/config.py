@@ -417,6 +417,12 @@ class JobConfig(FrozenModel):
         default=None, description="true: harden before the final verify for every agent, the "
         "oracle included; false: never (recorded as a warning in each result); unset: harden "
         "unless every agent is a trusted built-in (oracle, nop)")
+    snapshot_turns: bool = Field(
+        default=False, description="snapshot each trial's sandbox at every turn boundary "
+        "(for `benchflow fork` and `benchflow jobs regrade`; removed by `benchflow jobs rm`)")
+    workspace_changes: bool | None = Field(
+        default=None, description="record what each turn changed in the workspace; unset: "
+        "unless every agent is a trusted built-in (oracle, nop)")
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
     datasets: list[DatasetConfig] = Field(min_length=1)

@@ -133,6 +133,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         # a QA item's answer is its output: nothing in a sandbox is scored, so no hardening
         harden=False if entry.task is not None and entry.task.qa is not None else config.harden,
         judge_endpoint=config.judge_endpoint, user=_user(config),
+        snapshot_turns=config.snapshot_turns, workspace_changes=config.workspace_changes,
     )
 
 

@@ -60,6 +60,22 @@ class DockerProvider(SandboxProvider):
 
         return [*await cleanup_compose_networks(job_name), *await cleanup_networks(job_name)]
 
+    async def remove_snapshots(self, names: list[str]) -> list[str]:
+        """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
+        from benchflow.sandbox.docker import docker_call
+
+        client = docker_client()
+        removed = []
+        for name in names:
+            try:
+                await docker_call(client.images.remove, name, force=True)
+            except BenchflowError as exc:
+                if "No such image" not in str(exc) and "404" not in str(exc):
+                    log.warning("could not remove snapshot %s: %s", name, exc)
+                continue
+            removed.append(name)
+        return removed
+
     def cleanup_now(self, job_name: str) -> list[str]:
         try:
             client = docker_client()
