@@ -50,6 +50,9 @@ class AgentContext:
     mcp_servers: list[McpServer] = field(default_factory=list)
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)
+    agent_layers: frozenset[str] = frozenset()
+    """Registered agents whose install layer is mounted, complete and read-only, in the
+    sandbox (`benchflow.agents.layers`): their install only links it onto PATH."""
     agent_deadline: float | None = None
     """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
     across every turn, scene and user round) runs out; None outside the agent phase."""

@@ -19,6 +19,7 @@ from benchflow.agents.builtin import solution_placed, solution_tree
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
+from benchflow.agents.layers import AgentLayer, prepare_layers
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
@@ -110,6 +111,7 @@ class Rollout:
         self._logs_collected = False
         self._started = False
         self._agent_image: AgentImagePlan | None = None
+        self._agent_layers: tuple[AgentLayer, ...] = ()
         self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
@@ -189,14 +191,28 @@ class Rollout:
         """Start the sandbox and place the instruction at `instruction_path`."""
         assert self.sandbox is not None and self.task is not None
         self._emit(RolloutEventKind.SANDBOX_START)
+        # agents cached one by one (layers: a missing one is installed now, apart), then
+        # the rest as one snapshot of the set
+        self._agent_layers = await prepare_layers(self.sandbox, list(self.drivers.values()),
+                                                  self._agent_context)
         self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
-        self.ctx = AgentContext(
-            sandbox=self.sandbox, task=self.task, paths=self.paths,
-            workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
+        self.ctx = dataclasses.replace(
+            self._agent_context(self.sandbox),
+            agent_layers=frozenset(layer.agent for layer in self._agent_layers))
+        if self._solution_tree is not None:
+            solution_placed(self.ctx, self._solution_tree)
+
+    def _agent_context(self, sandbox: Sandbox) -> AgentContext:
+        """What the agents' drivers work with in `sandbox` (the rollout's, or the scratch
+        sandbox an agent's layer is installed in)."""
+        assert self.task is not None
+        return AgentContext(
+            sandbox=sandbox, task=self.task, paths=self.paths,
+            workdir=sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
             env={**(self.network.env if self.network else {}),
@@ -206,8 +222,6 @@ class Rollout:
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
         )
-        if self._solution_tree is not None:
-            solution_placed(self.ctx, self._solution_tree)
 
     async def install_agent(self) -> None:
         """Install each distinct agent once; cache registered agents as an image layer.
@@ -222,7 +236,8 @@ class Rollout:
             await driver.install(self.ctx)
         if cached:
             saved = await commit_agent_image(self.sandbox, self._agent_image)
-            self.result.agent_install_cache = install_cache_outcome(self._agent_image, saved)
+            self.result.agent_install_cache = install_cache_outcome(
+                self._agent_image, saved, self._agent_layers)
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)
