@@ -197,12 +197,15 @@ class AcpAgentDriver:
         user = await ensure_agent_user(ctx)
         python_path = None
         if m.install.node or m.install.python:
-            platform = await python_wheels.probe_platform(sandbox)
+            platform = ctx.platform or await python_wheels.probe_platform(sandbox)
+            ctx.platform = platform
             if m.install.node:
                 line = await python_wheels.ensure_node(
                     sandbox, platform, m.install.node, get_settings().cache_dir,
                     root=f"{m.sandbox_dir}/node" if m.install.layer else None, present=mounted)
                 append_setup_log(ctx, f"node for {m.name}", ExecResult(0, line.encode(), b""))
+                if not python_wheels.image_node_fits(platform, m.install.node):
+                    ctx.platform = None  # node is linked now: the next install probes again
             if m.install.python:
                 python_path = await self._install_python(ctx, platform, mounted)
         ctx.extras[f"acp:{m.name}:python_path"] = python_path

@@ -49,6 +49,18 @@ _platforms: dict[str, python_wheels.SandboxPlatform] = {}
 
 
 @dataclass(frozen=True)
+class LayerPlan:
+    """The layers mounted into a rollout's sandbox, and the image's platform they are for."""
+
+    layers: tuple[AgentLayer, ...] = ()
+    platform: python_wheels.SandboxPlatform | None = None
+
+    @property
+    def agents(self) -> frozenset[str]:
+        return frozenset(layer.agent for layer in self.layers)
+
+
+@dataclass(frozen=True)
 class AgentLayer:
     """One agent's install layer as a rollout uses it."""
 
@@ -122,12 +134,12 @@ def layered_drivers(sandbox: Sandbox, drivers: Sequence[object]) -> list[AcpAgen
 
 
 async def prepare_layers(sandbox: Sandbox, drivers: Sequence[object],
-                         context: Callable[[Sandbox], AgentContext]) -> tuple[AgentLayer, ...]:
+                         context: Callable[[Sandbox], AgentContext]) -> LayerPlan:
     """Before `sandbox.start()`: fill the missing layers of the layered agents (at once)
     and mount every one read-only. `context(sandbox)` makes the context an install runs
     with (the fill's runs on its scratch sandbox).
 
-    Returns the layers mounted (none on a backend without volumes).
+    Returns the layers mounted (none on a backend without volumes) and the platform.
 
     Raises:
         AgentInstallError, AgentInstallTimeout: an agent's install failed while filling its
@@ -136,7 +148,7 @@ async def prepare_layers(sandbox: Sandbox, drivers: Sequence[object],
     """
     layered = layered_drivers(sandbox, drivers)
     if not layered or sandbox.sandbox_id is not None:
-        return ()
+        return LayerPlan()
     assert isinstance(sandbox, VolumeSandbox)
     platform = await image_platform(sandbox)
     layers: dict[str, AgentLayer] = {}
@@ -173,8 +185,8 @@ async def prepare_layers(sandbox: Sandbox, drivers: Sequence[object],
     for driver in layered:
         layer = layers[driver.manifest.name]
         sandbox.mount_volume(layer.volume, layer.target)
-    return tuple(layers[d.manifest.name] for d in layered)
+    return LayerPlan(tuple(layers[d.manifest.name] for d in layered), platform)
 
 
-__all__ = ["LAYER_PREFIX", "AgentLayer", "image_platform", "layer_key", "layer_volume",
+__all__ = ["LAYER_PREFIX", "AgentLayer", "LayerPlan", "image_platform", "layer_key", "layer_volume",
            "layered_drivers", "prepare_layers"]

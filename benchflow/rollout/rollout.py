@@ -19,7 +19,7 @@ from benchflow.agents.builtin import solution_placed, solution_tree
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
-from benchflow.agents.layers import AgentLayer, prepare_layers
+from benchflow.agents.layers import LayerPlan, prepare_layers
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
@@ -111,7 +111,7 @@ class Rollout:
         self._logs_collected = False
         self._started = False
         self._agent_image: AgentImagePlan | None = None
-        self._agent_layers: tuple[AgentLayer, ...] = ()
+        self._agent_layers = LayerPlan()
         self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
@@ -200,9 +200,9 @@ class Rollout:
         self._started = True
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
-        self.ctx = dataclasses.replace(
-            self._agent_context(self.sandbox),
-            agent_layers=frozenset(layer.agent for layer in self._agent_layers))
+        self.ctx = dataclasses.replace(self._agent_context(self.sandbox),
+                                       agent_layers=self._agent_layers.agents,
+                                       platform=self._agent_layers.platform)
         if self._solution_tree is not None:
             solution_placed(self.ctx, self._solution_tree)
 
@@ -237,7 +237,7 @@ class Rollout:
         if cached:
             saved = await commit_agent_image(self.sandbox, self._agent_image)
             self.result.agent_install_cache = install_cache_outcome(
-                self._agent_image, saved, self._agent_layers)
+                self._agent_image, saved, self._agent_layers.layers)
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)

@@ -112,12 +112,13 @@ def capability_table() -> str:
     embeds it; a test checks the two agree)."""
     yes = {True: "yes", False: "no"}
     rows = ["| backend | live processes (ACP) | exec as another user | network policies | "
-            "snapshots (agent install cache) | GPUs |", "|---|---|---|---|---|---|"]
+            "snapshots (agent install cache) | volumes (agent layers) | GPUs |",
+            "|---|---|---|---|---|---|---|"]
     for name in BUILTIN:
         caps = provider_class(name).capabilities
         policies = ", ".join(p for p in ("public", "none", "model-only") if p in caps.network_policies)
         rows.append(f"| {name} | {yes[caps.live_processes]} | {yes[caps.root_exec]} | {policies} | "
-                     f"{yes[caps.snapshots]} | {yes[caps.gpus]} |")
+                     f"{yes[caps.snapshots]} | {yes[caps.volumes]} | {yes[caps.gpus]} |")
     return "\n".join(rows) + "\n"
 
 

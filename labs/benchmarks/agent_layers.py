@@ -18,6 +18,7 @@ Target: the pairing ready in under 3 s.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import tempfile
@@ -126,6 +127,7 @@ if __name__ == "__main__":
     parser.add_argument("--harden", action="store_true",
                         help="take the hardening baseline too (as untrusted agents do)")
     args = parser.parse_args()
+    logging.getLogger("benchflow").setLevel(logging.ERROR)  # not the no-hardening warning
     for key in DUMMY_KEYS:  # no model is called: the agents only need to look configured
         os.environ.setdefault(key, "bench-not-a-key")
     anyio.run(main, args.agents, args.task.resolve(), args.runs, args.harden)
