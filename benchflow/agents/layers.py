@@ -27,7 +27,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +37,10 @@ from benchflow.agents import python_wheels
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.base import AgentContext
 from benchflow.agents.manifest import AgentManifest
+from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox, VolumeSandbox
 from benchflow.settings import get_settings
+from benchflow.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +135,11 @@ def layered_drivers(sandbox: Sandbox, drivers: Sequence[object]) -> list[AcpAgen
     return list(found.values())
 
 
-async def prepare_layers(sandbox: Sandbox, drivers: Sequence[object],
-                         context: Callable[[Sandbox], AgentContext]) -> LayerPlan:
+async def prepare_layers(sandbox: Sandbox, drivers: Sequence[object], task: Task,
+                         paths: RolloutPaths, timeout_multiplier: float = 1.0) -> LayerPlan:
     """Before `sandbox.start()`: fill the missing layers of the layered agents (at once)
-    and mount every one read-only. `context(sandbox)` makes the context an install runs
-    with (the fill's runs on its scratch sandbox).
+    and mount every one read-only. A fill installs the agent as the rollout would, on a
+    scratch sandbox, for `task` (its agent user, install timeout), logging to `paths`.
 
     Returns the layers mounted (none on a backend without volumes) and the platform.
 
@@ -152,6 +154,11 @@ async def prepare_layers(sandbox: Sandbox, drivers: Sequence[object],
     assert isinstance(sandbox, VolumeSandbox)
     platform = await image_platform(sandbox)
     layers: dict[str, AgentLayer] = {}
+
+    def context(box: Sandbox) -> AgentContext:
+        return AgentContext(sandbox=box, task=task, paths=paths, workdir=box.workdir,
+                            agent_user=task.config.agent.user, instruction_path="",
+                            timeout_multiplier=timeout_multiplier)
 
     async def ensure(driver: AcpAgentDriver) -> None:
         m = driver.manifest

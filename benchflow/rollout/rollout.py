@@ -190,29 +190,18 @@ class Rollout:
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
         assert self.sandbox is not None and self.task is not None
+        self._agent_layers = await prepare_layers(  # agents cached one by one (layers.py)
+            self.sandbox, list(self.drivers.values()), self.task, self.paths,
+            self.config.timeout_multiplier)
         self._emit(RolloutEventKind.SANDBOX_START)
-        # agents cached one by one (layers: a missing one is installed now, apart), then
-        # the rest as one snapshot of the set
-        self._agent_layers = await prepare_layers(self.sandbox, list(self.drivers.values()),
-                                                  self._agent_context)
         self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
-        self.ctx = dataclasses.replace(self._agent_context(self.sandbox),
-                                       agent_layers=self._agent_layers.agents,
-                                       platform=self._agent_layers.platform)
-        if self._solution_tree is not None:
-            solution_placed(self.ctx, self._solution_tree)
-
-    def _agent_context(self, sandbox: Sandbox) -> AgentContext:
-        """What the agents' drivers work with in `sandbox` (the rollout's, or the scratch
-        sandbox an agent's layer is installed in)."""
-        assert self.task is not None
-        return AgentContext(
-            sandbox=sandbox, task=self.task, paths=self.paths,
-            workdir=sandbox.workdir, agent_user=self.task.config.agent.user,
+        self.ctx = AgentContext(
+            sandbox=self.sandbox, task=self.task, paths=self.paths,
+            workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
             env={**(self.network.env if self.network else {}),
@@ -221,7 +210,10 @@ class Rollout:
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
+            agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
         )
+        if self._solution_tree is not None:
+            solution_placed(self.ctx, self._solution_tree)
 
     async def install_agent(self) -> None:
         """Install each distinct agent once; cache registered agents as an image layer.

@@ -5,7 +5,9 @@ layers a snapshot image per set of agents). Then, N times, a rollout of the pair
 coder/reviewer scene: agent A and agent B) goes through setup, sandbox start and agent
 install, up to the moment the first prompt would be sent, and is cleaned up. Before each
 run any snapshot image of that very pairing is removed (`benchflow-agent/<a>_<b>:*`), so
-every run is a pairing never seen before, on the code before layers as on the code after.
+every run is a pairing never seen before, on the code before layers as on the code after
+(only that task image's snapshots are removed: give it a task of your own, e.g. a copy of
+hello-world with a changed Dockerfile, so that nobody else's cache is touched).
 
 Prints each run's setup / start / install split, their median, and the floor: a bare
 container of the task image created, started and removed through the Docker SDK.
@@ -65,10 +67,11 @@ async def start_once(task: Path, agents: list[str], jobs: Path, i: int,
     return times, rollout.result.agent_install_cache
 
 
-def drop_pairing_images(client: docker.DockerClient, agents: list[str]) -> int:
-    """Remove snapshot images of exactly this set of agents (the code before layers)."""
+def drop_pairing_images(client: docker.DockerClient, agents: list[str], base: str) -> int:
+    """Remove snapshot images of exactly this set of agents on the task image `base` (the
+    code before layers); snapshots of other images, perhaps someone else's, stay."""
     repo = f"benchflow-agent/{'_'.join(sorted(agents))}"
-    images = client.images.list(name=repo)
+    images = client.images.list(name=repo, filters={"label": f"benchflow.agent-cache={base}"})
     for image in images:
         client.images.remove(image.id, force=True)
     return len(images)
@@ -85,6 +88,9 @@ def floor_once(client: docker.DockerClient, image: str) -> float:
 
 async def main(agents: list[str], task: Path, runs: int, harden: bool) -> None:
     client = docker.from_env()
+    spec = SandboxSpec(name=task.name, environment_dir=task / "environment",
+                       extra_ca_certs=get_settings().extra_ca_certs)
+    image = await DockerSandbox(spec).prepare_image()
     with tempfile.TemporaryDirectory() as tmp:
         jobs = Path(tmp)
         for agent in agents:  # each agent cached alone first
@@ -94,7 +100,7 @@ async def main(agents: list[str], task: Path, runs: int, harden: bool) -> None:
         walls: list[float] = []
         splits: dict[str, list[float]] = {"setup": [], "start": [], "install_agent": []}
         for i in range(runs):
-            dropped = drop_pairing_images(client, agents)
+            dropped = drop_pairing_images(client, agents, image)
             times, cache = await start_once(task, agents, jobs, i, harden)
             wall = sum(times.values())
             walls.append(wall)
@@ -104,9 +110,6 @@ async def main(agents: list[str], task: Path, runs: int, harden: bool) -> None:
                   f"{times['start']:.2f} + install {times['install_agent']:.2f} "
                   f"(cache: {cache}; pairing images dropped before: {dropped}; "
                   f"load {os.getloadavg()[0]:.1f})")
-        spec = SandboxSpec(name=task.name, environment_dir=task / "environment",
-                           extra_ca_certs=get_settings().extra_ca_certs)
-        image = await DockerSandbox(spec).prepare_image()
         floors = [floor_once(client, image) for _ in range(runs)]
     median = statistics.median(walls)
     pairing = " + ".join(agents)
