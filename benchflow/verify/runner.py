@@ -7,14 +7,15 @@ A non-zero exit is `verifier_failed` and any reward file is ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
-from benchflow.errors import VerifierFailed, VerifierTimeout
+from benchflow.errors import VerifierError, VerifierFailed, VerifierTimeout
 from benchflow.sandbox.base import ExecResult, Sandbox
 from benchflow.verify.rewards import read_rewards
 
@@ -49,15 +50,23 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
+_PRELUDE_DONE = b"benchflow: verifier prelude done\n"
+"""Printed between the prelude and test.sh: its absence means the prelude failed."""
+
+
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
-                          reset_logs: bool = True, logs_mode: str = "755") -> ExecResult:
+                          reset_logs: bool = True, logs_mode: str = "755",
+                          prelude: Sequence[str] = ()) -> ExecResult:
     """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
 
     In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
     root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
-    `reset_logs=False`; `lock_verifier_dirs=false` passes "777").
+    `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). A `prelude` (an argv,
+    e.g. `hardening.seal_argv()`) runs first in that exec, as root, its output discarded:
+    one round trip to the sandbox instead of two.
 
     Raises:
+        VerifierError: the prelude failed (test.sh did not run).
         VerifierTimeout: test.sh ran past `timeout_sec`.
         VerifierFailed: test.sh exited non-zero.
     """
@@ -67,9 +76,17 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
               '&& chmod +x "$0" && exec "$0"')
     if not reset_logs:
         launch = 'chmod +x "$0" && exec "$0"'
-    result = await sandbox.exec(["sh", "-c", launch, script, logs_mode],
+    if prelude:
+        launch = ('m=$1; shift; "$@" >&2 || exit; set -- "$m"; '
+                  f"printf {_shell_bytes(_PRELUDE_DONE)}; {launch}")
+    result = await sandbox.exec(["sh", "-c", launch, script, logs_mode, *prelude],
                                 user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
+    if prelude:
+        if not result.stdout.startswith(_PRELUDE_DONE):
+            raise VerifierError(f"{prelude[0]} ... (run before test.sh) exited with code "
+                                f"{result.exit_code}; output tail:\n{result.text(1500)}")
+        result = dataclasses.replace(result, stdout=result.stdout[len(_PRELUDE_DONE):])
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,
@@ -78,6 +95,11 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         raise VerifierFailed(f"test.sh exited with code {result.exit_code} (any reward file is "
                              f"ignored); output tail:\n{result.text(1500)}")
     return result
+
+
+def _shell_bytes(data: bytes) -> str:
+    """`data` (plain ASCII, no `%` or quote) as printf's single-quoted format."""
+    return "'" + data.decode().replace("\n", "\\n") + "'"
 
 
 def _keep_output(out_dir: Path, result: ExecResult) -> None:
