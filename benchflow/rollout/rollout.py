@@ -57,7 +57,7 @@ from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import Baseline, scrub_git_history, take_baseline
+from benchflow.verify.baseline import Baseline, take_baseline
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -235,11 +235,10 @@ class Rollout:
                 await driver.install(self.ctx)
         if self.hardened:
             hardening = self.task.config.verifier.hardening
-            if hardening.scrub_git_history:
-                await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
-                                                config=hardening)
+                                                config=hardening,
+                                                scrub_git=hardening.scrub_git_history)
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""

@@ -1,5 +1,6 @@
-"""test.sh's exec runs a prelude first (the seal): one round trip, and a failed prelude
-means test.sh never ran. On the host-local sandbox: a real shell, no Docker."""
+"""Fewer round trips on the hardened path: test.sh's exec runs a prelude first (the seal),
+and scripts chain into one exec (the git scrub before the baseline); a failure stops what
+follows. On the host-local sandbox: a real shell, no Docker."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchflow.errors import VerifierError
+from benchflow.verify._scripts import _BEFORE_DONE, chained_argv
 from benchflow.verify.runner import VerifierRun, run_test_script
 from tests.fakes.local_sandbox import LocalSandbox
 
@@ -43,3 +45,17 @@ async def test_a_failed_prelude_stops_before_test_sh(tmp_path: Path) -> None:
                               prelude=["/bin/sh", "-c", "echo cannot seal >&2; exit 3"])
     assert "cannot seal" in str(info.value)
     assert not (tmp_path / "ran").exists()
+
+
+async def test_scripts_chained_into_one_exec_stop_at_the_first_failure(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(tmp_path)
+    first = ["/bin/sh", "-c", 'echo one > "$1"; echo chatter', "first", str(tmp_path / "one")]
+    main = ["/bin/sh", "-c", 'echo "main $1"', "main", "$(id)"]
+    done = await sandbox.exec(chained_argv([first], main))
+    assert done.ok and (tmp_path / "one").exists()
+    assert done.stdout.decode().splitlines() == [_BEFORE_DONE, "main $(id)"]  # values as data
+    failing = ["/bin/sh", "-c", "exit 4", "failing"]
+    stopped = await sandbox.exec(chained_argv([failing, first], main))
+    assert stopped.exit_code == 4 and _BEFORE_DONE.encode() not in stopped.stdout
+    assert b"main" not in stopped.stdout
+    assert chained_argv([], main) == main
