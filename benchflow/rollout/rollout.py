@@ -204,13 +204,13 @@ class Rollout:
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
+            agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
-            agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
         )
         if self._solution_tree is not None:
             solution_placed(self.ctx, self._solution_tree)

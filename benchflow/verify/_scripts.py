@@ -57,6 +57,20 @@ def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str]) -> list[s
     return ["sh", "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
 
 
+def after_chained(result: ExecResult, before: Sequence[Sequence[str]], what: str) -> ExecResult:
+    """The main command's result of a `chained_argv` exec (the done-marker removed).
+
+    Raises:
+        VerifierError: one of `before` failed, so `what` never ran.
+    """
+    head, sep, rest = result.stdout.partition(_BEFORE_DONE.encode() + b"\n")
+    if not sep or head:
+        names = ", ".join(argv[3] if len(argv) > 3 else argv[0] for argv in before)
+        raise VerifierError(f"a script run before {what} ({names}) exited with code "
+                            f"{result.exit_code}; output tail:\n{result.text(1500)}")
+    return dataclasses.replace(result, stdout=rest)
+
+
 async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
                      parse: bool = True, image_path: bool = False,
                      before: Sequence[Sequence[str]] = ()) -> tuple[ExecResult, dict[str, Any]]:
@@ -76,12 +90,7 @@ async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
     if result.timed_out:
         raise VerifierError(f"{name} exceeded its timeout of {timeout:g} s")
     if before:
-        head, sep, rest = result.stdout.partition(_BEFORE_DONE.encode() + b"\n")
-        if not sep or head:
-            names = ", ".join(argv[3] if len(argv) > 3 else argv[0] for argv in before)
-            raise VerifierError(f"a script run before {name} ({names}) exited with code "
-                                f"{result.exit_code}; output tail:\n{result.text(1500)}")
-        result = dataclasses.replace(result, stdout=rest)
+        result = after_chained(result, before, name)
     if result.exit_code == ExitCode.BASELINE_TAMPERED:
         raise VerifierTampered("the hardening baseline saved before the agent ran was modified "
                                "(only a root agent can do that)")

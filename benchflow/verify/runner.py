@@ -7,7 +7,6 @@ A non-zero exit is `verifier_failed` and any reward file is ignored.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,8 +14,9 @@ from pathlib import Path
 
 import anyio
 
-from benchflow.errors import VerifierError, VerifierFailed, VerifierTimeout
+from benchflow.errors import VerifierFailed, VerifierTimeout
 from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.verify._scripts import after_chained, chained_argv
 from benchflow.verify.rewards import read_rewards
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,6 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
-_PRELUDE_DONE = b"benchflow: verifier prelude done\n"
-"""Printed between the prelude and test.sh: its absence means the prelude failed."""
-
-
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
                           reset_logs: bool = True, logs_mode: str = "755",
                           prelude: Sequence[str] = ()) -> ExecResult:
@@ -76,17 +72,12 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
               '&& chmod +x "$0" && exec "$0"')
     if not reset_logs:
         launch = 'chmod +x "$0" && exec "$0"'
-    if prelude:
-        launch = ('m=$1; shift; "$@" >&2 || exit; set -- "$m"; '
-                  f"printf {_shell_bytes(_PRELUDE_DONE)}; {launch}")
-    result = await sandbox.exec(["sh", "-c", launch, script, logs_mode, *prelude],
+    before = [prelude] if prelude else []
+    result = await sandbox.exec(chained_argv(before, ["sh", "-c", launch, script, logs_mode]),
                                 user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
-    if prelude:
-        if not result.stdout.startswith(_PRELUDE_DONE):
-            raise VerifierError(f"{prelude[0]} ... (run before test.sh) exited with code "
-                                f"{result.exit_code}; output tail:\n{result.text(1500)}")
-        result = dataclasses.replace(result, stdout=result.stdout[len(_PRELUDE_DONE):])
+    if before:
+        result = after_chained(result, before, "test.sh")
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,
@@ -95,11 +86,6 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         raise VerifierFailed(f"test.sh exited with code {result.exit_code} (any reward file is "
                              f"ignored); output tail:\n{result.text(1500)}")
     return result
-
-
-def _shell_bytes(data: bytes) -> str:
-    """`data` (plain ASCII, no `%` or quote) as printf's single-quoted format."""
-    return "'" + data.decode().replace("\n", "\\n") + "'"
 
 
 def _keep_output(out_dir: Path, result: ExecResult) -> None:
