@@ -193,6 +193,15 @@ class SnapshotSandbox(Sandbox, Protocol):
 
 
 @runtime_checkable
+class PolicySandbox(Sandbox, Protocol):
+    """A sandbox that can change its network policy once started (`network_policies`)."""
+
+    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
+        """Apply `policy` now (with `model-only`: attach to `network` only)."""
+        ...
+
+
+@runtime_checkable
 class VolumeSandbox(Sandbox, Protocol):
     """A sandbox whose backend keeps named volumes (`capabilities.volumes`).
 
@@ -228,13 +237,4 @@ class VolumeSandbox(Sandbox, Protocol):
 
     def mount_volume(self, name: str, target: str) -> None:
         """Before start: mount volume `name` read-only at `target`."""
-        ...
-
-
-@runtime_checkable
-class PolicySandbox(Sandbox, Protocol):
-    """A sandbox that can change its network policy once started (`network_policies`)."""
-
-    async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
-        """Apply `policy` now (with `model-only`: attach to `network` only)."""
         ...
