@@ -148,7 +148,7 @@ async def seal(sandbox: Sandbox, verifier_mount: str, *, lock: bool) -> None:
 
 
 def seal_argv(verifier_mount: str, *, lock: bool) -> list[str]:
-    """`seal()` as an argv, for `run_test_script(prelude=...)` (by absolute path: the
+    """`seal()` as an argv, for `run_test_script(before=...)` (by absolute path: the
     verifier's PATH is the image's, filtered)."""
     return ["/bin/sh", *script_argv("seal.sh", verifier_mount, VERIFIER_LOGS,
                                     "1" if lock else "0", VERIFIER_TOOLS_DIR)[1:]]
@@ -221,7 +221,7 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                                    logs_dir / "verifier",
                                    reset_logs=config.reset_verifier_logs,
                                    logs_mode="755" if config.lock_verifier_dirs else "777",
-                                   prelude=seal_argv(run.mount, lock=config.lock_verifier_dirs))
+                                   before=[seal_argv(run.mount, lock=config.lock_verifier_dirs)])
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return HardenedOutcome(VerifierOutcome(rewards, result), report)

@@ -52,17 +52,17 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
 
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
                           reset_logs: bool = True, logs_mode: str = "755",
-                          prelude: Sequence[str] = ()) -> ExecResult:
+                          before: Sequence[Sequence[str]] = ()) -> ExecResult:
     """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
 
     In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
     root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
-    `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). A `prelude` (an argv,
-    e.g. `hardening.seal_argv()`) runs first in that exec, as root, its output discarded:
-    one round trip to the sandbox instead of two.
+    `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). `before`: argvs (e.g.
+    `hardening.seal_argv()`) run first in that exec, as root, each of which must succeed:
+    one round trip to the sandbox instead of one more per command.
 
     Raises:
-        VerifierError: the prelude failed (test.sh did not run).
+        VerifierError: a command of `before` failed (test.sh did not run).
         VerifierTimeout: test.sh ran past `timeout_sec`.
         VerifierFailed: test.sh exited non-zero.
     """
@@ -72,7 +72,6 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
               '&& chmod +x "$0" && exec "$0"')
     if not reset_logs:
         launch = 'chmod +x "$0" && exec "$0"'
-    before = [prelude] if prelude else []
     result = await sandbox.exec(chained_argv(before, ["sh", "-c", launch, script, logs_mode]),
                                 user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)

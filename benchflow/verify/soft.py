@@ -69,7 +69,7 @@ async def soft_verify(sandbox: Sandbox, run: VerifierRun, *, config: HardeningCo
                 result = await run_test_script(
                     sandbox, dataclasses.replace(run, env=env), out,
                     logs_mode="755" if config.lock_verifier_dirs else "777",
-                    prelude=seal_argv(run.mount, lock=config.lock_verifier_dirs))
+                    before=[seal_argv(run.mount, lock=config.lock_verifier_dirs)])
             finally:
                 if (out / "stdout.txt").exists():
                     output = ((out / "stdout.txt").read_bytes()

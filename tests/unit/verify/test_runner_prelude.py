@@ -29,7 +29,7 @@ async def test_the_prelude_runs_first_in_the_same_exec(tmp_path: Path) -> None:
     run = _verifier(tmp_path)
     prelude = ["/bin/sh", "-c", 'echo sealed > "$1"; echo noise', "seal", str(tmp_path / "seal")]
     result = await run_test_script(sandbox, run, tmp_path / "out", reset_logs=False,
-                                   prelude=prelude)
+                                   before=[prelude])
     assert len(sandbox.calls) == 1  # one exec for both
     assert (tmp_path / "seal").read_text() == "sealed\n"
     assert (tmp_path / "ran").read_text() == "ran\n"
@@ -42,7 +42,7 @@ async def test_a_failed_prelude_stops_before_test_sh(tmp_path: Path) -> None:
     run = _verifier(tmp_path)
     with pytest.raises(VerifierError, match="exited with code 3") as info:
         await run_test_script(sandbox, run, tmp_path / "out", reset_logs=False,
-                              prelude=["/bin/sh", "-c", "echo cannot seal >&2; exit 3"])
+                              before=[["/bin/sh", "-c", "echo cannot seal >&2; exit 3"]])
     assert "cannot seal" in str(info.value)
     assert not (tmp_path / "ran").exists()
 
