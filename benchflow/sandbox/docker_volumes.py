@@ -149,6 +149,9 @@ async def scratch(sandbox: DockerSandbox, volumes: dict[str, str] | None = None
         "egress_allowlist": (), "files": {}, "trees": (),
         "volumes": {n: {"bind": path, "mode": "rw"} for n, path in (volumes or {}).items()}})
     box = DockerSandbox(spec)
+    # the image this sandbox prepared (or its snapshot), not a build of its own
+    box.image = sandbox.image or await sandbox.prepare_image()
+    box._ca_in_image = sandbox._ca_in_image
     try:
         await box.start()
         yield box

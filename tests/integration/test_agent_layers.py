@@ -117,6 +117,7 @@ async def test_a_new_pairing_of_cached_agents_installs_nothing(
     assert {("coder", "coded"), ("reviewer", "reviewed")} <= said
     client = docker.from_env()
     assert not client.images.list(name=f"benchflow-agent/scripted_{twin}")  # no pairing image
+    assert not client.images.list(name=f"benchflow/{TASK.name}-scratch")  # the task's own image
     container = client.containers.get(pairing.sandbox_preserved or "")
     try:
         mounts = {m["Destination"]: m for m in container.attrs["Mounts"]}
