@@ -72,9 +72,9 @@ class AgentProcess:
 
     async def run(self) -> None:
         """Drain stderr and wait for the exit, until both are done. Never raises."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._drain_stderr)
-            tg.start_soon(self._wait_exit)
+        async with anyio.create_task_group() as tg:  # one task more, not two: fewer live
+            tg.start_soon(self._drain_stderr)         # objects per agent in flight
+            await self._wait_exit()
 
     async def _drain_stderr(self) -> None:
         file = None

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 DEFAULT_AGENT_USER = "agent"
 INSTALLED_MARKERS = "/opt/benchflow/installed"
+MODEL_FILES_DIR = "/opt/benchflow/models"
+"""Where model files (`model.upload_file`: the scripted agent's scripts) are uploaded."""
 CREATE_USER_SCRIPT = Path(__file__).parents[1] / "sandbox" / "scripts" / "create_user.sh"
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _USER_KEY = "agent_user"
@@ -216,18 +218,25 @@ class AcpAgentDriver:
 
     async def _install(self, ctx: AgentContext, deadline: float) -> None:
         m, sandbox = self.manifest, ctx.sandbox
+        # a layered agent installs under its own folder; a mounted layer (read-only) holds
+        # that install already: only the links onto PATH and the script's fast path remain
+        mounted = m.install.layer and m.name in ctx.agent_layers
         user = await ensure_agent_user(ctx)
         python_path = None
         if m.install.node or m.install.python:
-            platform = await python_wheels.probe_platform(sandbox)
+            platform = ctx.platform or await python_wheels.probe_platform(sandbox)
+            ctx.platform = platform
             if m.install.node:
-                line = await python_wheels.ensure_node(sandbox, platform, m.install.node,
-                                                       get_settings().cache_dir)
+                line = await python_wheels.ensure_node(
+                    sandbox, platform, m.install.node, get_settings().cache_dir,
+                    root=f"{m.sandbox_dir}/node" if m.install.layer else None, present=mounted)
                 append_setup_log(ctx, f"node for {m.name}", ExecResult(0, line.encode(), b""))
+                if not python_wheels.image_node_fits(platform, m.install.node):
+                    ctx.platform = None  # node is linked now: the next install probes again
             if m.install.python:
-                python_path = await self._install_python(ctx, platform)
+                python_path = await self._install_python(ctx, platform, mounted)
         ctx.extras[f"acp:{m.name}:python_path"] = python_path
-        if m.files:
+        if m.files and not mounted:
             assert m.folder is not None
             for name in m.files:
                 await sandbox.upload(m.folder / name, f"{m.sandbox_dir}/{name}")
@@ -235,8 +244,8 @@ class AcpAgentDriver:
         if m.install.script:
             await self._run_script(ctx, user, python_path, deadline)
 
-    async def _install_python(self, ctx: AgentContext,
-                              platform: python_wheels.SandboxPlatform) -> str | None:
+    async def _install_python(self, ctx: AgentContext, platform: python_wheels.SandboxPlatform,
+                              mounted: bool) -> str | None:
         m = self.manifest
         assert m.install.python is not None
         need = tuple(int(p) for p in m.install.python.split("."))
@@ -249,7 +258,10 @@ class AcpAgentDriver:
             return None
         key = python_wheels.wheel_set_key(m.install.python_packages, platform.platform_tags(),
                                           platform.python)
-        dst = f"{python_wheels.SANDBOX_PYTHON_ROOT}/{key}"
+        root = f"{m.sandbox_dir}/python" if m.install.layer else python_wheels.SANDBOX_PYTHON_ROOT
+        dst = f"{root}/{key}"
+        if mounted:
+            return dst
         present = await ctx.sandbox.exec(["test", "-f", f"{dst}/.complete"], user="root",
                                          timeout=30)
         if present.exit_code != 0:
@@ -265,7 +277,10 @@ class AcpAgentDriver:
         context = {
             "name": m.name, "version": m.version, "package": m.install.package or "",
             "binary": m.install.binary or m.launch.argv[0],
-            "marker": f"{INSTALLED_MARKERS}/{m.name}", "agent_dir": m.sandbox_dir,
+            "prefix": m.sandbox_dir if m.install.layer else "/usr/local",
+            "marker": (f"{m.sandbox_dir}/.installed" if m.install.layer
+                       else f"{INSTALLED_MARKERS}/{m.name}"),
+            "agent_dir": m.sandbox_dir,
             "python_path": python_path or "", "user": user.name, "home": user.home,
         }
         script = render_file(m.folder / m.install.script, context)
@@ -345,9 +360,11 @@ class AcpAgentDriver:
     async def _upload_model_file(self, ctx: AgentContext, path: Path) -> str:
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()[:12]
-        dst = f"{self.manifest.sandbox_dir}/models/{digest}-{path.name}"
+        # beside the agent's folder, not in it: that may be a read-only layer
+        folder = f"{MODEL_FILES_DIR}/{self.manifest.name}"
+        dst = f"{folder}/{digest}-{path.name}"
         await ctx.sandbox.upload_bytes(data, dst, mode=0o644)
-        await python_wheels.make_readable(ctx.sandbox, self.manifest.sandbox_dir)
+        await python_wheels.make_readable(ctx.sandbox, folder)
         return dst
 
     async def _upload_credential_files(self, ctx: AgentContext, user: AgentUser,

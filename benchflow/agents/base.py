@@ -28,6 +28,7 @@ from benchflow.task import Task
 from benchflow.telemetry.ids import TraceIds
 
 if TYPE_CHECKING:
+    from benchflow.agents.python_wheels import SandboxPlatform
     from benchflow.trajectory.writer import TrajectoryWriter
 
 
@@ -66,6 +67,12 @@ class AgentContext:
     mcp_servers: list[McpServer] = field(default_factory=list)
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)
+    agent_layers: frozenset[str] = frozenset()
+    """Registered agents whose install layer is mounted, complete and read-only, in the
+    sandbox (`benchflow.agents.layers`): their install only links it onto PATH."""
+    platform: SandboxPlatform | None = None
+    """What the sandbox's image offers agent runtimes (arch, libc, python, node), once
+    probed: the first install probes it, or it is known from the image before start."""
     agent_deadline: float | None = None
     """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
     across every turn, scene and user round) runs out; None outside the agent phase."""

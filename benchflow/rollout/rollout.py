@@ -21,6 +21,7 @@ from benchflow.agents.builtin import solution_placed, solution_tree
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
+from benchflow.agents.layers import LayerPlan, prepare_layers
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import Role, RolloutConfig
 from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
@@ -76,12 +77,7 @@ from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import (
-    Baseline,
-    scrub_git_history,
-    take_baseline,
-    task_named_tools,
-)
+from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -135,6 +131,7 @@ class Rollout:
         self._logs_collected = False
         self._started = False
         self._agent_image: AgentImagePlan | None = None
+        self._agent_layers = LayerPlan()
         self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
@@ -244,6 +241,9 @@ class Rollout:
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
         assert self.sandbox is not None and self.task is not None
+        self._agent_layers = await prepare_layers(  # agents cached one by one (layers.py)
+            self.sandbox, list(self.drivers.values()), self.task, self.paths,
+            self.config.timeout_multiplier)
         self._emit(RolloutEventKind.SANDBOX_START)
         if self.config.fork is not None:  # the original's sandbox, with its agents installed
             start_from_fork(self.sandbox, self.config.fork)
@@ -258,6 +258,7 @@ class Rollout:
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
+            agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
@@ -285,7 +286,8 @@ class Rollout:
             await driver.install(self.ctx)
         if cached:
             saved = await commit_agent_image(self.sandbox, self._agent_image)
-            self.result.agent_install_cache = install_cache_outcome(self._agent_image, saved)
+            self.result.agent_install_cache = install_cache_outcome(
+                self._agent_image, saved, self._agent_layers.layers)
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)
@@ -294,12 +296,11 @@ class Rollout:
             self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
         if self.hardened and self.baseline is None:
             hardening = self.task.config.verifier.hardening
-            if hardening.scrub_git_history:
-                await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
                                                 config=hardening,
-                                                named=task_named_tools(self.task))
+                                                named=task_named_tools(self.task),
+                                                scrub_git=hardening.scrub_git_history)
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""

@@ -322,7 +322,7 @@ Event = Annotated[
     | CommandEvent
     | ErrorEvent
     | AgentStateEvent
-    | ToolResultEvent,
+    | ToolResultEvent
     | WorkspaceChangesEvent,
     Field(discriminator="type"),
 ]
