@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-faithful test-reliability reliability golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-acp-tools test-faithful test-scenes test-reliability reliability golden bench matrix parity clean
 
 setup: install docker
 
@@ -93,6 +93,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/rollout_overhead.py
 	$(BIN)/python labs/benchmarks/rollout_overhead.py --harden
 	$(BIN)/python labs/benchmarks/acp_throughput.py
+	$(BIN)/python labs/benchmarks/role_switch.py
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
 	$(BIN)/python labs/benchmarks/tracing_import.py
@@ -111,6 +112,11 @@ parity: setup
 test-agent-judge: setup
 	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
 
+# Claude Code uses the tool server's web:search over MCP on a QA item (model-only sandbox,
+# scripted model server); slow on the first run (claude's npm install, then cached).
+test-acp-tools: setup
+	$(BIN)/pytest -m slow tests/conformance/test_real_agent_acp_tools.py
+
 test-conformance: setup
 	$(BIN)/pytest -m slow tests/conformance
 
@@ -124,6 +130,11 @@ test-faithful: setup
 # tests/unit/trajectory/test_golden.py then says which update shapes changed.
 golden: setup
 	$(BIN)/python -m tests.golden.record
+# Scenes with a real agent (claude, npm, offline against the scripted model server): the
+# coder remembers across the reviewer's turn, the read-only reviewer gets EACCES, a fork
+# restores the coder's ACP session (~5 min; also part of test-conformance and test-slow).
+test-scenes: setup
+	$(BIN)/pytest -m slow tests/conformance/test_real_agent_scenes.py
 
 clean:
 	rm -rf $(VENV) jobs

@@ -17,6 +17,7 @@ from benchflow import bounds as B
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
+from benchflow.tools.acp import AcpTools
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 
 
@@ -36,6 +37,19 @@ EnvironmentType = Annotated[str, AfterValidator(_registered_backend)]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
+def _inside_workspace(paths: list[str]) -> list[str]:
+    for path in paths:
+        parts = path.strip("/").split("/")
+        if path.startswith("/") or not path.strip("/") or ".." in parts:
+            raise ValueError(f"output {path!r} must be a path inside the workspace, "
+                             "relative to it (e.g. review.md)")
+    return paths
+
+
+WorkspacePaths = Annotated[list[str], AfterValidator(_inside_workspace)]
+"""Workspace-relative paths (a role's `outputs`): no leading /, no `..`."""
+
+
 class Role(FrozenModel):
     """One participant of a scene: an agent (and model) with its own env and timeouts."""
 
@@ -47,6 +61,15 @@ class Role(FrozenModel):
     idle_timeout_sec: float | None = Field(default=None, gt=0)
     skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
                                "of skills) on the host, for this role only")
+    workspace: Literal["read-write", "read-only"] = Field(
+        default="read-write", description="read-only: the role's Unix user can read the "
+        "workspace but write only its scratch folder (/tmp/roles/<role>) and `outputs`")
+    outputs: WorkspacePaths = Field(default_factory=list, description="workspace-relative files "
+                               "(or folders, ending in /) a read-only role may write")
+    session: Literal["persistent", "fresh"] = Field(
+        default="persistent", description="persistent: one agent process and ACP session for "
+        "the whole scene, kept while other roles take turns; fresh: a new session whenever "
+        "another role had the turn in between")
 
 
 class Turn(FrozenModel):
@@ -54,10 +77,14 @@ class Turn(FrozenModel):
 
     role: str
     prompt: str | None = None
+    session: Literal["fresh"] | None = Field(
+        default=None, description="fresh: this turn starts the role's session over (no "
+        "memory of its earlier turns); later turns continue the new session")
 
 
 class Scene(FrozenModel):
-    """Roles taking turns in one sandbox. Consecutive turns of a role share its ACP session."""
+    """Roles taking turns in one sandbox. Each role keeps one agent process and ACP session
+    for the whole scene (started at its first turn), unless it or a turn says `fresh`."""
 
     name: str = Field(default="main", pattern=_NAME)
     roles: list[Role] = Field(min_length=1)
@@ -162,6 +189,24 @@ class ModelEndpoint(FrozenModel):
         return self
 
 
+class ForkSource(FrozenModel):
+    """Where a forked rollout starts (`benchflow fork`): the snapshot of the original
+    rollout's sandbox before step `step`; steps `step`.. run again with this config's
+    roles. A role with earlier turns restores its ACP session (`sessions`, session/load)
+    where its agent supports it, else gets `history`, the summary of its earlier turns,
+    before its first prompt (rollout/replay.py); `baseline`: the original's hardening
+    baseline."""
+
+    rollout: str = Field(description="the original rollout's folder")
+    step: int = Field(ge=0, description="the first step (turn) run again")
+    snapshot: str
+    baseline: dict[str, Any] | None = None
+    history: dict[str, str] = Field(default_factory=dict)
+    sessions: dict[str, str] = Field(
+        default_factory=dict, description="per role: the original's ACP session id, restored "
+        "with session/load where the role's agent (unchanged) supports it")
+
+
 class RolloutConfig(FrozenModel):
     """Everything one rollout needs: `benchflow.run(RolloutConfig(task_path=..., scenes=[...]))`."""
 
@@ -213,6 +258,17 @@ class RolloutConfig(FrozenModel):
                                "of skills) on the host, for every role (`--skill`)")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP session gets, besides the task's")
+    acp_tools: AcpTools | None = Field(
+        default=None, description="tool-server tools (web:search, ...) for the ACP agents: "
+        "served over MCP by a tool server benchflow starts for the rollout")
+    snapshot_turns: bool = Field(
+        default=False, description="snapshot the sandbox at each turn boundary (and after "
+        "the last turn), for `benchflow fork` and `benchflow jobs regrade`")
+    fork: ForkSource | None = Field(default=None, description="start from a snapshot of "
+                                    "another rollout (set by `benchflow fork`)")
+    workspace_changes: bool | None = Field(
+        default=None, description="record what each turn changed in the workspace "
+        "(`workspace_changes` trajectory events); None: unless only built-in agents run")
     judge_endpoint: ModelEndpoint | None = Field(
         default=None, description="the LLM judge's endpoint (base_url) for tasks scored by a "
         "judge; None: the model endpoint")

@@ -4,7 +4,8 @@ Three sources, merged by name (later wins): the task (Harbor's `[[environment.mc
 native `sandbox.mcp_servers`), a Claude-style `.mcp.json` (`--mcp-config`), and
 `RolloutConfig.mcp_servers`. A stdio server is a command the agent starts inside the
 sandbox; an http or sse server is reached by URL. Only agents whose ACP capabilities
-accept a transport receive servers of it (every ACP agent takes stdio).
+accept a transport receive servers of it (every ACP agent takes stdio); the others run
+without it (a warning), or fail when it is `required` (the tool server of `acp_tools`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class McpServer(FrozenModel):
     env: dict[str, str] = Field(default_factory=dict)
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    required: bool = Field(default=False, description="an agent that does not accept the "
+                           "transport fails the rollout instead of running without it")
 
     @field_validator("transport", mode="before")
     @classmethod

@@ -1,10 +1,17 @@
-"""Desugaring: scenes of roles and turns become the flat list of steps the runtime runs."""
+"""Desugaring: scenes of roles and turns become the flat list of steps the runtime runs.
+
+Which session each step runs in is decided here too, before anything runs: a role keeps
+one session for its whole scene (its later turns continue it, also after other roles took
+turns), a `fresh` turn starts the role over, a `fresh` role gets a new session whenever
+another role had the turn in between (consecutive turns still share one). Each step says
+its session (`session`, unique in the rollout), its index in it (`session_turn`) and
+whether it is the session's last (`ends_session`: the runtime closes it after the step).
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchflow.config import Role, Scene
 
@@ -19,12 +26,17 @@ class Step:
     role: Role
     prompt: str
     skills: tuple[str, ...] = ()
+    fresh: bool = False
+    """The turn asked for a new session (`Turn.session: fresh`)."""
+    session: int = 0
+    """The session the step runs in (numbered in order of opening, over the rollout)."""
     session_turn: int = 0
-    """The prompt's index within the role's ACP session (`session_turns`)."""
-
-    def same_session(self, other: Step) -> bool:
-        """Whether `other` continues this step's ACP session (same scene and role)."""
-        return self.scene_index == other.scene_index and self.role.name == other.role.name
+    """The step's prompt index in its session (0: the step opens it)."""
+    ends_session: bool = True
+    """No later step uses this step's session: it is closed after this step."""
+    history: str | None = None
+    """A forked rollout's summary of the role's turns before the fork: sent before the
+    prompt unless the agent restored its session itself (`rollout/replay.py`)."""
 
 
 def resolve_prompt(turn_prompt: str | None, scene: str, role: str,
@@ -56,29 +68,36 @@ def desugar(scenes: Sequence[Scene], instruction: str,
                 role=roles[turn.role],
                 prompt=resolve_prompt(turn.prompt, scene.name, turn.role, prompts, instruction),
                 skills=skills.get((scene_index, turn.role), ()),
+                fresh=turn.session == "fresh",
             ))
-    return [dataclasses.replace(step, session_turn=n)
-            for step, n in zip(steps, session_turns(steps), strict=True)]
+    return assign_sessions(steps)
 
 
-def session_turns(steps: Sequence[Step]) -> list[int]:
-    """Each step's index within its role's ACP session (the trajectory's `session_turn`).
-
-    The one place that knows how sessions map to steps: today a session is a run of
-    consecutive steps of one role in one scene (`session_groups`), so coder -> reviewer ->
-    coder gives 0, 0, 0."""
-    out: list[int] = []
-    for group in session_groups(steps):
-        out.extend(range(len(group)))
-    return out
+def assign_sessions(steps: Sequence[Step]) -> list[Step]:
+    """`steps` with `session`, `session_turn` and `ends_session` set (module docstring)."""
+    current: dict[tuple[int, str], int] = {}  # (scene, role) -> its open session
+    used: dict[int, int] = {}  # session -> prompts so far
+    previous: Step | None = None
+    out: list[Step] = []
+    for step in steps:
+        key = (step.scene_index, step.role.name)
+        session = current.get(key)
+        if (session is None or step.fresh or (step.role.session == "fresh"
+                                              and previous is not None
+                                              and previous.session != session)):
+            session = current[key] = len(used)
+            used[session] = 0
+        step = replace(step, session=session, session_turn=used[session])
+        used[session] += 1
+        out.append(step)
+        previous = step
+    last = {step.session: i for i, step in enumerate(out)}
+    return [replace(step, ends_session=last[step.session] == i) for i, step in enumerate(out)]
 
 
 def session_groups(steps: Sequence[Step]) -> list[list[Step]]:
-    """Consecutive steps that share one session (same scene, same role)."""
-    groups: list[list[Step]] = []
+    """The steps of each session, in order of opening (for reading a plan)."""
+    groups: dict[int, list[Step]] = {}
     for step in steps:
-        if groups and groups[-1][-1].same_session(step):
-            groups[-1].append(step)
-        else:
-            groups.append([step])
-    return groups
+        groups.setdefault(step.session, []).append(step)
+    return list(groups.values())

@@ -56,6 +56,7 @@ from acp.schema import (
     EnvVarAuthMethod,
     Implementation,
     InitializeResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
@@ -146,7 +147,9 @@ def choose_turn(turns: list[dict[str, Any]], k: int, prompt: str) -> dict[str, A
 
 def next_prompt_index(role: str, script_path: Path) -> int:
     """How many prompts this role already received with this script, across processes."""
-    state_dir = Path(os.environ.get("SCRIPTED_AGENT_STATE_DIR") or "/tmp/.scripted-agent/")
+    # per user: roles that run as different users must not share (or block) one folder
+    state_dir = Path(os.environ.get("SCRIPTED_AGENT_STATE_DIR")
+                     or f"/tmp/.scripted-agent-{os.getuid()}/")
     state_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha1(str(script_path.resolve()).encode()).hexdigest()[:12]
     safe_role = re.sub(r"[^A-Za-z0-9_.-]", "_", role)
@@ -190,7 +193,9 @@ class ScriptedAgent:
         self.client_capabilities = client_capabilities
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(load_session=False),
+            agent_capabilities=AgentCapabilities(
+                load_session=False, mcp_capabilities=McpCapabilities(http=True)
+            ),
             auth_methods=[
                 EnvVarAuthMethod(
                     type="env_var",
@@ -441,7 +446,8 @@ class ScriptedAgent:
         return path if os.path.isabs(path) else os.path.join(state.cwd, path)
 
     async def _do_mcp(self, state: SessionState, action: dict[str, Any], **_: Any) -> None:
-        """List the tools of a stdio MCP server given at session/new and call one of them."""
+        """List the tools of an MCP server given at session/new (stdio, or streamable HTTP)
+        and call one of them."""
         name, tool = str(action["server"]), str(action["tool"])
         arguments = dict(action.get("arguments") or {})
         tc = self._tool_id()
@@ -454,9 +460,9 @@ class ScriptedAgent:
         )
         server = next((s for s in state.mcp_servers if getattr(s, "name", None) == name), None)
         try:
-            if server is None or not getattr(server, "command", None):
+            if server is None:
                 given = [getattr(s, "name", "?") for s in state.mcp_servers]
-                raise RuntimeError(f"no stdio MCP server {name!r} in this session (given: {given})")
+                raise RuntimeError(f"no MCP server {name!r} in this session (given: {given})")
             tools, text = await self._race(state, _call_mcp_tool(server, tool, arguments))
         except Cancelled:
             await self._conn.session_update(session_id=sid,
@@ -666,17 +672,34 @@ _DEFAULT_OPTIONS = [
 ]
 
 
-async def _call_mcp_tool(server: Any, tool: str, arguments: dict[str, Any]
-                         ) -> tuple[list[str], str]:
-    """(the server's tool names, the text of `tool`'s result), through the `mcp` SDK (which the
-    task image provides: the agent's own install does not carry it)."""
-    from mcp import ClientSession, StdioServerParameters
+@contextlib.asynccontextmanager
+async def _mcp_streams(server: Any) -> Any:
+    """The (read, write) streams to `server`: a subprocess for stdio, else streamable HTTP."""
+    if getattr(server, "url", None):
+        from mcp.client import streamable_http
+
+        headers = {h.name: h.value for h in (getattr(server, "headers", None) or [])}
+        async with streamable_http.streamablehttp_client(server.url, headers=headers or None) \
+                as (read, write, _):
+            yield read, write
+        return
+    from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     env = {e.name: e.value for e in (getattr(server, "env", None) or [])}
     params = StdioServerParameters(command=server.command, args=list(server.args or []),
                                    env={**os.environ, **env})
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(params) as (read, write):
+        yield read, write
+
+
+async def _call_mcp_tool(server: Any, tool: str, arguments: dict[str, Any]
+                         ) -> tuple[list[str], str]:
+    """(the server's tool names, the text of `tool`'s result), through the `mcp` SDK (which the
+    task image provides: the agent's own install does not carry it)."""
+    from mcp import ClientSession
+
+    async with _mcp_streams(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         listed = await session.list_tools()
         result = await session.call_tool(tool, arguments)
@@ -687,6 +710,8 @@ async def _call_mcp_tool(server: Any, tool: str, arguments: dict[str, Any]
 
 
 def _describe(exc: Exception) -> str:
+    while len(getattr(exc, "exceptions", None) or ()) == 1:  # a task group's one failure
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
     data = getattr(exc, "data", None)
     return f"{exc} {json.dumps(data)}" if data else str(exc)
 

@@ -15,6 +15,7 @@ import anyio
 from acp import RequestError
 from anyio.abc import ByteReceiveStream
 
+from benchflow.acp.launch import with_umask
 from benchflow.sandbox.base import Sandbox
 
 DEFAULT_MAX_READ_BYTES = 10 * 1024 * 1024
@@ -38,9 +39,11 @@ class SandboxFs:
         user: str | None,
         cwd: str,
         max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+        umask: str | None = None,
     ) -> None:
         self._sandbox = sandbox
         self._user = user
+        self._umask = umask
         self._cwd = cwd
         self.max_read_bytes = max_read_bytes
 
@@ -93,7 +96,8 @@ class SandboxFs:
         # Content travels on stdin of a live process (never in argv): `Sandbox.exec` need
         # not support stdin, while a live process is what ACP itself runs on.
         process = await self._sandbox.open_process(
-            ["sh", "-c", _WRITE, "sh", path], user=self._user, cwd=self._cwd
+            with_umask(["sh", "-c", _WRITE, "sh", path], self._umask), user=self._user,
+            cwd=self._cwd
         )
         errors = bytearray()
 

@@ -47,6 +47,8 @@ class Initialized:
     auth_method: str | None
     mcp_transports: frozenset[str] = frozenset({"stdio"})
     """MCP transports the agent accepts at session/new (stdio always; http, sse if advertised)."""
+    load_session: bool = False
+    """The agent advertises `session/load` (it can restore a session it saved)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,9 @@ async def initialize_agent(
     method = choose_auth(init, credentials, auth_method)
     if method is not None:
         await rpc("authenticate", conn.authenticate(method_id=method))
-    return Initialized(agent_info, method, mcp_transports(init))
+    caps = init.agent_capabilities
+    return Initialized(agent_info, method, mcp_transports(init),
+                       load_session=bool(caps is not None and caps.load_session))
 
 
 def mcp_transports(init: InitializeResponse) -> frozenset[str]:
@@ -171,6 +175,30 @@ async def open_session(
         "options": values,
     }
     return OpenedSession(new.session_id, model, current, True, state)
+
+
+async def load_session(
+    conn: ClientSideConnection,
+    rpc: Rpc,
+    *,
+    session_id: str,
+    cwd: str,
+    on_session: Callable[[str], None],
+    mcp_servers: list[AcpMcpServer] | None = None,
+) -> OpenedSession:
+    """session/load of a session the agent saved (its history is replayed as updates,
+    written to the trajectory as they come). The model is the session's own.
+
+    Raises:
+        AgentProtocolError: the agent refused (e.g. it does not have the session).
+    """
+    on_session(session_id)
+    resp = await rpc("session/load", conn.load_session(cwd=cwd, session_id=session_id,
+                                                       mcp_servers=mcp_servers or []))
+    option = model_option(resp.config_options or [])
+    current = option.current_value if option is not None else None
+    state = {"offered": option is not None, "loaded": session_id, "currentValue": current}
+    return OpenedSession(session_id, None, current, option is not None, state)
 
 
 def choose_auth(

@@ -56,4 +56,19 @@ def launch_command(
     return ["sh", "-c", LAUNCHER, "sh", env_file, *argv], env_file_bytes(env)
 
 
-__all__ = ["LAUNCHER", "default_env_file_path", "env_file_bytes", "launch_command"]
+def with_umask(argv: Sequence[str], umask: str | None) -> list[str]:
+    """`argv` run with file mode mask `umask` (e.g. "002": what it creates is group
+    writable), or unchanged when `umask` is None.
+
+    Raises:
+        ConfigError: `umask` is not three or four octal digits.
+    """
+    if umask is None:
+        return list(argv)
+    if not re.fullmatch(r"[0-7]{3,4}", umask):
+        raise ConfigError(f"invalid umask {umask!r}")
+    return ["sh", "-c", 'umask "$0" && exec "$@"', umask, *argv]
+
+
+__all__ = ["LAUNCHER", "default_env_file_path", "env_file_bytes", "launch_command",
+           "with_umask"]

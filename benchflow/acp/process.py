@@ -15,7 +15,7 @@ from typing import IO
 
 import anyio
 
-from benchflow.acp.launch import default_env_file_path, launch_command
+from benchflow.acp.launch import default_env_file_path, launch_command, with_umask
 from benchflow.errors import SandboxExecError
 from benchflow.sandbox.base import SYSTEM_PATH, LiveProcess, Sandbox
 
@@ -45,6 +45,7 @@ class AgentProcess:
         cwd: str,
         user: str | None,
         stderr_path: Path | None = None,
+        umask: str | None = None,
     ) -> AgentProcess:
         """Upload the env file (0600, owned by `user`) and start the launcher with `argv`.
 
@@ -66,14 +67,14 @@ class AgentProcess:
                 raise SandboxExecError(
                     f"could not give the agent env file to user {user!r}: {result.text(500)}"
                 )
-        live = await sandbox.open_process(launch_argv, user=user, cwd=cwd)
+        live = await sandbox.open_process(with_umask(launch_argv, umask), user=user, cwd=cwd)
         return cls(live, stderr_path)
 
     async def run(self) -> None:
         """Drain stderr and wait for the exit, until both are done. Never raises."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._drain_stderr)
-            tg.start_soon(self._wait_exit)
+        async with anyio.create_task_group() as tg:  # one task more, not two: fewer live
+            tg.start_soon(self._drain_stderr)         # objects per agent in flight
+            await self._wait_exit()
 
     async def _drain_stderr(self) -> None:
         file = None

@@ -28,6 +28,7 @@ from benchflow.acp.handshake import (
     AcpMcpServer,
     acp_mcp_servers,
     initialize_agent,
+    load_session,
     open_session,
 )
 from benchflow.acp.permissions import PermissionPolicy
@@ -35,7 +36,7 @@ from benchflow.acp.process import AgentProcess
 from benchflow.acp.recorder import UpdateRecorder
 from benchflow.acp.terminals import TerminalManager
 from benchflow.acp.transport import ProcessTransport, StdoutNoise
-from benchflow.errors import AgentError, AgentProtocolError, AgentTimeout
+from benchflow.errors import AgentError, AgentProtocolError, AgentTimeout, ConfigError
 from benchflow.mcp import McpServer
 from benchflow.sandbox.base import Sandbox
 from benchflow.trajectory.events import Usage, usage_from_acp
@@ -104,6 +105,7 @@ class AcpSession:
         self._deadline = None if timeouts.wall_sec is None else started + timeouts.wall_sec
         self._conn: ClientSideConnection | None = None
         self._closed_reason: str | None = None
+        self._turn_wall: float | None = None
         self.session_id: str | None = None
         self.agent_info: dict[str, Any] | None = None
         self.auth_method: str | None = None
@@ -111,6 +113,8 @@ class AcpSession:
         self.model_recorded: str | None = None
         self.model_selectable = False
         self.usage_total: Usage | None = None
+        self.resumed = False
+        """The session was restored with session/load (`open(resume=...)`)."""
         self.mcp_servers: list[str] = []
         """Names of the MCP servers given to the agent at session/new."""
 
@@ -149,6 +153,8 @@ class AcpSession:
         credentials: Mapping[str, str] | None = None,
         auth_method: str | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        umask: str | None = None,
+        resume: str | None = None,
     ) -> AsyncIterator[AcpSession]:
         """Start the agent, run the handshake, yield the session; stop the agent on exit.
 
@@ -157,14 +163,19 @@ class AcpSession:
         lines go to `stdout_noise_path` (default: `<role>.stdout-noise.txt` beside
         `stderr_path`). fs and terminal requests run in `sandbox` as `user`.
         `mcp_servers` go to session/new, those of transports the agent does not accept
-        dropped with a warning naming the agent.
+        dropped with a warning naming the agent (a ConfigError for a `required` one). `umask`
+        applies to the agent and to the files and commands it asks the client for. `resume`:
+        a session id the agent saved (in its sandbox files) to restore with session/load
+        instead of starting a new one, when the agent supports it (`resumed` says whether it
+        did).
 
         Raises:
             AgentTimeout: the handshake exceeded `timeouts.handshake_sec`
                 (phase "agent_handshake").
             AgentExitedError: the agent exited during the handshake.
             AgentProtocolError: the agent broke the protocol or refused a step.
-            ConfigError: the agent refused the requested model or auth method.
+            ConfigError: the agent refused the requested model or auth method, or does not
+                accept a `required` MCP server's transport.
         """
         timeouts = timeouts or AcpTimeouts()
         if stderr_path is not None and stdout_noise_path is None:
@@ -177,6 +188,7 @@ class AcpSession:
             cwd=cwd,
             user=user,
             stderr_path=stderr_path,
+            umask=umask,
         )
         session = cls(
             agent,
@@ -189,10 +201,11 @@ class AcpSession:
         try:
             async with _task_group() as tg:
                 tg.start_soon(agent.run, name=f"acp-agent-{role}")
-                terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd)
+                terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
                 policy = permission_policy or PermissionPolicy.auto_approve()
                 client = BenchflowClient(
-                    recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd), terminals
+                    recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd, umask=umask),
+                    terminals
                 )
                 transport = ProcessTransport(
                     agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
@@ -201,7 +214,7 @@ class AcpSession:
                 session._conn = connect_to_agent(client, transport)
                 try:
                     await session._handshake(model, credentials or {}, auth_method,
-                                             list(mcp_servers))
+                                             list(mcp_servers), resume)
                     yield session
                 finally:
                     with anyio.CancelScope(shield=True):
@@ -214,7 +227,7 @@ class AcpSession:
 
     async def _handshake(
         self, model: str | None, credentials: Mapping[str, str], auth_method: str | None,
-        mcp_servers: list[McpServer],
+        mcp_servers: list[McpServer], resume: str | None = None,
     ) -> None:
         async def steps() -> None:
             init = await initialize_agent(
@@ -222,12 +235,20 @@ class AcpSession:
             )
             self.agent_info, self.auth_method = init.agent_info, init.auth_method
             sent, dropped = acp_mcp_servers(mcp_servers, init.mcp_transports)
+            name = (self.agent_info or {}).get("name") or self.role
+            needed = [s for s in dropped if s.required]
+            if needed:
+                raise ConfigError(
+                    f"agent {name} does not accept MCP servers over {needed[0].transport}, "
+                    f"so it cannot get the required MCP server {needed[0].name!r}: use an "
+                    "agent that accepts them (e.g. claude, scripted)")
             if dropped:
-                name = (self.agent_info or {}).get("name") or self.role
                 logger.warning("agent %s does not accept MCP servers over %s: not given %s",
                                name, ", ".join(sorted({s.transport for s in dropped})),
                                ", ".join(s.name for s in dropped))
             self.mcp_servers = [s.name for s in mcp_servers if s not in dropped]
+            if resume is not None and init.load_session and await self._load(resume, sent):
+                return
             await self._open_session(model, sent)
 
         await self._bounded(steps)
@@ -266,6 +287,22 @@ class AcpSession:
             "agent_state", session_id=self.session_id, name="model", update=opened.model_state
         )
 
+    async def _load(self, session_id: str, mcp_servers: list[AcpMcpServer]) -> bool:
+        """session/load `session_id`; False (and a warning) when the agent refuses."""
+        try:
+            opened = await load_session(self._connection(), self._rpc, session_id=session_id,
+                                        cwd=self.cwd, on_session=self._recorder.add_session,
+                                        mcp_servers=mcp_servers)
+        except AgentProtocolError as exc:
+            logger.warning("agent could not load session %s (starting a new one): %s",
+                           session_id, exc)
+            return False
+        self.session_id, self.resumed = opened.session_id, True
+        self.model_recorded, self.model_selectable = opened.model_recorded, opened.model_selectable
+        self._recorder.record("agent_state", session_id=self.session_id, name="session_load",
+                              update=opened.model_state)
+        return True
+
     async def new_session(self, model: str | None = None) -> str:
         """Start a fresh ACP session on the same agent process (a new round: no memory
         of earlier prompts). Selects `model`, else the model requested at `open()`.
@@ -297,8 +334,12 @@ class AcpSession:
     # ------------------------------------------------------------------ prompts
 
     async def prompt(self, text: str, *, turn: int = 0, round: int | None = None,
-                     session_turn: int | None = None) -> PromptOutcome:
+                     session_turn: int | None = None,
+                     wall_sec: float | None = None) -> PromptOutcome:
         """Send one prompt and wait for the turn to end.
+
+        `wall_sec` bounds this prompt (within the session's own `timeouts.wall_sec`,
+        counted from `open()`).
 
         Raises:
             AgentTimeout: idle (phase "agent_idle") or wall-clock (phase "agent")
@@ -312,6 +353,11 @@ class AcpSession:
         rec = self._recorder
         rec.begin_turn(turn, round, session_turn)
         rec.record("user_message", session_id=self.session_id, text=text)
+        deadline, self._turn_wall = self._deadline, None
+        if wall_sec is not None:
+            own = anyio.current_time() + wall_sec
+            if deadline is None or own < deadline:
+                deadline, self._turn_wall = own, wall_sec
         cost_before = rec.session_cost
         started = anyio.current_time()
         done = anyio.Event()
@@ -331,7 +377,7 @@ class AcpSession:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run, name=f"acp-prompt-{self.role}")
-                reason = await self._watch(done)
+                reason = await self._watch(done, deadline)
                 if reason is not None:
                     box["cancel_sent"] = await self._cancel_turn(done)
                     await self.agent.kill()
@@ -358,15 +404,15 @@ class AcpSession:
             incomplete_tool_calls=rec.incomplete_tool_calls(),
         )
 
-    async def _watch(self, done: anyio.Event) -> str | None:
+    async def _watch(self, done: anyio.Event, deadline: float | None) -> str | None:
         """Wait for the turn to end; return "idle" or "wall" when a timeout fires first."""
         idle = self.timeouts.idle_sec
         rec = self._recorder
         while not done.is_set():
             now = anyio.current_time()
-            if self._deadline is not None and now >= self._deadline:
+            if deadline is not None and now >= deadline:
                 return "wall"
-            wake = self._deadline if self._deadline is not None else now + 3600.0
+            wake = deadline if deadline is not None else now + 3600.0
             if idle is not None:
                 if rec.busy:  # a running tool call is not idleness; look again soon
                     wake = min(wake, now + min(idle, 1.0))
@@ -403,6 +449,8 @@ class AcpSession:
             message = f"agent sent nothing for {limit:g} s while no tool call was running"
         else:
             limit, phase = self.timeouts.wall_sec or 0.0, "agent"
+            if self._turn_wall is not None:
+                limit = self._turn_wall
             message = f"agent exceeded its wall-clock timeout of {limit:g} s"
         response = box.get("response")
         self._record_error(

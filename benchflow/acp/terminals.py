@@ -18,6 +18,7 @@ import anyio
 from acp import RequestError
 from anyio.abc import ByteReceiveStream, TaskGroup
 
+from benchflow.acp.launch import with_umask
 from benchflow.sandbox.base import LiveProcess, Sandbox
 
 logger = logging.getLogger(__name__)
@@ -80,8 +81,10 @@ class TerminalManager:
         cwd: str,
         default_limit: int = DEFAULT_OUTPUT_LIMIT,
         max_limit: int = MAX_OUTPUT_LIMIT,
+        umask: str | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._umask = umask
         self._tg = task_group
         self._user = user
         self._cwd = cwd
@@ -106,7 +109,8 @@ class TerminalManager:
             self._max_limit,
         )
         process = await self._sandbox.open_process(
-            argv, user=self._user, cwd=cwd or self._cwd, env=env or None
+            with_umask(argv, self._umask), user=self._user, cwd=cwd or self._cwd,
+            env=env or None
         )
         terminal = _Terminal(id=f"term-{next(self._ids)}", process=process, limit=max(limit, 0))
         self._terminals[terminal.id] = terminal

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 DEFAULT_AGENT_USER = "agent"
 INSTALLED_MARKERS = "/opt/benchflow/installed"
+MODEL_FILES_DIR = "/opt/benchflow/models"
+"""Where model files (`model.upload_file`: the scripted agent's scripts) are uploaded."""
 CREATE_USER_SCRIPT = Path(__file__).parents[1] / "sandbox" / "scripts" / "create_user.sh"
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _USER_KEY = "agent_user"
@@ -71,6 +73,17 @@ class LaunchPrep:
     """The value of `SESSION_MARKER_ENV` in the session's processes (to kill them after)."""
     env: dict[str, str]
     """The launch plan's env plus the session marker."""
+    umask: str | None = None
+    """The file mode mask of the session's processes (the role's, when roles share writes)."""
+
+
+async def role_user(ctx: AgentContext, role: str | None) -> AgentUser:
+    """The user `role` runs as: its own when the rollout gave roles their own users
+    (`ctx.roles`), else the agent user."""
+    access = ctx.roles.get(role) if role is not None else None
+    if access is not None:
+        return AgentUser(name=access.user, uid=access.uid, home=access.home)
+    return await ensure_agent_user(ctx)
 
 
 async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
@@ -129,17 +142,30 @@ async def kill_session_processes(ctx: AgentContext, user: AgentUser, marker: str
 class AcpConnection:
     """One open ACP session of a role; `session` is the live `AcpSession`."""
 
-    def __init__(self, session: AcpSession) -> None:
+    def __init__(self, session: AcpSession, ctx: AgentContext | None = None,
+                 role: Role | None = None) -> None:
         self.session = session
+        self._ctx = ctx
+        self._role = role
+
+    @property
+    def resumed(self) -> bool:
+        """The session was restored (session/load): the agent has its earlier turns."""
+        return self.session.resumed
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
-        """Send the step's prompt and wait for the turn to end.
+        """Send the step's prompt and wait for the turn to end, within the role's
+        `timeout_sec` and what is left of the agent phase (counted from now: the session
+        may have waited through other roles' turns).
 
         Raises:
             AgentTimeout, AgentExecutionError, AgentProtocolError: as `AcpSession.prompt`.
         """
+        wall = None
+        if self._ctx is not None and self._role is not None:
+            wall = self._ctx.turn_timeout_sec(self._role.timeout_sec)
         out = await self.session.prompt(step.prompt, turn=step.turn_index, round=round,
-                                        session_turn=step.session_turn)
+                                        session_turn=step.session_turn, wall_sec=wall)
         usage = out.usage
         return StepOutcome(
             stop_reason=out.stop_reason, n_tool_calls=out.n_tool_calls,
@@ -192,18 +218,25 @@ class AcpAgentDriver:
 
     async def _install(self, ctx: AgentContext, deadline: float) -> None:
         m, sandbox = self.manifest, ctx.sandbox
+        # a layered agent installs under its own folder; a mounted layer (read-only) holds
+        # that install already: only the links onto PATH and the script's fast path remain
+        mounted = m.install.layer and m.name in ctx.agent_layers
         user = await ensure_agent_user(ctx)
         python_path = None
         if m.install.node or m.install.python:
-            platform = await python_wheels.probe_platform(sandbox)
+            platform = ctx.platform or await python_wheels.probe_platform(sandbox)
+            ctx.platform = platform
             if m.install.node:
-                line = await python_wheels.ensure_node(sandbox, platform, m.install.node,
-                                                       get_settings().cache_dir)
+                line = await python_wheels.ensure_node(
+                    sandbox, platform, m.install.node, get_settings().cache_dir,
+                    root=f"{m.sandbox_dir}/node" if m.install.layer else None, present=mounted)
                 append_setup_log(ctx, f"node for {m.name}", ExecResult(0, line.encode(), b""))
+                if not python_wheels.image_node_fits(platform, m.install.node):
+                    ctx.platform = None  # node is linked now: the next install probes again
             if m.install.python:
-                python_path = await self._install_python(ctx, platform)
+                python_path = await self._install_python(ctx, platform, mounted)
         ctx.extras[f"acp:{m.name}:python_path"] = python_path
-        if m.files:
+        if m.files and not mounted:
             assert m.folder is not None
             for name in m.files:
                 await sandbox.upload(m.folder / name, f"{m.sandbox_dir}/{name}")
@@ -211,8 +244,8 @@ class AcpAgentDriver:
         if m.install.script:
             await self._run_script(ctx, user, python_path, deadline)
 
-    async def _install_python(self, ctx: AgentContext,
-                              platform: python_wheels.SandboxPlatform) -> str | None:
+    async def _install_python(self, ctx: AgentContext, platform: python_wheels.SandboxPlatform,
+                              mounted: bool) -> str | None:
         m = self.manifest
         assert m.install.python is not None
         need = tuple(int(p) for p in m.install.python.split("."))
@@ -225,7 +258,10 @@ class AcpAgentDriver:
             return None
         key = python_wheels.wheel_set_key(m.install.python_packages, platform.platform_tags(),
                                           platform.python)
-        dst = f"{python_wheels.SANDBOX_PYTHON_ROOT}/{key}"
+        root = f"{m.sandbox_dir}/python" if m.install.layer else python_wheels.SANDBOX_PYTHON_ROOT
+        dst = f"{root}/{key}"
+        if mounted:
+            return dst
         present = await ctx.sandbox.exec(["test", "-f", f"{dst}/.complete"], user="root",
                                          timeout=30)
         if present.exit_code != 0:
@@ -241,7 +277,10 @@ class AcpAgentDriver:
         context = {
             "name": m.name, "version": m.version, "package": m.install.package or "",
             "binary": m.install.binary or m.launch.argv[0],
-            "marker": f"{INSTALLED_MARKERS}/{m.name}", "agent_dir": m.sandbox_dir,
+            "prefix": m.sandbox_dir if m.install.layer else "/usr/local",
+            "marker": (f"{m.sandbox_dir}/.installed" if m.install.layer
+                       else f"{INSTALLED_MARKERS}/{m.name}"),
+            "agent_dir": m.sandbox_dir,
             "python_path": python_path or "", "user": user.name, "home": user.home,
         }
         script = render_file(m.folder / m.install.script, context)
@@ -269,7 +308,7 @@ class AcpAgentDriver:
             ConfigError: credentials are missing.
         """
         m = self.manifest
-        user = await ensure_agent_user(ctx)
+        user = await role_user(ctx, role.name)
         credentials = resolve_credentials(m, role.model, role.env)
         model = format_model(m, role.model)
         if m.model.upload_file and model and Path(model).expanduser().is_file():
@@ -279,15 +318,16 @@ class AcpAgentDriver:
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
             python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
-        wall = ctx.turn_timeout_sec(role.timeout_sec)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         from benchflow.acp import AcpTimeouts  # the ACP SDK only when an ACP agent runs
 
         timeouts = AcpTimeouts(handshake_sec=ctx.scaled(m.launch.handshake_timeout_sec),
-                               idle_sec=idle, wall_sec=wall)
+                               idle_sec=idle, wall_sec=None)
         marker = secrets.token_hex(8)
+        access = ctx.roles.get(role.name)
         return LaunchPrep(user=user, plan=plan, timeouts=timeouts, marker=marker,
-                          env={**plan.env, SESSION_MARKER_ENV: marker})
+                          env={**plan.env, SESSION_MARKER_ENV: marker},
+                          umask=access.umask if access is not None else None)
 
     @asynccontextmanager
     async def connect(self, ctx: AgentContext, role: Role, scene: str
@@ -303,6 +343,7 @@ class AcpAgentDriver:
 
         prep = await self.prepare_launch(ctx, role)
         plan = prep.plan
+        resume = ctx.resume_sessions.pop(role.name, None)
         try:
             async with AcpSession.open(
                 ctx.sandbox, argv=plan.argv, cwd=ctx.workdir, env=prep.env,
@@ -310,18 +351,20 @@ class AcpAgentDriver:
                 scene=scene, trajectory=ctx.trajectory,
                 stderr_path=ctx.paths.agent_dir / f"{role.name}.stderr.txt",
                 timeouts=prep.timeouts, model=plan.acp_model, auth_method=plan.auth_method,
-                mcp_servers=ctx.mcp_servers,
+                mcp_servers=ctx.mcp_servers, umask=prep.umask, resume=resume,
             ) as session:
-                yield AcpConnection(session)
+                yield AcpConnection(session, ctx, role)
         finally:
             await kill_session_processes(ctx, prep.user, prep.marker)
 
     async def _upload_model_file(self, ctx: AgentContext, path: Path) -> str:
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()[:12]
-        dst = f"{self.manifest.sandbox_dir}/models/{digest}-{path.name}"
+        # beside the agent's folder, not in it: that may be a read-only layer
+        folder = f"{MODEL_FILES_DIR}/{self.manifest.name}"
+        dst = f"{folder}/{digest}-{path.name}"
         await ctx.sandbox.upload_bytes(data, dst, mode=0o644)
-        await python_wheels.make_readable(ctx.sandbox, self.manifest.sandbox_dir)
+        await python_wheels.make_readable(ctx.sandbox, folder)
         return dst
 
     async def _upload_credential_files(self, ctx: AgentContext, user: AgentUser,
@@ -338,4 +381,4 @@ class AcpAgentDriver:
 
 
 __all__ = ["DEFAULT_AGENT_USER", "AcpAgentDriver", "AcpConnection", "AgentUser", "LaunchPrep",
-           "ensure_agent_user", "kill_session_processes"]
+           "ensure_agent_user", "kill_session_processes", "role_user"]

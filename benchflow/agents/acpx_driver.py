@@ -143,9 +143,9 @@ class AcpxConnection:
             AgentExecutionError: ACPX failed or ended without the prompt's answer.
         """
         rec = self.recorder
-        rec.begin_turn(step.turn_index, round)
+        rec.begin_turn(step.turn_index, round, step.session_turn)
         rec.record("user_message", text=step.prompt)
-        wall = self.prep.timeouts.wall_sec
+        wall = self.ctx.turn_timeout_sec(self.role.timeout_sec)
         reply = await self.run_acpx(["prompt", "-s", self.session], stdin=step.prompt,
                                     timeout=wall, record=True)
         stop = reply.get("stopReason")
@@ -165,7 +165,7 @@ class AcpxConnection:
         ctx = self.ctx
         process = await AgentProcess.launch(
             ctx.sandbox, [*self.base_argv, *args], self.env, cwd=ctx.workdir,
-            user=self.prep.user.name,
+            user=self.prep.user.name, umask=self.prep.umask,
             stderr_path=ctx.paths.agent_dir / f"{self.role.name}.acpx.stderr.txt")
         last: dict[str, Any] = {}
         errors: list[str] = []

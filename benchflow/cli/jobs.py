@@ -1,4 +1,4 @@
-"""`benchflow jobs run|resume|summary`: jobs from a job file (also `benchflow job.yaml`).
+"""`benchflow jobs run|resume|summary|regrade|rm`: jobs from a job file (also `benchflow job.yaml`).
 
 Exit codes: 0 every trial ran without error (a reward of 0 is not an error), 1 some
 trial ended in an error, 2 bad input (job file, datasets, arguments), 130 cancelled.
@@ -331,7 +331,63 @@ def summary_command(
     _print_summary(saved, job_dir)
 
 
+@app.command("regrade")
+def regrade_command(
+    job_dir: Annotated[Path, typer.Argument(help="the job folder, jobs/<job>")],
+    task_dir: Annotated[Path | None, typer.Option(
+        "--task-dir", help="verify with this task folder's verifier instead (e.g. fixed "
+        "tests)")] = None,
+) -> None:
+    """Verify every rollout's final workspace again (from its snapshot: run the job with
+    --snapshot-turns) and write the new rewards beside the old ones, never over them."""
+    from benchflow.job.regrade import plan_regrade, regrade
+
+    with user_errors():
+        targets, skipped = plan_regrade(job_dir, task_dir)
+    for item in skipped:
+        err_console.print(f"{item.rollout}: skipped ({item.skipped})", highlight=False)
+    failed = False
+
+    async def _all() -> None:
+        nonlocal failed
+        for target in targets:
+            done = await regrade(target, task_dir)
+            new = done.new
+            assert new is not None
+            failed = failed or new.error is not None
+            now = new.reward if new.error is None else f"error {new.error.type}"
+            console.print(f"{done.rollout}: reward {done.old_reward} -> {now}",
+                          highlight=False)
+
+    anyio.run(_all)
+    raise typer.Exit(EXIT_ROLLOUT_ERROR if failed else EXIT_OK)
+
+
+@app.command("rm")
+def remove_command(
+    job_dir: Annotated[Path, typer.Argument(help="the job folder, jobs/<job>")],
+    keep_snapshots: Annotated[bool, typer.Option(
+        "--keep-snapshots", help="keep the rollouts' turn snapshots (images)")] = False,
+) -> None:
+    """Delete a job folder and, unless --keep-snapshots, its rollouts' turn snapshots."""
+    import shutil
+
+    from benchflow.rollout.snapshots import remove_snapshots
+
+    with user_errors():
+        if not job_dir.is_dir() or not any(job_dir.glob(f"*/*/*/{RESULT}")) and not (
+                job_dir / RESULT).is_file():
+            raise ConfigError(f"{job_dir}: not a job folder (no result.json in it or its "
+                              "rollouts)")
+        folders = [p.parent for p in job_dir.glob(f"*/*/*/{RESULT}")]
+        removed = [] if keep_snapshots else anyio.run(remove_snapshots, folders)
+        shutil.rmtree(job_dir)
+    console.print(f"removed {job_dir}" + (f" and {len(removed)} snapshot(s)" if removed
+                                          else ""), highlight=False)
+
+
 __all__ = ["app", "roles_table", "run_job_file", "summary_table"]
+
 
 if __name__ == "__main__":  # python -m benchflow.cli.jobs run job.yaml
     app()

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     import typer
 
 COMMANDS = ("run", "model-server", "view", "export", "tasks", "sandbox", "jobs", "agents",
-            "datasets", "traces", "login", "check", "benchmarks", "study", "compare", "tools")
+            "datasets", "traces", "login", "check", "benchmarks", "study", "compare", "tools",
+            "fork")
 _ROOT_OPTIONS_WITH_VALUE = ("--log-level",)
 
 
@@ -51,6 +52,9 @@ def _register(app: "typer.Typer", name: str) -> None:
     elif name == "export":
         from benchflow.cli.export import export_command
         app.command("export")(export_command)
+    elif name == "fork":
+        from benchflow.cli.fork import fork_command
+        app.command("fork")(fork_command)
     elif name == "tasks":
         from benchflow.cli import tasks
         app.add_typer(tasks.app, name="tasks")

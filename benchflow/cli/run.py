@@ -92,6 +92,10 @@ def run_command(
         "--harden/--no-harden", help="force verifier hardening on for any agent (the oracle "
         "too: check a task survives it) or off (recorded as a warning in result.json); "
         "default: on unless the agent is oracle or nop")] = None,
+    snapshot_turns: Annotated[bool, typer.Option(
+        "--snapshot-turns", help="snapshot the sandbox at every turn boundary, for "
+        "`benchflow fork` and `benchflow jobs regrade` (removed by `benchflow jobs rm`)")
+    ] = False,
     agent_endpoint: Annotated[str | None, typer.Option(
         "--agent-endpoint", help="with -a http: the URL receiving one POST per attempt")] = None,
     header: Annotated[list[str] | None, typer.Option(
@@ -126,8 +130,12 @@ def run_command(
     judge_api_key_env: Annotated[str | None, typer.Option(
         "--judge-api-key-env", help="host variable holding --judge-base-url's key")] = None,
     tools: Annotated[list[str] | None, typer.Option(
-        "--tool", help="model agent: a tool (shell, read_file, write_file, or none); "
-        "repeatable. Default: all on tasks, none on QA items")] = None,
+        "--tool", help="a tool, repeatable. The model agent: shell, read_file, write_file "
+        "(default: all on tasks, none on QA items) or the tool server's; an ACP agent: the "
+        "tool server's (web:search, doc:read, ...), served to it over MCP")] = None,
+    tool_config: Annotated[Path | None, typer.Option(
+        "--tool-config", help="with --tool for an ACP agent: the tools' settings, a tool "
+        "server config ({resources: {web: {corpus: DIR}}})")] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, max=B.MAX_TURNS, help="model agent: model calls per prompt")] = None,
 ) -> None:
@@ -145,13 +153,13 @@ def run_command(
             model_api_key_env=model_api_key_env, timeout_multiplier=timeout_multiplier,
             max_retries=max_retries, skill=skill, mcp_config=mcp_config,
             capture_model_calls=capture_model_calls or capture_tokens is not None,
-            capture_tokens=capture_tokens, harden=harden,
+            capture_tokens=capture_tokens, harden=harden, snapshot_turns=snapshot_turns,
             http=_http_agent(agent_name or "", agent_endpoint, header, timeout_seconds),
             max_tasks=max_tasks, registry=registry,
             qa=QaOptions(metric, answer_pattern, judge_model),
             judge=(judge_base_url, judge_api_key_env, judge_model),
             tools=None if tools is None else [t for t in tools if t != "none"],
-            max_turns=max_turns)
+            max_turns=max_turns, tool_config=tool_config)
         if trace_listen is not None:
             from benchflow.traces.listener import parse_listen
 
@@ -216,6 +224,7 @@ _OPTION_OF_FIELD = {
     "datasets[0].tasks": "-t/--task", "datasets[0].path": "PATH",
     "timeout_multiplier": "--timeout-multiplier", "retry.max_attempts": "--max-retries",
     "skills": "--skill", "mcp_config": "--mcp-config", "harden": "--harden/--no-harden",
+    "tool_config": "--tool-config",
     "agents[0]": "-a/--agent", "agents[0].tools": "--tool", "agents[0].max_turns": "--max-turns",
     "datasets[0].metric": "--metric", "datasets[0].max_tasks": "--max-tasks", "datasets[0].answer_pattern": "--answer-pattern",
     "judge_endpoint": "--judge-base-url",
@@ -314,10 +323,12 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
                  mcp_config: Path | None = None,
                  capture_model_calls: bool = False,
                  harden: bool | None = None, http: dict[str, Any] | None = None,
+                 snapshot_turns: bool = False,
                  max_tasks: int | None = None, registry: str | None = None,
                  qa: "QaOptions | None" = None, tools: list[str] | None = None,
                  max_turns: int | None = None,
-                 roles: "dict[str, RoleAgent] | None" = None) -> dict[str, Any]:
+                 roles: "dict[str, RoleAgent] | None" = None,
+                 tool_config: Path | None = None) -> dict[str, Any]:
     """The job file `benchflow run PATH ...` stands for, as a mapping to validate.
 
     Raises:
@@ -358,9 +369,10 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
         "timeout_multiplier": timeout_multiplier,
         "retry": {"max_attempts": max_retries},
         "environment": environment, "agents": [spec], "datasets": [dataset],
-        "skills": list(skill or []), "mcp_config": mcp_config,
+        "skills": list(skill or []), "mcp_config": mcp_config, "tool_config": tool_config,
         "capture_model_calls": capture_model_calls,
         **({} if harden is None else {"harden": harden}),
+        **({"snapshot_turns": True} if snapshot_turns else {}),
     }
 
 

@@ -15,6 +15,7 @@ metrics: [{type: mean}]
 skills: [./skills/ledger-balances]    # skill folders every agent gets (besides the task's)
 user: {type: llm, persona: "a busy maintainer"}   # a simulated user driving rounds
 mcp_config: ./.mcp.json               # Claude-style MCP servers for every ACP agent
+tool_config: ./tools.yaml             # settings of the tool server's tools (agents[].tools)
 agents:
   - name: oracle
   - name: my-agent                     # a command agent
@@ -22,6 +23,7 @@ agents:
     execute: "my-agent --task $ROLLOUT_TASK_INSTRUCTION"
     env: {MY_API_KEY: "${MY_API_KEY}"}
   - {name: claude-code, model: claude-sonnet-4-5}   # a registered ACP agent
+    tools: ["web:search"]              # optional: the tool server's tools, over MCP
   - roles: {coder: "claude:claude-sonnet-4-6", reviewer: "codex:gpt-5.4"}  # per role
 datasets:
   - {path: ./tasks, tasks: [hello-world]}
@@ -45,6 +47,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -203,18 +206,36 @@ class RegisteredAgentConfig(FrozenModel):
     model: str | None = None
     scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
     env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
-    tools: list[str] | None = Field(default=None, description="the `model` agent only: its "
-                                    "tools (shell, read_file, write_file); default all on "
-                                    "tasks, none on QA items")
+    tools: list[str] | None = Field(default=None, description="the `model` agent: its tools "
+                                    "(shell, read_file, write_file, and the tool server's); "
+                                    "default all on tasks, none on QA items. An ACP agent: "
+                                    "tool-server tools (web:search, ...) it gets over MCP")
     max_turns: int | None = Field(default=None, ge=1, le=B.MAX_TURNS, description="the `model` agent only: "
                                   "model calls per prompt")
 
-    @model_validator(mode="after")
-    def _model_agent_keys(self) -> RegisteredAgentConfig:
-        if self.name != "model" and (self.tools is not None or self.max_turns is not None):
-            raise ValueError(f"tools and max_turns are settings of the built-in `model` agent, "
-                             f"not of {self.name!r}: remove them")
-        return self
+    @field_validator("tools")
+    @classmethod
+    def _acp_agent_tools(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        name = info.data.get("name")
+        if name == "model" or not value:
+            return value  # the model agent's are checked with its settings
+        from benchflow.tools.base import TOOL_NAMES, unknown_tool
+
+        for tool in value:
+            if tool not in TOOL_NAMES:
+                own = " (an ACP agent has its own shell and files)" if tool in (
+                    "shell", "read_file", "write_file") else ""
+                raise ValueError(f"the tools of {name!r} are the tool server's, given over "
+                                 f"MCP: {unknown_tool(tool)}{own}")
+        return value
+
+    @field_validator("max_turns")
+    @classmethod
+    def _model_agent_only(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("name") != "model":
+            raise ValueError(f"max_turns is a setting of the built-in `model` agent, not of "
+                             f"{info.data.get('name')!r}: remove it")
+        return value
 
 
 class RolesAgentConfig(FrozenModel):
@@ -407,6 +428,12 @@ class JobConfig(FrozenModel):
         default=None, description="true: harden before the final verify for every agent, the "
         "oracle included; false: never (recorded as a warning in each result); unset: harden "
         "unless every agent is a trusted built-in (oracle, nop)")
+    snapshot_turns: bool = Field(
+        default=False, description="snapshot each trial's sandbox at every turn boundary "
+        "(for `benchflow fork` and `benchflow jobs regrade`; removed by `benchflow jobs rm`)")
+    workspace_changes: bool | None = Field(
+        default=None, description="record what each turn changed in the workspace; unset: "
+        "unless every agent is a trusted built-in (oracle, nop)")
     metrics: list[MetricConfig] = Field(default_factory=lambda: [MetricConfig(type="mean")])
     agents: list[AgentConfig] = Field(min_length=1)
     datasets: list[DatasetConfig] = Field(min_length=1)
@@ -416,6 +443,9 @@ class JobConfig(FrozenModel):
                                     "servers every ACP agent gets, besides the task's")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers every "
                                          "ACP agent gets (after mcp_config's, same name wins)")
+    tool_config: Path | None = Field(default=None, description="a tool server config "
+                                     "({resources: {web: {corpus: ...}}}): the settings of "
+                                     "the tools ACP agents get (agents[].tools)")
     user: dict[str, Any] | None = Field(default=None, description="a simulated user driving "
                                         "rounds in every trial, as a task's `user:` block "
                                         "({type: llm, persona, model, ...}); a task's own "
@@ -554,8 +584,9 @@ def with_absolute_paths(config: JobConfig, base: Path | None = None) -> JobConfi
     if endpoint and endpoint.get("script") is not None:
         endpoint["script"] = absolute(endpoint["script"])
     data["skills"] = [absolute(p) for p in data.get("skills") or []]
-    if data.get("mcp_config") is not None:
-        data["mcp_config"] = absolute(data["mcp_config"])
+    for key in ("mcp_config", "tool_config"):
+        if data.get(key) is not None:
+            data[key] = absolute(data[key])
     certs = data["environment"].get("extra_ca_certs")
     if certs:
         data["environment"]["extra_ca_certs"] = [absolute(p) for p in certs]

@@ -49,6 +49,7 @@ from benchflow.trajectory.exporters import (
     sharegpt_conversations,
 )
 from benchflow.trajectory.exporters.tokens import SkipReason
+from benchflow.trajectory.events import WorkspaceChangesEvent
 from benchflow.trajectory.reader import iter_events
 
 ExportFormat = Literal["sft", "sharegpt", "atif", "adp", "tokens"]
@@ -66,6 +67,8 @@ class ExportFilters:
     roles: tuple[str, ...] = ()
     errors: Literal["include", "exclude"] = "exclude"
     models: tuple[str, ...] = ()
+    workspace_changes: bool = False
+    """Add each role's per-turn workspace changes to its lines' metadata."""
 
     def keeps(self, result: RolloutResult) -> bool:
         """Whether the rollout passes (and at least one of its roles could)."""
@@ -142,11 +145,23 @@ def _trace_id(result: RolloutResult) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def workspace_changes_of(path: Path) -> dict[str | None, list[dict[str, Any]]]:
+    """Each role's `workspace_changes` events: `[{scene, turn, session_turn, changes}]`."""
+    by_role: dict[str | None, list[dict[str, Any]]] = {}
+    for event in iter_events(path):
+        if isinstance(event, WorkspaceChangesEvent):
+            by_role.setdefault(event.role, []).append({
+                "scene": event.scene, "turn": event.turn, "session_turn": event.session_turn,
+                "changes": [c.model_dump(mode="json") for c in event.changes]})
+    return by_role
+
+
 def _trajectory_lines(fmt: ExportFormat, result: RolloutResult, paths: RolloutPaths,
                       filters: ExportFilters, stats: ExportStats) -> Iterator[dict[str, Any]]:
     if not paths.trajectory.is_file():
         return
     blocks = list(group_turns(iter_events(paths.trajectory)))
+    changes = workspace_changes_of(paths.trajectory) if filters.workspace_changes else {}
     for role in roles_of(blocks):
         stats.roles_seen.add(role)
         if not filters.keeps_role(role, result):
@@ -155,6 +170,8 @@ def _trajectory_lines(fmt: ExportFormat, result: RolloutResult, paths: RolloutPa
         if not steps:
             continue
         meta = _metadata(result, role, _trace_id(result))
+        if filters.workspace_changes:
+            meta["workspace_changes"] = changes.get(role, [])
         if fmt == "sft":
             yield {"messages": openai_messages(steps), "metadata": meta}
         elif fmt == "sharegpt":

@@ -33,6 +33,7 @@ from benchflow.mcp import McpServer
 from benchflow.roles import assign_roles
 from benchflow.rollout.scenes import task_scenes
 from benchflow.task import Task
+from benchflow.tools.acp import AcpTools, acp_tools
 
 
 def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
@@ -87,10 +88,33 @@ def trial_drivers(agent: AgentConfig, drivers: dict[str, AgentDriver], task: Tas
     return {**drivers, agent.name: ModelAgent(ModelAgentConfig.model_validate(settings))}
 
 
+def agent_acp_tools(agent: AgentConfig, config: JobConfig) -> AcpTools | None:
+    """The tool-server tools an ACP agent gets over MCP (`tools` of a registered agent
+    other than `model`), with the job's `tool_config` settings.
+
+    Raises:
+        ConfigError: `tool_config` is unreadable or invalid, or no agent takes it.
+    """
+    if not isinstance(agent, RegisteredAgentConfig) or agent.name == "model" or not agent.tools:
+        if config.tool_config is not None and not any(
+                isinstance(a, RegisteredAgentConfig) and a.name != "model" and a.tools
+                for a in config.agents):
+            raise ConfigError(f"tool_config (--tool-config) {config.tool_config}: it sets the "
+                              "tools ACP agents get (an agent's `tools`, --tool); no ACP agent "
+                              "here has any (the model agent uses a running `benchflow tools "
+                              "serve --config`)")
+        return None
+    from benchflow._extras import require
+
+    require("starlette", "tools", f"the tools of {agent.name!r} (the tool server)")
+    return acp_tools(agent.tools, config_path=config.tool_config)
+
+
 def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: TaskEntry,
-                   attempt: int, mcp_servers: list[McpServer] | None = None) -> RolloutConfig:
+                   attempt: int, mcp_servers: list[McpServer] | None = None,
+                   tools: AcpTools | None = None) -> RolloutConfig:
     """One trial's RolloutConfig with the job-wide settings applied (`mcp_servers`: the job's,
-    resolved once by `plan_trials`)."""
+    resolved once by `plan_trials`; `tools`: the agent's `agent_acp_tools`)."""
     env, verifier = config.environment, config.verifier
     verifier_timeout = None
     if entry.task is not None and (verifier.override_timeout_sec or verifier.max_timeout_sec):
@@ -107,10 +131,11 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         network=env.network, model_endpoint=config.model_endpoint,
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
         capture_model_calls=config.capture_model_calls,
-        skills=config.skills, mcp_servers=mcp_servers or [],
+        skills=config.skills, mcp_servers=mcp_servers or [], acp_tools=tools,
         # a QA item's answer is its output: nothing in a sandbox is scored, so no hardening
         harden=False if entry.task is not None and entry.task.qa is not None else config.harden,
         judge_endpoint=config.judge_endpoint, user=_user(config),
+        snapshot_turns=config.snapshot_turns, workspace_changes=config.workspace_changes,
     )
 
 
@@ -142,6 +167,7 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     for agent in config.agents:
         env = (agent_env or {}).get(agent.name, {})
         drivers = agent_drivers(agent, env)
+        tools = agent_acp_tools(agent, config)
         # a roles entry's scenes depend on the task's roles: planned per task below
         scenes = [] if isinstance(agent, RolesAgentConfig) else agent_scenes(agent, env)
         for dataset in datasets:
@@ -149,7 +175,7 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
                 scenes = agent_scenes(agent, env, entry.task)
                 for attempt in range(1, config.n_attempts + 1):
                     rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
-                                             mcp_servers)
+                                             mcp_servers, tools)
                     trials.append(Trial(rollout, entry.task, drivers=trial_drivers(
                                             agent, drivers, entry.task),
                                         task_folder=entry.name))
@@ -163,4 +189,4 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
     return trials
 
 
-__all__ = ["agent_drivers", "agent_scenes", "plan_trials", "rollout_config"]
+__all__ = ["agent_acp_tools", "agent_drivers", "agent_scenes", "plan_trials", "rollout_config"]

@@ -27,6 +27,7 @@ from benchflow.qa.config import DEFAULT_SANDBOX_URL, QaRolloutConfig, load_confi
 from benchflow.qa.outputs import evaluation, result_line, write_json, write_jsonl
 from benchflow.rollout.result import RolloutResult
 from benchflow.task.qa import QaItem, QaScoring, load_qa_items, select_items
+from benchflow.tools.acp import AcpTools, acp_tools
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -79,9 +80,29 @@ def _model_agent(config: QaRolloutConfig, base: Path) -> ModelAgentConfig:
         raise ConfigError(f"model agent settings: {exc}") from exc
 
 
+def _acp_tools(config: QaRolloutConfig, base: Path) -> AcpTools | None:
+    """The tools an ACP agent (`agent: claude`, ...) gets over MCP from the tool server
+    benchflow starts for each of its rollouts, with `sandbox_config_path`'s settings under
+    `resource_init_configs`.
+
+    Raises:
+        ConfigError: `sandbox_config_path` is unreadable or invalid.
+    """
+    if config.agent == "model" or not config.server_tools:
+        return None
+    path = config.sandbox_config_path
+    if path and not Path(path).is_absolute():
+        path = str(base / path)
+    return acp_tools(config.server_tools, config_path=path,
+                     resource_types=list(config.resource_types),
+                     resource_init_configs=dict(config.resource_init_configs),
+                     timeout_sec=float(config.sandbox_timeout))
+
+
 class ToolServerScope:
     """The tool server a QA run's server tools need: started here with
-    `sandbox_auto_start` (and stopped after), else checked to answer before any item runs."""
+    `sandbox_auto_start` (and stopped after), else checked to answer before any item runs.
+    ACP agents need none of it: each of their rollouts starts its own (`acp_tools`)."""
 
     def __init__(self, config: QaRolloutConfig, base: Path) -> None:
         self.config, self.base = config, base
@@ -91,7 +112,7 @@ class ToolServerScope:
         from benchflow.tools.client import ToolClient, ToolServerProcess
 
         config = self.config
-        if not config.server_tools:
+        if not config.server_tools or config.agent != "model":
             return self
         if config.sandbox_auto_start:
             path = config.sandbox_config_path
@@ -111,6 +132,17 @@ class ToolServerScope:
 
 
 def _check_extras(config: QaRolloutConfig) -> None:
+    """The extras the run needs are installed, and an ACP agent is given no sandbox tool.
+
+    Raises:
+        ConfigError: naming the missing extra, or the sandbox tools (an ACP agent has its
+            own shell and files).
+    """
+    own = [t for t in config.available_tools if t not in config.server_tools]
+    if config.agent != "model" and own:
+        raise ConfigError(f"available_tools: {', '.join(own)} are the model agent's sandbox "
+                          f"tools; agent {config.agent!r} has its own shell and files: list "
+                          "only the tool server's tools (web:search, doc:read, ...)")
     if config.agent == "model" or "llm_judgement" in (config.evaluation_metric,
                                                       *config.extra_metrics):
         require("openai", "models", "the QA API (its model agent and LLM judge)")
@@ -142,7 +174,7 @@ async def arollout(config: QaRolloutConfig, *, base_dir: Path | None = None,
                        scoring=scoring, endpoint=_endpoint(config),
                        environment=config.environment, image=config.sandbox_image,
                        model_agent=_model_agent(config, base), evaluate=do_eval,
-                       dataset_name=benchmark)
+                       dataset_name=benchmark, acp_tools=_acp_tools(config, base))
     stamp = datetime.now(UTC)
     job_name = f"{benchmark}__{stamp.strftime('%Y%m%dT%H%M%S')}"
     concurrency = config.max_workers if (config.parallel or config.max_workers > 1) else 1

@@ -30,6 +30,7 @@ from benchflow.job import Job
 from benchflow.job.qa_trials import qa_trials
 from benchflow.qa.api import (
     ToolServerScope,
+    _acp_tools,
     _check_extras,
     _endpoint,
     _model_agent,
@@ -97,7 +98,8 @@ class AgentRunner:
                            image=self.config.sandbox_image,
                            model_agent=_model_agent(self.config, self.base),
                            evaluate=self.config.evaluate_results,
-                           dataset_name=self.config.benchmark_name or self.worker_id)
+                           dataset_name=self.config.benchmark_name or self.worker_id,
+                           acp_tools=_acp_tools(self.config, self.base))
         job = Job(f"{self.job_name}__{self._count:05d}", self.out / "jobs", trials)
         await job.run()
         result = job.results[0] if job.results else None

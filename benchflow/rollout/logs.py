@@ -68,6 +68,10 @@ def mask_in_rollout_log(values: Iterable[str]) -> None:
                                reverse=True)
 
 
+_FORMATTER = logging.Formatter(_FORMAT)
+"""Shared by every rollout's handler (a Formatter holds no per-file state)."""
+
+
 class RolloutLogFile(logging.Handler):
     """A rollout's `rollout.log`. A record is formatted where it is made and queued; one
     background thread writes and flushes the queued lines of every rollout a few times a
@@ -86,7 +90,7 @@ class RolloutLogFile(logging.Handler):
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
         self._queued: deque[str] = deque()
         self._write_lock = threading.Lock()
-        self.setFormatter(logging.Formatter(_FORMAT))
+        self.setFormatter(_FORMATTER)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

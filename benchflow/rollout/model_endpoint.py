@@ -13,7 +13,9 @@ await net.aclose()                  # stop the endpoint, release the network
 
 The policy: `--network` (`RolloutConfig.network`) when given; else a scripted model server
 implies `model-only`; else the task's `sandbox.allow_internet` (false: `none`, or
-`model-only` when a real model endpoint is configured); else `public`.
+`model-only` when a real model endpoint or the ACP agents' tool server is configured);
+else `public`. Other host services the sandbox calls (the tool server of `acp_tools`)
+listen on the same gateway (`service_host()`), their ports allowed like the endpoint's.
 
 The endpoint: a scripted `ModelServer` (its `requests.jsonl` in `log_dir`), or a real
 endpoint's root URL relayed through a `ModelRelay` on the sandbox network's gateway
@@ -77,21 +79,24 @@ _PLACEHOLDER_URL = "http://model-endpoint.invalid"
 
 
 def resolve_policy(requested: NetworkPolicy | None, allow_internet: bool,
-                   endpoint: ModelEndpoint | None) -> NetworkPolicy:
-    """The rollout's network policy (see the module docstring).
+                   endpoint: ModelEndpoint | None, *, tool_server: bool = False
+                   ) -> NetworkPolicy:
+    """The rollout's network policy (see the module docstring); `tool_server`: the
+    sandbox calls a tool server on the host (`RolloutConfig.acp_tools`).
 
     Raises:
-        ConfigError: `none` was asked for together with a model endpoint.
+        ConfigError: `none` was asked for together with a model endpoint or tool server.
     """
-    if requested == "none" and endpoint is not None:
-        raise ConfigError("--network none leaves the sandbox no way to reach the model "
-                          "endpoint; use --network model-only")
+    if requested == "none" and (endpoint is not None or tool_server):
+        what = "the model endpoint" if endpoint is not None else "the tool server"
+        raise ConfigError(f"--network none leaves the sandbox no way to reach {what}; use "
+                          "--network model-only")
     if requested is not None:
         return requested
     if endpoint is not None and endpoint.script is not None:
         return "model-only"
     if not allow_internet:
-        return "model-only" if endpoint is not None else "none"
+        return "model-only" if endpoint is not None or tool_server else "none"
     return "public"
 
 
@@ -248,7 +253,9 @@ class RolloutNetwork:
                  log_dir: Path, capture_path: Path | None = None) -> None:
         self.endpoint = config.model_endpoint
         self.capture: ModelCallLog | None = capture_log(config, capture_path)
-        self.policy = resolve_policy(config.network, allow_internet, self.endpoint)
+        self.tool_server = config.acp_tools is not None
+        self.policy = resolve_policy(config.network, allow_internet, self.endpoint,
+                                     tool_server=self.tool_server)
         self.backend = config.environment
         # model-only as an outbound allowlist: the sandbox calls the endpoint itself
         self.direct = provider_class(config.environment).capabilities.egress_allowlist
@@ -264,6 +271,7 @@ class RolloutNetwork:
         self.url: str | None = None
         self._server: ModelServer | ModelRelay | None = None
         self._port: int | None = None
+        self._service_ports: list[int] = []
         self._start_policy: NetworkPolicy = self.policy
 
     async def open(self) -> None:
@@ -278,6 +286,10 @@ class RolloutNetwork:
             raise ConfigError(f"provider_config network {self.base_network!r} conflicts with "
                               f"network policy {self.policy!r}")
         if self.direct:
+            if self.tool_server:
+                raise ConfigError(f"tools for ACP agents: on the {self.backend} backend the "
+                                  "sandbox cannot reach a tool server on this host; use "
+                                  "--env docker")
             self._open_direct()
             return
         if self.policy == "model-only":
@@ -345,6 +357,28 @@ class RolloutNetwork:
         log.info("model endpoint for the agents: %s (network %s, called directly)", self.url,
                  self.policy)
 
+    async def service_host(self) -> str:
+        """The host address where a service the sandbox calls must listen (the sandbox
+        network's gateway, as for the model endpoint).
+
+        Raises:
+            ConfigError: the sandbox reaches no host address (`none`, a direct backend).
+            SandboxStartError: docker has no such network.
+        """
+        if self.direct or self.policy == "none":
+            raise ConfigError(f"the sandbox cannot reach this host (network {self.policy}, "
+                              f"{self.backend} backend)")
+        if self.network is not None:
+            return self.network.gateway
+        return await netpolicy.network_gateway(self.base_network)
+
+    async def allow_port(self, port: int) -> None:
+        """Let the sandbox reach `service_host():port` (under `model-only`; revoked by
+        `aclose()`)."""
+        if self.network is not None:
+            await netpolicy.allow_endpoint(self.network, port)
+            self._service_ports.append(port)
+
     def attribute_calls(self, trajectory: TrajectoryWriter) -> None:
         """A call made with a role's key belongs to that role's current (or last) prompt."""
         if self.traffic is not None:
@@ -406,8 +440,10 @@ class RolloutNetwork:
             await anyio.to_thread.run_sync(server.stop)
         network, self.network = self.network, None
         if network is not None:
-            if self._port is not None:
-                await netpolicy.revoke_endpoint(network, self._port)
+            for port in [self._port, *self._service_ports]:
+                if port is not None:
+                    await netpolicy.revoke_endpoint(network, port)
+            self._service_ports = []
             await netpolicy.release_model_only_network(network)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from benchflow.agents.base import AgentContext, AgentDriver, driver_needs_sandbox
@@ -25,11 +25,11 @@ from benchflow.agents.registry import check_scenes, get_driver
 from benchflow.config import ModelEndpoint, RolloutConfig
 from benchflow.errors import BenchflowError, ConfigError
 from benchflow.rollout.events import RolloutEventKind, RolloutListener
-from benchflow.rollout.model_endpoint import capture_log, endpoint_root
+from benchflow.rollout.model_endpoint import capture_log, endpoint_root, scenes_for_check
 from benchflow.rollout.result import write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.rollout.skills import RolloutSkills
-from benchflow.steps import desugar
+from benchflow.steps import Step, desugar
 from benchflow.task import Task
 from benchflow.verify.answers import extract_answer, judge_settings, score_answer
 
@@ -58,7 +58,8 @@ class QaRollout(Rollout):
         self._capture: ModelCallLog | None = None
 
     def _resolve_drivers(self) -> None:
-        check_scenes(self.config.scenes, given=self._given_drivers)
+        # as the endpoint will point them (its key): an ACP agent asks for no key of its own
+        check_scenes(scenes_for_check(self.config), given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in self.config.scenes for role in scene.roles}
 
@@ -145,9 +146,9 @@ class QaRollout(Rollout):
         for driver in self.drivers.values():
             await driver.install(self.ctx)
 
-    async def execute(self) -> None:
+    async def execute(self, prompts: Sequence[str | Step] | str | None = None) -> None:
         """Run the agent, then take its answer (the answer file wins over the final message)."""
-        await super().execute()
+        await super().execute(prompts)
         written = await self._answer_file()
         raw = written if written is not None else self.final_text
         self.result.answer = extract_answer(raw, self.qa.scoring.answer_pattern)

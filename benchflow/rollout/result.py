@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,9 @@ from benchflow._models import StrictModel
 from benchflow.agents.image_cache import AgentInstallCache
 from benchflow.errors import BenchflowError, ErrorType
 from benchflow.verify.rewards import passes
+
+if TYPE_CHECKING:
+    from benchflow.trajectory.events import Event
 
 Phase = Literal["environment_setup", "agent_setup", "agent_execution", "verifier"]
 PHASES: tuple[Phase, ...] = ("environment_setup", "agent_setup", "agent_execution", "verifier")
@@ -104,6 +107,14 @@ class TaskStepResult(StrictModel):
         return None if self.rewards is None else self.rewards.get("reward")
 
 
+class ParentRef(StrictModel):
+    """Where a forked rollout came from: the original rollout's folder (relative to the
+    jobs folder when it is inside it) and the turn index the fork replaced from."""
+
+    rollout: str
+    turn: int = Field(ge=0)
+
+
 class RolloutResult(StrictModel):
     """The outcome of one rollout. `reward` is the verifier's headline; null on error."""
 
@@ -148,6 +159,17 @@ class RolloutResult(StrictModel):
         default_factory=list, description="a multi-step task's steps, in the order they ran")
     warnings: list[str] = Field(
         default_factory=list, description="what weakens this score, e.g. hardening turned off")
+    parent: ParentRef | None = Field(
+        default=None, description="the rollout this one was forked from, and at which turn")
+
+    @property
+    def trajectory(self) -> list[Event]:
+        """The rollout's trajectory events (message chunks merged), read from
+        `trajectory_path` when asked for (each time: keep the list); [] when there is none."""
+        from benchflow.trajectory.reader import load
+
+        path = Path(self.trajectory_path) if self.trajectory_path else None
+        return load(path) if path is not None and path.is_file() else []
 
     @property
     def passed(self) -> bool:

@@ -1,16 +1,17 @@
 """The Rollout: one agent configuration on one task, as a short sequence of phases.
 
-setup -> start -> install_agent -> execute -> verify -> cleanup. Each phase is a method;
-`run()` calls them in order, turns any error into the result's `error`, always cleans
-up (shielded from cancellation) and writes `result.json` as the rollout ends.
+setup -> start -> install_agent -> (connect_as(role) -> execute(prompts) -> disconnect())*
+-> verify -> cleanup, then finish() writes `result.json`. Each phase is a method, usable
+by hand with the same files, timings and error mapping as `run()` (`phases.py`); `run()`
+calls them in order, turns any error into the result's `error` and always cleans up
+(shielded from cancellation). The roles' sessions live in `turns.py`/`sessions.py`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import errno
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import anyio
@@ -20,8 +21,9 @@ from benchflow.agents.builtin import solution_placed, solution_tree
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
+from benchflow.agents.layers import LayerPlan, prepare_layers
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
-from benchflow.config import RolloutConfig
+from benchflow.config import Role, RolloutConfig
 from benchflow.errors import (
     BenchflowError,
     ResultsWriteError,
@@ -30,18 +32,23 @@ from benchflow.errors import (
 )
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
+from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
-from benchflow.rollout.logs import RolloutLogFile, mask_in_rollout_log, rollout_log
+from benchflow.rollout.logs import mask_in_rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
+from benchflow.rollout.phases import PhaseBook, phase
+from benchflow.rollout.fork import fork_baseline, fork_steps, start_from_fork
+from benchflow.rollout.role_access import setup_role_access
+from benchflow.rollout.snapshots import TurnSnapshotter
 from benchflow.rollout.result import (
     ErrorInfo,
+    ParentRef,
     PhaseClock,
     RolloutResult,
     Tokens,
     append_error_txt,
     record_endpoint_score,
-    write_error_txt,
     write_json_atomic,
 )
 from benchflow.rollout.roles import (
@@ -50,9 +57,15 @@ from benchflow.rollout.roles import (
     role_identities,
     rollout_model,
 )
-from benchflow.rollout.scenes import resolve_scenes
 from benchflow.rollout.redaction import mask_folder, rollout_redactor
-from benchflow.rollout.secrets import Redactor, redacted_config_json
+from benchflow.rollout.scenes import resolve_scenes
+from benchflow.rollout.secrets import Redactor
+from benchflow.rollout.turns import Turns
+from benchflow.rollout.workspace_changes import (
+    WORKSPACE_START,
+    WorkspaceTracker,
+    workspace_tracker,
+)
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
@@ -67,18 +80,13 @@ from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec, SpecTree
 from benchflow.settings import get_settings
-from benchflow.steps import Step, desugar, session_groups
+from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
 from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.baseline import (
-    Baseline,
-    scrub_git_history,
-    take_baseline,
-    task_named_tools,
-)
+from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -88,7 +96,6 @@ log = logging.getLogger(__name__)
 _GIT_HEAD_MAX_AGE_SEC = 60.0
 """How long one `git rev-parse HEAD` of a task folder serves rollouts of that task."""
 _CLEANUP_TIMEOUT_SEC = 60.0
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def default_job_name() -> str:
@@ -133,6 +140,7 @@ class Rollout:
         self._logs_collected = False
         self._started = False
         self._agent_image: AgentImagePlan | None = None
+        self._agent_layers = LayerPlan()
         self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
@@ -146,6 +154,18 @@ class Rollout:
                                  configured=configured_roles(config.scenes))
         """Each role's identity and counts (`result.roles`)."""
         self.result.model = rollout_model(self.ledger.identities) or config.model_name
+        self.turns: Turns | None = None
+        """The roles' sessions during the agent phase (`connect_as` ... `disconnect`)."""
+        self._phases = PhaseBook(self)
+        self.workspace: WorkspaceTracker | None = None
+        """Records each turn's changes to the workspace (None: not recorded)."""
+        self.snapshots: TurnSnapshotter | None = None
+        """Snapshots the sandbox at each turn boundary (`snapshot_turns`)."""
+        self._step_index: dict[tuple[int, int], int] = {}
+        if config.fork is not None:
+            self.result.parent = ParentRef(rollout=config.fork.rollout, turn=config.fork.step)
+        self._next_step: Step | None = None  # run()'s next step: the session opens with it
+
 
     @property
     def hardened(self) -> bool:
@@ -157,6 +177,7 @@ class Rollout:
 
     # -- phases --------------------------------------------------------------------------
 
+    @phase("environment_setup")
     async def setup(self) -> None:
         """Load the task, desugar scenes, resolve agents, and describe the sandbox. No container yet."""
         config = self.config
@@ -188,6 +209,9 @@ class Rollout:
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
+        self._step_index = {(s.scene_index, s.turn_index): i for i, s in enumerate(self.steps)}
+        if config.fork is not None:  # steps from the fork's on, with each role's history
+            self.steps = fork_steps(config.fork, self.steps)
         check_scenes(self.scenes, given=self._given_drivers)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
@@ -226,13 +250,22 @@ class Rollout:
         )
         self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
+        if config.snapshot_turns or config.fork is not None:
+            TurnSnapshotter.check(self.sandbox)
         self._warn_unhardened()
 
+    @phase("environment_setup")
     async def start(self) -> None:
         """Start the sandbox and place the instruction at `instruction_path`."""
         assert self.sandbox is not None and self.task is not None
+        self._agent_layers = await prepare_layers(  # agents cached one by one (layers.py)
+            self.sandbox, list(self.drivers.values()), self.task, self.paths,
+            self.config.timeout_multiplier)
         self._emit(RolloutEventKind.SANDBOX_START)
-        self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
+        if self.config.fork is not None:  # the original's sandbox, with its agents installed
+            start_from_fork(self.sandbox, self.config.fork)
+        else:
+            self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
         limit = watched_limit_mb(self.sandbox)
@@ -245,6 +278,7 @@ class Rollout:
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
+            agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
             env={**(self.network.env if self.network else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
@@ -255,7 +289,10 @@ class Rollout:
         )
         if self._solution_tree is not None:
             solution_placed(self.ctx, self._solution_tree)
+        if self.config.fork is not None:  # roles that restore their session (session/load)
+            self.ctx.resume_sessions = dict(self.config.fork.sessions)
 
+    @phase("agent_setup")
     async def install_agent(self) -> None:
         """Install each distinct agent once; cache registered agents as an image layer.
 
@@ -269,18 +306,21 @@ class Rollout:
             await driver.install(self.ctx)
         if cached:
             saved = await commit_agent_image(self.sandbox, self._agent_image)
-            self.result.agent_install_cache = install_cache_outcome(self._agent_image, saved)
+            self.result.agent_install_cache = install_cache_outcome(
+                self._agent_image, saved, self._agent_layers.layers)
         for driver in self.drivers.values():
             if driver not in cached:
                 await driver.install(self.ctx)
-        if self.hardened:
+        await setup_role_access(self.ctx, self.scenes)  # each role its own user
+        if self.config.fork is not None and self.hardened:  # checked against the original's
+            self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
+        if self.hardened and self.baseline is None:
             hardening = self.task.config.verifier.hardening
-            if hardening.scrub_git_history:
-                await scrub_git_history(self.ctx.sandbox, workspace=self.ctx.workdir)
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
                                                 config=hardening,
-                                                named=task_named_tools(self.task))
+                                                named=task_named_tools(self.task),
+                                                scrub_git=hardening.scrub_git_history)
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""
@@ -293,10 +333,95 @@ class Rollout:
             log.warning("%s: %s", self.rollout_name, message)
             self.result.warnings.append(message)
 
-    async def execute(self) -> None:
-        """Run every step; one session per run of consecutive steps of one role in one scene."""
+    @phase("agent_execution")
+    async def connect_as(self, role: str | Role, scene: str | int | None = None, *,
+                         fresh: bool = False) -> None:
+        """Make `role` (a role name of the rollout's scenes, or one of its `Role`s) the
+        acting role: its agent starts, unless it already has a session in the scene.
+
+        Raises:
+            ConfigError: no scene declares the role.
+            AgentError: the agent did not start or connect.
+        """
+        turns = await self._open_turns()
+        await turns.connect_as(role, scene, fresh=fresh, first=self._next_step)
+
+    @phase("agent_execution")
+    async def execute(self, prompts: Sequence[str | Step] | str | None = None) -> None:
+        """Send `prompts` to the connected role as its next turns, in its session.
+
+        Without prompts: every desugared step of the rollout's scenes (the user's rounds
+        when a user drives), each role connected and disconnected in turn.
+
+        Raises:
+            ConfigError: prompts were given but no role is connected.
+            AgentError: an agent failed, or the agent phase ran out of time.
+        """
+        if prompts is None:  # the whole agent phase, under the disk watchdog where needed
+            await run_watched(self.sandbox, self._execute_all)
+            return
+        turns = await self._open_turns()
+        await turns.execute(prompts)
+
+    @phase("agent_execution")
+    async def disconnect(self, *, close: bool = False) -> None:
+        """End the connected role's turn; its session stays open for its later turns in
+        the scene (unless the role is `fresh`, or `close`)."""
+        if self.turns is not None:
+            await self.turns.disconnect(close=close)
+        if self.ctx is not None and self.ctx.trajectory is not None:
+            self.ctx.trajectory.span_id = self.trace.span_id
+
+    async def _execute_all(self) -> None:
+        if self.config.user is not None or (self.task is not None
+                                            and "user" in self.task.raw_frontmatter):
+            await self.open_agent_phase()
+            await self.run_steps()
+            return
+        try:
+            for steps in _role_runs(self.steps):
+                self._next_step = steps[0]
+                await self.connect_as(steps[0].role, steps[0].scene_index)
+                self._next_step = None
+                await self.execute(steps)
+                await self.disconnect()
+            if self.snapshots is not None:  # the final workspace (regrade), before hardening
+                await self.snapshots.take(len(self._step_index))
+        except BaseException as exc:
+            self._next_step = None
+            await self.end_agent_phase(exc)
+            raise
+        await self.end_agent_phase()
+
+    async def _open_turns(self) -> Turns:
         await self.open_agent_phase()
-        await run_watched(self.sandbox, self.run_steps)
+        if self.turns is None:
+            assert self.ctx is not None and self.task is not None and self.skills is not None
+            ctx, skills = self.ctx, self.skills
+            budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
+            ctx.agent_deadline = time.monotonic() + budget
+            self.turns = Turns(ctx, self.drivers, self.scenes,
+                               place_skills=lambda driver, step: skills.place(ctx, driver, step),
+                               before_step=self._before_step, after_step=self._after_step,
+                               prompts=self.task.prompts, instruction=self.task.instruction)
+        return self.turns
+
+    async def end_agent_phase(self, error: BaseException | None = None) -> None:
+        """Close every role's session (their agents stop) and end the phase's budget.
+
+        Sessions run in a task group entered by the first `connect_as`: call this (or
+        `verify()`, `cleanup()`) at the same nesting of cancel scopes as `connect_as`.
+        `error`: the exception the agent phase is ending with (the sessions are cancelled).
+        """
+        if self.turns is not None:
+            if error is None:
+                await self.turns.aclose()
+            else:
+                await self.turns.aclose(type(error), error, error.__traceback__)
+        if self.workspace is not None:
+            await self.workspace.aclose()
+        if self.ctx is not None:
+            self.ctx.agent_deadline = None
 
     async def open_agent_phase(self) -> None:
         """Once, before the first agent step: network policy, trajectory file, skills."""
@@ -312,6 +437,17 @@ class Rollout:
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
         await open_strategy(self)  # an ORS environment the agent plays
+        await open_acp_tools(self)  # the tool server's tools, as an MCP server
+        self.workspace = workspace_tracker(self.config, self.ctx)
+        if self.workspace is not None:
+            await self.workspace.start(self.paths.root / WORKSPACE_START)
+        if self.config.snapshot_turns and self.sandbox is not None:
+            self.snapshots = TurnSnapshotter(
+                self.sandbox, self.paths.root, job_name=self.job_name,
+                rollout_name=self.rollout_name, n_steps=len(self._step_index),
+                backend=self.config.environment, provider_config=self.config.provider_config)
+            self.snapshots.set_baseline(self.baseline)
+
 
     async def run_steps(self) -> None:
         """The desugared steps (`self.steps`), or the user's rounds when a user drives, all
@@ -323,15 +459,17 @@ class Rollout:
             if self.config.user is not None or "user" in self.task.raw_frontmatter:
                 await self._run_user_rounds()
                 return
-            for group in session_groups(self.steps):
-                first, driver = group[0], self.drivers[group[0].role.agent]
-                async with self.skills.session(self.ctx, driver, first) as skills, \
-                        driver.connect(self.ctx, first.role, first.scene) as connection:
-                    for step in group:
-                        self._enter_step(step)
-                        self._count(step, await connection.prompt(
-                            dataclasses.replace(step, skills=skills)))
-                self.ctx.trajectory.span_id = self.trace.span_id
+            turns = await self._open_turns()
+            try:
+                for steps in _role_runs(self.steps):
+                    await turns.connect_as(steps[0].role, steps[0].scene_index,
+                                           first=steps[0])
+                    await turns.execute(steps)
+                    await turns.disconnect()
+                    self.ctx.trajectory.span_id = self.trace.span_id
+            finally:
+                await turns.aclose()
+
 
     def _enter_step(self, step: Step) -> None:
         """Attribute what follows to the step's span (trajectory events, the agent's TRACEPARENT)."""
@@ -340,12 +478,28 @@ class Rollout:
         self.ctx.trajectory.span_id = span
         self.ctx.env = {**self.ctx.env, "TRACEPARENT": traceparent(self.trace.trace_id, span)}
 
+    async def _before_step(self, step: Step) -> None:
+        """Before a turn: snapshot the sandbox (`snapshot_turns`), enter the step's span."""
+        if self.snapshots is not None:
+            await self.snapshots.take(self._step_index.get((step.scene_index, step.turn_index),
+                                                           0), step.scene, step.turn_index)
+        self._enter_step(step)
+
+    async def _after_step(self, step: Step, outcome: StepOutcome) -> None:
+        """After a turn: count it, and record what it changed in the workspace."""
+        self._count(step, outcome)
+        if self.workspace is not None and self.ctx is not None:
+            session = self.turns.pool.session_id((step.scene_index, step.role.name)) \
+                if self.turns is not None else None
+            await self.workspace.record(self.ctx.trajectory, step, session_id=session)
+
     def _count(self, step: Step, outcome: StepOutcome, round_index: int | None = None) -> None:
         """Add one answered prompt to the result: counters, and tokens and cost when reported;
         per role, with what benchflow's model server or relay saw of it (`RoleLedger`)."""
         self.ledger.record(step.role.name, outcome, self.ctx.trajectory if self.ctx else None,
                            scene=step.scene, turn=step.turn_index,
                            session_turn=step.session_turn, round=round_index)
+
         result = self.result
         result.n_prompts += 1
         result.n_tool_calls += outcome.n_tool_calls
@@ -385,11 +539,13 @@ class Rollout:
                 max_rounds=max_rounds, score_round=score_round,
                 rounds_log=self.paths.user_rounds, on_prompt=self._count)
 
+    @phase("verifier")
     async def verify(self) -> None:
         """Harden the sandbox (unless only trusted agents ran), run the verifier, record rewards.
 
         The verifier runs in a fresh sandbox instead when the task says `separate`."""
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
+        await self.end_agent_phase()  # the agents stop before the sandbox is hardened
         self._emit(RolloutEventKind.VERIFY_START)
         self.result.hardened = self.baseline is not None
         judge = judge_verifier(self.task)
@@ -406,6 +562,7 @@ class Rollout:
             self.result.rewards = outcome.rewards
         self.result.reward = self.result.rewards["reward"]
 
+    @phase(None)
     async def _run_task_steps(self) -> None:
         """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
         await self.open_agent_phase()
@@ -433,9 +590,32 @@ class Rollout:
                            env=task.config.verifier.env, cwd=self.sandbox.workdir,
                            command=script_command(task))
 
+    @phase(None)
     async def cleanup(self) -> None:
-        """Collect /logs if not yet collected, then stop the sandbox per the preserve policy."""
-        await close_strategy(self)
+        """Stop the agents, collect /logs if not yet collected, stop the sandbox per the
+        preserve policy, close the model network. Idempotent; shielded and bounded."""
+        if self._phases.cleaned:
+            return
+        self._phases.cleaned = True
+        try:
+            await self.end_agent_phase()  # first: at the nesting of connect_as
+        finally:
+            await self._teardown()
+
+    async def _teardown(self) -> None:
+        with anyio.move_on_after(_CLEANUP_TIMEOUT_SEC, shield=True):
+            try:
+                try:  # the ORS environment and the tool server, before their sandbox
+                    await close_strategy(self)
+                    await close_acp_tools(self)
+                finally:
+                    await self._stop_sandbox()
+            finally:
+                if self.network is not None:
+                    await self.network.aclose()
+
+    async def _stop_sandbox(self) -> None:
+
         if self.sandbox is None:
             return
         try:
@@ -459,6 +639,10 @@ class Rollout:
             self.result.sandbox_preserved = self.sandbox.sandbox_id
         self._add_sandbox_cost()
 
+    def _write_failure(self, path: object, exc: OSError) -> ResultsWriteError:
+        """The job-stopping error for a file of this rollout that could not be written."""
+        return ResultsWriteError.for_path(path, exc, self.config.jobs_dir / self.job_name)
+
     def _add_sandbox_cost(self) -> None:
         """The provider's cost of the sandbox, beside the model cost (spec: `cost`)."""
         cost = sandbox_cost(self.sandbox)
@@ -468,112 +652,48 @@ class Rollout:
 
     # -- the whole rollout -------------------------------------------------------------
 
-    async def run(self) -> RolloutResult:
-        """Run every phase; never raises for a rollout failure (it is in `result.error`)."""
-        # shielded: a cancellation here would skip result.json; in a thread: hundreds of
-        # rollouts starting at once must not each hold the event loop on the file system
-        config_json = redacted_config_json(self.config)
-        with anyio.CancelScope(shield=True):
+    async def finish(self) -> RolloutResult:
+        """End the rollout: clean up if that was not done, write `result.json`, close the
+        trajectory and rollout.log; returns the result. Idempotent."""
+        if not self._phases.cleaned and self._phases.opened:
             try:
-                log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
-            except OSError as exc:  # nothing started yet: the job stops here
-                raise self._write_failure(self.paths.config, exc) from exc
+                await self.cleanup()
+            except Exception:  # noqa: BLE001 - recorded as the result's error by the phase
+                pass
+        await self._phases.finish()
+        return self.result
+
+    async def run(self) -> RolloutResult:
+        """Run every phase in order; never raises for a rollout failure (it is in
+        `result.error`). Cancellation still propagates, after cleanup and result.json."""
         try:
-            with rollout_log(log_file, self.rollout_name):
-                return await self._run()
-        finally:
-            with anyio.CancelScope(shield=True):  # every line on disk when run() returns
-                try:
-                    await anyio.to_thread.run_sync(log_file.close)
-                except OSError:  # a full disk: the failure that matters is raised above
-                    log.debug("could not flush %s", self.paths.log)
-
-    def _write_failure(self, path: object, exc: OSError) -> ResultsWriteError:
-        return ResultsWriteError.for_path(path, exc, self.config.jobs_dir / self.job_name)
-
-    def _open_folder(self, config_json: str) -> RolloutLogFile:
-        """The rollout's folder with its config.json, and its open rollout.log (one trip
-        to a worker thread for all three)."""
-        self.paths.mkdirs()
-        write_json_atomic(self.paths.config, config_json)
-        return RolloutLogFile(self.paths.log)
-
-    async def _run(self) -> RolloutResult:
-        self.clock.begin()
-        log.info("rollout %s of job %s starts", self.rollout_name, self.job_name)
-        self._emit(RolloutEventKind.START)
-        phase = "environment_setup"
-        try:
-            with self.clock.phase("environment_setup"):
-                await self.setup()
-                await self.start()
-            phase = "agent_setup"
-            with self.clock.phase("agent_setup"):
-                await self.install_agent()
-            phase = "agent_execution"
+            await self.setup()
+            await self.start()
+            await self.install_agent()
             if self.task is not None and self.task.multi_step:
-                try:
-                    await self._run_task_steps()
-                finally:  # its agent and verifier phases alternate
-                    phase = self.clock.current or phase
+                await self._run_task_steps()
             else:
-                with self.clock.phase("agent_execution"):
-                    await self.execute()
+                await self.execute()
                 if not self.config.verifier_disabled:
-                    phase = "verifier"
-                    with self.clock.phase("verifier"):
-                        await self.verify()
+                    await self.verify()
             if self.ctx is not None:
                 record_endpoint_score(self.result, self.ctx.extras.get("endpoint_score"),
                                       self.ctx.extras.get("endpoint_passed"),
                                       verified=not self.config.verifier_disabled)
         except anyio.get_cancelled_exc_class() as exc:
-            self._record_error(RolloutCancelled(f"cancelled during {phase}"), phase, exc)
-            self._emit(RolloutEventKind.CANCEL)
+            self._phases.record_error(RolloutCancelled("cancelled"), "cancel", exc)
             raise
         except Exception as exc:  # noqa: BLE001 - every failure becomes the result's error
-            self._record_error(exc, phase, exc)
+            self._phases.record_error(exc, self.clock.current or "environment_setup", exc)
         finally:
-            with anyio.move_on_after(_CLEANUP_TIMEOUT_SEC, shield=True):
-                await self.cleanup()
-                if self.network is not None:
-                    await self.network.aclose()
-            if self.ctx is not None and self.ctx.trajectory is not None:
+            with anyio.CancelScope(shield=True):
                 try:
-                    self.ctx.trajectory.close()
-                except OSError as exc:  # a full disk: its last events are lost
-                    self._storage_failure = self._storage_failure or exc
-            self.ledger.finish(self.result)
-            self.clock.end()
-            with anyio.CancelScope(shield=True):  # written even when cancelled
-                try:
-                    await anyio.to_thread.run_sync(self._write_result)
-                except OSError as exc:  # the sandbox is gone already; the job stops
-                    raise self._write_failure(self.paths.result, exc) from exc
-            if self._storage_failure is not None:  # the disk filled during the rollout
-                raise self._write_failure(self._storage_failure.filename or self.paths.root,
-                                          self._storage_failure)
-            log.info("rollout ends: reward %s, error %s", self.result.reward,
-                     self.result.error.type if self.result.error else None)
-            self._emit(RolloutEventKind.END)
-        return self.result
+                    await self.cleanup()
+                except Exception:  # noqa: BLE001 - cleanup's failure is in the result
+                    pass
+                await self.finish()
 
-    def _record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
-        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
-            self._storage_failure = exc  # not the agent's fault: the job stops after cleanup
-        error = ErrorInfo.from_exception(exc, phase)
-        self.result.error = error.model_copy(
-            update={"message": self.redactor.text(error.message)})
-        self.result.reward = None
-        self.result.rewards = None
-        if self._storage_failure is exc:
-            log.info("%s: cannot write its files: %s", self.rollout_name, exc)
-        elif not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
-            log.exception("%s: internal error in %s", self.rollout_name, phase, exc_info=cause)
-        try:
-            write_error_txt(self.paths.error, cause, self.redactor.values)
-        except OSError:
-            pass
+        return self.result
 
     def _open_trajectory(self) -> TrajectoryWriter:
         config = self.config
@@ -600,6 +720,19 @@ class Rollout:
         log.info("%s", kind.value)
         if self.listener is not None:
             self.listener(RolloutEvent(kind, self.rollout_name, self.result))
+
+
+def _role_runs(steps: Sequence[Step]) -> list[list[Step]]:
+    """Consecutive steps of one role in one scene: one connect_as/execute/disconnect each."""
+    runs: list[list[Step]] = []
+    for step in steps:
+        last = runs[-1][-1] if runs else None
+        if (last is not None and last.scene_index == step.scene_index
+                and last.role.name == step.role.name):
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    return runs
 
 
 async def run(config: RolloutConfig) -> RolloutResult:

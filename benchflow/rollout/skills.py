@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
-from benchflow.agents.acp_driver import ensure_agent_user
+from benchflow.agents.acp_driver import role_user
 from benchflow.agents.base import AgentContext, AgentDriver
 from benchflow.agents.skill_placement import SkillStage
 from benchflow.config import RolloutConfig, Scene
@@ -92,7 +92,7 @@ class RolloutSkills:
         names = tuple(dict.fromkeys((*step.skills, *self.runtime)))
         skills_dir: str | None = getattr(driver, "skills_dir", None)  # drivers without one
         if skills_dir is not None:                                   # read no skills
-            user = await ensure_agent_user(ctx)
+            user = await role_user(ctx, step.role.name)
             await self._stage.place(user=user.name, home=user.home, skills_dir=skills_dir,
                                     names=names)
         elif names and driver.name not in self._warned and hasattr(driver, "manifest"):

@@ -6,7 +6,8 @@ Rollouts, verifiers and agents compose on top of this small surface; every backe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -88,6 +89,9 @@ class SandboxCapabilities(FrozenModel):
     `network_policies`: the `NetworkPolicy` values the backend can enforce.
     `snapshots`: a started sandbox can be saved as an image to start from later (the agent
     install cache; without it agents are installed in every rollout).
+    `volumes`: named volumes, each filled once by a short-lived sandbox of the same image
+    and mounted read-only into later sandboxes (the per-agent install layers: a pairing of
+    agents installed before starts with both, with no install and no image to build).
     `gpus`: GPUs can be attached.
     `compose`: multi-container sandboxes (a task's docker-compose.yaml; `SandboxSpec.compose_file`).
     `egress_allowlist`: `model-only` is an outbound allowlist holding the model endpoint's
@@ -100,6 +104,7 @@ class SandboxCapabilities(FrozenModel):
     root_exec: bool = True
     gpus: bool = False
     snapshots: bool = False
+    volumes: bool = False
     network_policies: frozenset[NetworkPolicy] = frozenset({"public"})
     egress_allowlist: bool = False
     compose: bool = False
@@ -231,4 +236,43 @@ class PolicySandbox(Sandbox, Protocol):
 
     async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
         """Apply `policy` now (with `model-only`: attach to `network` only)."""
+        ...
+
+
+@runtime_checkable
+class VolumeSandbox(Sandbox, Protocol):
+    """A sandbox whose backend keeps named volumes (`capabilities.volumes`).
+
+    A volume is filled once (`fill_volume`) and from then on only read: mounted read-only
+    (`mount_volume`, before `start()`), so no rollout can change what later ones run.
+    """
+
+    async def snapshot_base(self) -> str:
+        """Before start: prepare the image and return a stable id of its content."""
+        ...
+
+    def scratch(self) -> AbstractAsyncContextManager[Sandbox]:
+        """A short-lived started sandbox of the same image, on the public network, with
+        none of this one's files; removed on exit (to inspect the image before start)."""
+        ...
+
+    async def volume_ready(self, name: str) -> bool:
+        """Whether volume `name` exists and was filled completely."""
+        ...
+
+    async def fill_volume(self, name: str, target: str,
+                          fill: Callable[[Sandbox], Awaitable[None]], *,
+                          ttl_sec: float = 3600.0) -> bool:
+        """Fill volume `name`: `fill` runs on a scratch sandbox where the (emptied) volume
+        is mounted read-write at `target`; when it returns, the volume is marked complete.
+
+        One filler at a time per volume, across processes: a caller that finds another
+        filling waits for it and returns False once the volume is ready (True: filled
+        here); a filler killed mid-fill blocks the others for at most `ttl_sec`. Raises
+        what `fill` raised (the volume stays incomplete).
+        """
+        ...
+
+    def mount_volume(self, name: str, target: str) -> None:
+        """Before start: mount volume `name` read-only at `target`."""
         ...

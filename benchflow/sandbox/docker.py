@@ -14,7 +14,7 @@ import re
 import secrets
 import shlex
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +36,7 @@ from benchflow.sandbox import certs, images
 from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
-from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
 from benchflow.sandbox.docker_errors import is_transient
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
@@ -102,7 +102,7 @@ _storage_quotas: bool | None = None
 """Whether the daemon honours `storage_opt` size quotas (None: not asked yet)."""
 
 CAPABILITIES = SandboxCapabilities(
-    live_processes=True, root_exec=True, gpus=True, snapshots=True, compose=True,
+    live_processes=True, root_exec=True, gpus=True, snapshots=True, compose=True, volumes=True,
     network_policies=frozenset({"public", "none", "model-only"}))
 
 
@@ -298,6 +298,39 @@ class DockerSandbox:
                           changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
                           conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
                                            LABEL_SNAPSHOT_OF: self.image or ""}})
+
+    # -- volumes (the per-agent install layers; docker_volumes.py) ----------------------
+
+    @contextlib.asynccontextmanager
+    async def scratch(self) -> AsyncIterator[Sandbox]:
+        """A short-lived container of this image (public network, no files), removed on exit."""
+        from benchflow.sandbox import docker_volumes  # the volume code, when volumes are used
+
+        async with docker_volumes.scratch(self) as box:
+            yield box
+
+    async def volume_ready(self, name: str) -> bool:
+        from benchflow.sandbox import docker_volumes
+
+        return await docker_volumes.volume_ready(name)
+
+    async def fill_volume(self, name: str, target: str,
+                          fill: Callable[[Sandbox], Awaitable[None]], *,
+                          ttl_sec: float = 3600.0) -> bool:
+        """Fill volume `name` once (see `VolumeSandbox.fill_volume`); a lock left by a
+        killed process is honoured for at most `ttl_sec`."""
+        from benchflow.sandbox import docker_volumes
+
+        return await docker_volumes.fill_volume(self, name, target, fill, ttl_sec)
+
+    def mount_volume(self, name: str, target: str) -> None:
+        """Before start: mount volume `name` read-only at `target`."""
+        mounts = self.spec.volumes
+        if isinstance(mounts, list):
+            mounts = [*mounts, f"{name}:{target}:ro"]
+        else:
+            mounts = {**(mounts or {}), name: {"bind": target, "mode": "ro"}}
+        self.spec = self.spec.model_copy(update={"volumes": mounts})
 
     async def apply_network_policy(self, policy: NetworkPolicy, network: str | None) -> None:
         """`none` disconnects every network (loopback stays); `model-only` attaches `network`

@@ -48,6 +48,22 @@ class DockerProvider(SandboxProvider):
     async def cleanup_extras(self, job_name: str | None = None) -> list[str]:
         return (await self.sweep_extras(CleanupScope(job_name=job_name))).removed
 
+    async def remove_snapshots(self, names: list[str]) -> list[str]:
+        """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
+        from benchflow.sandbox.docker import docker_call
+
+        client = docker_client()
+        removed = []
+        for name in names:
+            try:
+                await docker_call(client.images.remove, name, force=True)
+            except BenchflowError as exc:
+                if "No such image" not in str(exc) and "404" not in str(exc):
+                    log.warning("could not remove snapshot %s: %s", name, exc)
+                continue
+            removed.append(name)
+        return removed
+
     def cleanup_now(self, job_name: str) -> list[str]:
         return self.sweep_now(CleanupScope(job_name=job_name)).removed
 

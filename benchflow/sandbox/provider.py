@@ -88,6 +88,11 @@ class SandboxProvider(ABC):
         """Remove other leftovers (networks, firewall rules) after the sandboxes; returns names."""
         return []
 
+    async def remove_snapshots(self, names: list[str]) -> list[str]:
+        """Delete saved snapshots by name (a rollout's turn snapshots); returns those that
+        existed. Backends without snapshots return []."""
+        return []
+
     def cleanup_now(self, job_name: str) -> list[str]:
         """Blocking best-effort removal of a job's sandboxes while the process exits; never
         raises. Backends without a blocking path return [] (their ledger and labels let

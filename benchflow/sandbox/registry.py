@@ -112,15 +112,18 @@ def capability_table() -> str:
     embeds it; a test checks the two agree)."""
     yes = {True: "yes", False: "no"}
     rows = ["| backend | live processes (ACP) | exec as another user | network policies | "
-            "snapshots (agent install cache) | GPUs | multi-container (compose) |",
-            "|---|---|---|---|---|---|---|"]
+            "snapshots (agent install cache) | volumes (agent layers) | GPUs | "
+            "multi-container (compose) |", "|---" * 8 + "|"]
     for name in BUILTIN:
         caps = provider_class(name).capabilities
-        policies = ", ".join(p for p in ("public", "none", "model-only") if p in caps.network_policies)
-        rows.append(f"| {name} | {yes[caps.live_processes]} | {yes[caps.root_exec]} | {policies} | "
-                     f"{yes[caps.snapshots]} | {yes[caps.gpus]} | {yes[caps.compose]} |")
+        policies = ", ".join(p for p in ("public", "none", "model-only")
+                             if p in caps.network_policies)
+        rows.append(f"| {name} | {yes[caps.live_processes]} | {yes[caps.root_exec]} | "
+                    f"{policies} | {yes[caps.snapshots]} | {yes[caps.volumes]} | "
+                    f"{yes[caps.gpus]} | {yes[caps.compose]} |")
     return "\n".join(rows) + "\n"
 
 
-__all__ = ["BUILTIN", "capability_table", "ENTRY_POINT_GROUP", "UnknownBackendError", "check_backend", "get_provider",
-           "provider_class", "register_provider", "registered_backends", "registered_in_code"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "UnknownBackendError", "capability_table",
+           "check_backend", "get_provider", "provider_class", "register_provider",
+           "registered_backends", "registered_in_code"]

@@ -3,7 +3,7 @@
 ```yaml
 agents:                      # the roles; agent/model may be left to the run (-a/-m)
   coder: {}
-  reviewer: {model: reviewer-model}
+  reviewer: {model: reviewer-model, workspace: read-only, outputs: [review.md]}
 scenes:
   - name: review
     turns:
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError
 
 from benchflow._models import FrozenModel
-from benchflow.config import Role, Scene, Turn
+from benchflow.config import Role, Scene, Turn, WorkspacePaths
 from benchflow.errors import ConfigError, TaskInvalidError
 from benchflow.task._suggest import describe
 
@@ -43,11 +43,16 @@ class TaskRole(FrozenModel):
     idle_timeout_sec: float | None = Field(default=None, gt=0)
     skills: list[Path] = Field(default_factory=list)
     """Skill folders for this role (relative paths: from the task folder)."""
+    workspace: Literal["read-write", "read-only"] = "read-write"
+    outputs: WorkspacePaths = Field(default_factory=list)
+    """Workspace-relative files a read-only role may write (`Role.outputs`)."""
+    session: Literal["persistent", "fresh"] = "persistent"
 
 
 class TaskTurn(FrozenModel):
     role: str
     prompt: str | None = None
+    session: Literal["fresh"] | None = None
 
 
 class TaskScene(FrozenModel):
@@ -98,9 +103,11 @@ class TaskScenes(FrozenModel):
                 roles.append(Role(name=name, agent=chosen, model=chosen_model,
                                   env=declared.env, timeout_sec=declared.timeout_sec,
                                   idle_timeout_sec=declared.idle_timeout_sec,
-                                  skills=declared.skills))
+                                  skills=declared.skills, workspace=declared.workspace,
+                                  outputs=declared.outputs, session=declared.session))
             scenes.append(Scene(name=scene.name, roles=roles,
-                                turns=[Turn(role=t.role, prompt=t.prompt) for t in scene.turns],
+                                turns=[Turn(role=t.role, prompt=t.prompt, session=t.session)
+                                       for t in scene.turns],
                                 skills=scene.skills, skills_out=scene.skills_out))
         return scenes
 

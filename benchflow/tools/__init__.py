@@ -3,9 +3,11 @@
 and MCP by `benchflow tools serve` (see `benchflow.tools.server`).
 
 Importing this package imports none of the tools' libraries (the `tools` extra); each
-tool's module loads when a session first uses it.
+tool's module loads when a session first uses it. `AcpTools` gives the tools to a
+rollout's ACP agents over MCP (`benchflow.tools.acp`).
 """
 
+from benchflow.tools.acp import AcpTools
 from benchflow.tools.base import (
     RESOURCE_TYPES,
     TOOL_NAMES,
@@ -27,6 +29,6 @@ def __getattr__(name: str) -> object:  # the client imports httpx: only when use
     raise AttributeError(f"module 'benchflow.tools' has no attribute {name!r}")
 
 
-__all__ = ["RESOURCE_TYPES", "TOOL_NAMES", "RemoteSession", "ToolClient", "ToolResult",
+__all__ = ["RESOURCE_TYPES", "TOOL_NAMES", "AcpTools", "RemoteSession", "ToolClient", "ToolResult",
            "ToolServer", "ToolServerProcess", "ToolSpec", "check_resource_types",
            "check_tool_names"]

@@ -16,6 +16,11 @@ HTTP (JSON):
 | `DELETE /sessions/{id}` | closes the session (its sandboxes stop) |
 | `/mcp?session=ID` | MCP streamable HTTP: the session's tools (without `session`: every tool, in one shared session) |
 
+A server started for one rollout (`ToolServer(open_sessions=False)`, what benchflow starts
+for ACP agents on the sandbox network's gateway) serves only the sessions its owner opened
+in-process (`ToolServer.open_session`): no shared MCP session, and `POST /sessions` /
+`DELETE` answer 403, so an agent reaching it uses the tools it was given and no others.
+
 `--config FILE` (YAML/JSON, AgentFlow's `sandbox_config_path`) holds the server's default
 resource settings: `{"resources": {"web": {"corpus": "/data/corpus"}}}`.
 """
@@ -101,8 +106,9 @@ def _describe(name: str) -> dict[str, Any]:
             "parameters": spec.parameters}
 
 
-def _mcp_server(tools_host: ToolHost) -> Any:
-    """The MCP server (the `mcp` SDK's low-level Server) over the host's sessions."""
+def _mcp_server(tools_host: ToolHost, shared: bool = True) -> Any:
+    """The MCP server (the `mcp` SDK's low-level Server) over the host's sessions
+    (`shared`: a request without `?session=` uses one shared session of every tool)."""
     import base64
 
     from mcp import types
@@ -118,12 +124,14 @@ def _mcp_server(tools_host: ToolHost) -> Any:
             if session is None:
                 raise ValueError(f"no tool session {wanted!r}")
             return session
-        shared = tools_host.sessions.get("mcp-shared")
-        if shared is None:
-            shared = tools_host.open({})
-            tools_host.sessions["mcp-shared"] = tools_host.sessions.pop(shared.id)
-            shared.id = "mcp-shared"
-        return shared
+        if not shared:
+            raise ValueError("this server serves given sessions only: add ?session=ID")
+        common = tools_host.sessions.get("mcp-shared")
+        if common is None:
+            common = tools_host.open({})
+            tools_host.sessions["mcp-shared"] = tools_host.sessions.pop(common.id)
+            common.id = "mcp-shared"
+        return common
 
     @server.list_tools()
     async def list_tools() -> list[Any]:
@@ -141,8 +149,10 @@ def _mcp_server(tools_host: ToolHost) -> Any:
     return server
 
 
-def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") -> Any:
-    """The server's ASGI app (Starlette): the HTTP routes and the MCP endpoint."""
+def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1",
+               open_sessions: bool = True) -> Any:
+    """The server's ASGI app (Starlette): the HTTP routes and the MCP endpoint
+    (`open_sessions=False`: clients can neither open nor close sessions, see above)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -150,8 +160,10 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") ->
     from starlette.routing import Mount, Route
 
     tools_host = host or ToolHost()
-    manager = StreamableHTTPSessionManager(app=_mcp_server(tools_host), json_response=True,
-                                           stateless=True)
+    manager = StreamableHTTPSessionManager(app=_mcp_server(tools_host, shared=open_sessions),
+                                           json_response=True, stateless=True)
+    closed_door = JSONResponse({"error": "this server serves given sessions only"},
+                               status_code=403)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "tools": list(TOOL_NAMES)})
@@ -163,6 +175,8 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") ->
             return JSONResponse({"error": str(exc)}, status_code=500)
 
     async def open_session(request: Request) -> JSONResponse:
+        if not open_sessions:
+            return closed_door
         try:
             body = await request.json()
             if not isinstance(body, dict):
@@ -190,6 +204,8 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1") ->
         return JSONResponse(result.to_json())
 
     async def close(request: Request) -> JSONResponse:
+        if not open_sessions:
+            return closed_door
         closed = await tools_host.close(request.path_params["sid"])
         return JSONResponse({"closed": closed}, status_code=200 if closed else 404)
 
@@ -222,14 +238,35 @@ class ToolServer:
     with ToolServer(defaults={"web": {"corpus": "docs/"}}) as server:
         server.url   # http://127.0.0.1:PORT
     ```
+
+    `open_sessions=False`: only sessions opened with `open_session()` are served.
     """
 
     def __init__(self, defaults: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, open_sessions: bool = True) -> None:
         self.host, self.port = host, port
+        self.open_sessions = open_sessions
         self.tool_host = ToolHost(defaults)
         self._server: Any = None
         self._thread: Any = None
+        self._loop: Any = None
+
+    def open_session(self, body: Mapping[str, Any]) -> str:
+        """Open a session (the `POST /sessions` body) in the server's own event loop and
+        return its id. Blocking: call it from a worker thread of an async caller.
+
+        Raises:
+            ConfigError: an unknown tool or resource type, or a bad field.
+        """
+        import asyncio
+
+        if self._loop is None:
+            raise ConfigError(f"the tool server on {self.url} is not running")
+
+        async def opened() -> str:
+            return self.tool_host.open(body).id
+
+        return asyncio.run_coroutine_threadsafe(opened(), self._loop).result(timeout=60)
 
     @property
     def url(self) -> str:
@@ -245,13 +282,21 @@ class ToolServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(create_app(self.tool_host, bind_host=self.host),
-                                log_level="warning", lifespan="on")
+        # log_config=None: uvicorn's dictConfig would close every handler of this process
+        # (the rollouts' rollout.log files among them); a client left connected (an agent's
+        # stream) must not hold stop() up
+        config = uvicorn.Config(create_app(self.tool_host, bind_host=self.host,
+                                           open_sessions=self.open_sessions),
+                                log_level="warning", lifespan="on", log_config=None,
+                                timeout_graceful_shutdown=10)
         self._server = uvicorn.Server(config)
         started = threading.Event()
         original = self._server.startup
 
         async def startup(sockets: Any = None) -> None:
+            import asyncio
+
+            self._loop = asyncio.get_running_loop()  # where open_session() opens sessions
             await original(sockets=sockets)
             started.set()
 
@@ -267,7 +312,7 @@ class ToolServer:
         if self._server is not None:
             self._server.should_exit = True
             self._thread.join(timeout=60)
-            self._server = None
+            self._server = self._loop = None
 
     def __enter__(self) -> ToolServer:
         self.start()

@@ -22,7 +22,8 @@ from benchflow.tools.base import ToolResult, ToolSpec, check_resource_types, loa
 log = logging.getLogger(__name__)
 
 
-def _unwrap(config: Any) -> dict[str, Any]:
+def unwrap_config(config: Any) -> dict[str, Any]:
+    """A resource's settings without AgentFlow's optional `content` wrapper."""
     if not isinstance(config, Mapping):
         return {}
     if set(config) == {"content"} and isinstance(config["content"], Mapping):
@@ -42,9 +43,9 @@ class ToolSession:
         self.resource_types = check_resource_types(list(resource_types))
         self.kwargs = dict(kwargs or {})
         self.timeout_sec = timeout_sec
-        self._configs = {k: _unwrap(v) for k, v in (defaults or {}).items()}
+        self._configs = {k: unwrap_config(v) for k, v in (defaults or {}).items()}
         for key, value in (init_configs or {}).items():
-            self._configs[key] = {**self._configs.get(key, {}), **_unwrap(value)}
+            self._configs[key] = {**self._configs.get(key, {}), **unwrap_config(value)}
         self.state: dict[str, Any] = {}
         """Per-resource objects the tools keep (an index, a sandbox)."""
         self._lock = anyio.Lock()
@@ -90,4 +91,4 @@ class ToolSession:
             return self.state[key]
 
 
-__all__ = ["ToolSession"]
+__all__ = ["ToolSession", "unwrap_config"]

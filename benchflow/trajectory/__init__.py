@@ -23,6 +23,7 @@ from benchflow.trajectory.events import (
     Usage,
     UsageEvent,
     UserMessageEvent,
+    WorkspaceChangesEvent,
     event_from_update,
 )
 from benchflow.trajectory.reader import iter_events, load, read_header
@@ -48,6 +49,7 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "UserMessageEvent",
+    "WorkspaceChangesEvent",
     "event_from_update",
     "iter_events",
     "load",

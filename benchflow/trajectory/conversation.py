@@ -27,6 +27,7 @@ from benchflow.trajectory.events import (
     CommandEvent,
     ErrorEvent,
     Event,
+    FileChange,
     OracleEvent,
     PermissionEvent,
     PlanEvent,
@@ -36,6 +37,7 @@ from benchflow.trajectory.events import (
     Usage,
     UsageEvent,
     UserMessageEvent,
+    WorkspaceChangesEvent,
 )
 from benchflow.trajectory.tool_calls import ToolCall, content_text, matches_wire_id
 
@@ -86,7 +88,16 @@ class Note:
     kind: str = "note"
 
 
-Item = Message | Thought | ToolCall | Plan | TurnUsage | Note
+@dataclass
+class Changes:
+    """What the turn did to the workspace (a `workspace_changes` event)."""
+
+    changes: list[FileChange]
+    seq: int
+    kind: str = "changes"
+
+
+Item = Message | Thought | ToolCall | Plan | TurnUsage | Note | Changes
 
 
 @dataclass
@@ -199,6 +210,8 @@ class _Grouper:
         elif isinstance(event, ErrorEvent):
             block.items.append(Note(f"error: {event.error_type}", event.message, event.seq,
                                     error=True, output=event.stderr_tail or ""))
+        elif isinstance(event, WorkspaceChangesEvent):
+            block.items.append(Changes(event.changes, event.seq))
         elif isinstance(event, AgentStateEvent) and event.name == "model":
             requested = event.update.get("requested")
             if requested:
@@ -224,6 +237,7 @@ def group_turns(events: Iterable[Event]) -> Iterator[TurnBlock]:
 
 
 __all__ = [
+    "Changes",
     "Item",
     "Message",
     "Note",

@@ -42,6 +42,7 @@ EventType = Literal[
     "error",
     "agent_state",
     "tool_result",
+    "workspace_changes",
 ]
 
 
@@ -287,6 +288,25 @@ class ToolResultEvent(_Event):
     arguments: dict[str, Any] | None = None
     output: str | None = None
     source: Literal["model_calls"] = "model_calls"
+class FileChange(StrictModel):
+    """One file a turn created, modified or deleted (workspace-relative `path`). `size` and
+    `sha256` are the new content's (None when deleted); `diff` a unified diff for a text
+    file up to a bounded size; `flagged`: a test, verifier or config file of the task."""
+
+    path: str
+    change: Literal["created", "modified", "deleted"]
+    size: int | None = None
+    sha256: str | None = None
+    diff: str | None = None
+    flagged: bool = False
+
+
+class WorkspaceChangesEvent(_Event):
+    """What one turn did to the workspace, attributed to the role and turn that did it
+    (written by benchflow after the turn; `changes` is empty when nothing changed)."""
+
+    type: Literal["workspace_changes"] = "workspace_changes"
+    changes: list[FileChange] = Field(default_factory=list)
 
 
 Event = Annotated[
@@ -302,7 +322,8 @@ Event = Annotated[
     | CommandEvent
     | ErrorEvent
     | AgentStateEvent
-    | ToolResultEvent,
+    | ToolResultEvent
+    | WorkspaceChangesEvent,
     Field(discriminator="type"),
 ]
 """One trajectory line after the header."""
@@ -474,6 +495,8 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "UserMessageEvent",
+    "FileChange",
+    "WorkspaceChangesEvent",
     "event_adapter",
     "event_from_update",
     "update_line",

@@ -7,8 +7,10 @@ the sandbox the agent could have edited, and every value travels as an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +38,59 @@ def script_argv(name: str, *args: str) -> list[str]:
     return ["sh", "-c", script_text(name), name.removesuffix(".sh"), *args]
 
 
+_BEFORE_DONE = "benchflow: scripts before done"
+"""Printed once the `before` scripts succeeded: its absence means one of them failed."""
+
+
+def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str]) -> list[str]:
+    """One argv that runs each of `before` in turn (their output to stderr; the first that
+    fails ends it with its exit code), then prints `_BEFORE_DONE` and execs `main`: one
+    round trip to the sandbox instead of several. Values stay arguments, never code."""
+    if not before:
+        return list(main)
+    steps, args = [], []
+    for argv in [*before, main]:
+        first = len(args) + 1
+        args.extend(argv)
+        steps.append(" ".join(f'"${{{i}}}"' for i in range(first, len(args) + 1)))
+    body = "".join(f"{step} >&2 || exit; " for step in steps[:-1])
+    return ["sh", "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
+
+
+def after_chained(result: ExecResult, before: Sequence[Sequence[str]], what: str) -> ExecResult:
+    """The main command's result of a `chained_argv` exec (the done-marker removed).
+
+    Raises:
+        VerifierError: one of `before` failed, so `what` never ran.
+    """
+    head, sep, rest = result.stdout.partition(_BEFORE_DONE.encode() + b"\n")
+    if not sep or head:
+        names = ", ".join(argv[3] if len(argv) > 3 else argv[0] for argv in before)
+        raise VerifierError(f"a script run before {what} ({names}) exited with code "
+                            f"{result.exit_code}; output tail:\n{result.text(1500)}")
+    return dataclasses.replace(result, stdout=rest)
+
+
 async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
-                     parse: bool = True, image_path: bool = False
-                     ) -> tuple[ExecResult, dict[str, Any]]:
+                     parse: bool = True, image_path: bool = False,
+                     before: Sequence[Sequence[str]] = ()) -> tuple[ExecResult, dict[str, Any]]:
     """Run script `name` as root; return its result and its last stdout line as JSON.
 
     The exec's PATH is `SYSTEM_PATH`, unless `image_path` (only for the baseline, taken
-    before the agent's first turn, which records the image's PATH).
+    before the agent's first turn, which records the image's PATH). `before`: argvs
+    (`script_argv(...)`) run first in the same exec, each of which must succeed.
 
     Raises:
         VerifierTampered: the script found its baseline changed (`BASELINE_TAMPERED`).
-        VerifierError: the script failed or printed no JSON.
+        VerifierError: the script (or one run before it) failed, or it printed no JSON.
     """
     env = None if image_path else {"PATH": SYSTEM_PATH}
-    result = await sandbox.exec(script_argv(name, *args), user="root", env=env, timeout=timeout)
+    result = await sandbox.exec(chained_argv(before, script_argv(name, *args)), user="root",
+                                env=env, timeout=timeout)
     if result.timed_out:
         raise VerifierError(f"{name} exceeded its timeout of {timeout:g} s")
+    if before:
+        result = after_chained(result, before, name)
     if result.exit_code == ExitCode.BASELINE_TAMPERED:
         raise VerifierTampered("the hardening baseline saved before the agent ran was modified "
                                "(only a root agent can do that)")

@@ -27,7 +27,7 @@ from benchflow._models import FrozenModel
 from benchflow.sandbox.base import Sandbox
 from benchflow.task import Task
 from benchflow.task.models import HardeningConfig
-from benchflow.verify._scripts import resource_text, run_script
+from benchflow.verify._scripts import resource_text, run_script, script_argv
 
 BASELINE_DIR = "/var/lib/benchflow"
 """Where the baseline lives in the sandbox: root-owned, mode 0700."""
@@ -121,13 +121,15 @@ def task_named_tools(task: Task) -> tuple[str, ...]:
 
 async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
                         config: HardeningConfig | None = None, timeout: float = 120.0,
-                        named: Sequence[str] = ()) -> Baseline:
+                        named: Sequence[str] = (), scrub_git: bool = False) -> Baseline:
     """Record the pre-agent state hardening restores and checks against (one root exec).
 
     Call it after the agent is installed and its user created, right before the agent's
     first turn. `config` is accepted for symmetry; the baseline is always complete so that
     any combination of steps can run later. `named`: interpreters, pytest scripts or bin
     folders the task names (`named_tools()`), probed for plugins besides those on PATH.
+    `scrub_git`: first, in the same exec, `scrub_git_history()` of the workspace (one round
+    trip for both).
 
     Raises:
         VerifierError: the script failed (e.g. the sandbox cannot run commands as root).
@@ -135,10 +137,12 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     del config
     ws = normalize_workspace(workspace)
     started = time.monotonic()
+    before = [script_argv("scrub_git.sh", ws)] if scrub_git and ws is not None else []
     # The image's PATH, as baseline.sh records it: no agent has run yet.
     _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
                                resource_text("pyinfo.py"), resource_text(f"{PLUGIN_LOADER}.py"),
-                               PLUGIN_LOADER_DIR, *named, timeout=timeout, image_path=True)
+                               PLUGIN_LOADER_DIR, *named, timeout=timeout + 300 * len(before),
+                               image_path=True, before=before)
     return Baseline(
         dir=BASELINE_DIR,
         workspace=ws if data.get("workspace") else None,

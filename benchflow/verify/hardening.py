@@ -8,8 +8,8 @@ The rollout calls, in order:
 2. `verify_hardened()` instead of `runner.verify()`: `harden()` (kill the agent's
    processes, restore the workspace's build/test files, remove injected files, check the
    interpreter and PATH folders, empty the verifier folder), a fresh upload of the
-   verifier, `seal()` (verifier folder root-only), then test.sh in `verifier_env()`, in
-   the same exec that empties and recreates /logs/verifier (root-owned).
+   verifier, then one exec: `seal()` (verifier folder root-only), /logs/verifier emptied
+   and recreated root-owned, and test.sh in `verifier_env()`.
 
 Every step is on by default and switched off only through `HardeningConfig`. A change
 that cannot be undone raises `VerifierTampered` (reward null): never a silent score.
@@ -30,7 +30,7 @@ from benchflow._models import FrozenModel
 from benchflow.errors import VerifierTampered
 from benchflow.sandbox.base import Sandbox
 from benchflow.task.models import HardeningConfig
-from benchflow.verify._scripts import run_script
+from benchflow.verify._scripts import run_script, script_argv
 from benchflow.verify.baseline import VERIFIER_TOOLS_DIR, Baseline, take_baseline
 from benchflow.verify.rewards import read_rewards
 from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, run_test_script
@@ -141,17 +141,35 @@ async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None
 async def seal(sandbox: Sandbox, verifier_mount: str, *, lock: bool) -> None:
     """After the verifier upload: make the folder root's; with `lock`, root-only (0700), and
     /logs/verifier and /logs unwritable by anyone but root. Always recreates
-    `VERIFIER_TOOLS_DIR` empty and root-owned, for the tools test.sh installs with uv or pip."""
+    `VERIFIER_TOOLS_DIR` empty and root-owned, for the tools test.sh installs with uv or pip.
+    (The verify paths run `seal_argv()` in test.sh's own exec instead: one round trip.)"""
     await run_script(sandbox, "seal.sh", verifier_mount, VERIFIER_LOGS, "1" if lock else "0",
                      VERIFIER_TOOLS_DIR, timeout=60, parse=False)
+
+
+def _workspace_to_lock(workspace: str | None, config: HardeningConfig) -> str | None:
+    return workspace if config.lock_workspace and workspace and workspace != "/" else None
 
 
 async def lock_workspace(sandbox: Sandbox, workspace: str | None, config: HardeningConfig
                          ) -> None:
     """The workspace root's and read-only to everyone else (`lock_workspace`), before the
     final verifier (never between rounds: the agent goes on after a soft verify)."""
-    if config.lock_workspace and workspace and workspace != "/":
-        await run_script(sandbox, "lock_workspace.sh", workspace, timeout=300, parse=False)
+    if (path := _workspace_to_lock(workspace, config)) is not None:
+        await run_script(sandbox, "lock_workspace.sh", path, timeout=300, parse=False)
+
+
+def lock_workspace_argv(workspace: str | None, config: HardeningConfig) -> list[list[str]]:
+    """`lock_workspace()` as argvs for `run_test_script(before=...)` (none when off)."""
+    path = _workspace_to_lock(workspace, config)
+    return [] if path is None else [["/bin/sh", *script_argv("lock_workspace.sh", path)[1:]]]
+
+
+def seal_argv(verifier_mount: str, *, lock: bool) -> list[str]:
+    """`seal()` as an argv, for `run_test_script(before=...)` (by absolute path: the
+    verifier's PATH is the image's, filtered)."""
+    return ["/bin/sh", *script_argv("seal.sh", verifier_mount, VERIFIER_LOGS,
+                                    "1" if lock else "0", VERIFIER_TOOLS_DIR)[1:]]
 
 
 async def protect_paths(sandbox: Sandbox, paths: Sequence[str], agent_user: str | None = None
@@ -214,15 +232,16 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
             f"put back as the task placed it (a step's workdir): {p}" for p in replaced))})
     report_path.write_text(report.model_dump_json(indent=2))
     await sandbox.upload(run.verifier_dir, run.mount)
-    await seal(sandbox, run.mount, lock=config.lock_verifier_dirs)
-    await lock_workspace(sandbox, baseline.workspace or run.cwd, config)
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
                        baseline=baseline)
     result = await run_test_script(sandbox, dataclasses.replace(run, env=env),
                                    logs_dir / "verifier",
                                    reset_logs=config.reset_verifier_logs,
-                                   logs_mode="755" if config.lock_verifier_dirs else "777")
+                                   logs_mode="755" if config.lock_verifier_dirs else "777",
+                                   before=[seal_argv(run.mount, lock=config.lock_verifier_dirs),
+                                           *lock_workspace_argv(baseline.workspace or run.cwd,
+                                                                config)])
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return HardenedOutcome(VerifierOutcome(rewards, result), report)
@@ -235,8 +254,10 @@ __all__ = [
     "HardeningReport",
     "harden",
     "lock_workspace",
+    "lock_workspace_argv",
     "protect_paths",
     "seal",
+    "seal_argv",
     "take_baseline",
     "verifier_env",
     "verify_hardened",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import anyio
 from benchflow.errors import VerifierFailed, VerifierTimeout
 from benchflow.sandbox.base import ExecResult, Sandbox
 from benchflow.task import Task
+from benchflow.verify._scripts import after_chained, chained_argv
 from benchflow.verify.rewards import read_rewards
 
 log = logging.getLogger(__name__)
@@ -90,14 +91,18 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
 
 
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
-                          reset_logs: bool = True, logs_mode: str = "755") -> ExecResult:
+                          reset_logs: bool = True, logs_mode: str = "755",
+                          before: Sequence[Sequence[str]] = ()) -> ExecResult:
     """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
 
     In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
     root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
-    `reset_logs=False`; `lock_verifier_dirs=false` passes "777").
+    `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). `before`: argvs (e.g.
+    `hardening.seal_argv()`) run first in that exec, as root, each of which must succeed:
+    one round trip to the sandbox instead of one more per command.
 
     Raises:
+        VerifierError: a command of `before` failed (test.sh did not run).
         VerifierTimeout: test.sh ran past `timeout_sec`.
         VerifierFailed: test.sh exited non-zero.
     """
@@ -115,10 +120,12 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         argv, cwd = [run.mount], run.mount
         what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
                 if "rewardkit" in run.command else f"the verifier command {run.command!r}")
-    result = await sandbox.exec(["sh", "-c", launch, *argv, logs_mode, run.command or "",
-                                 run.cwd or "/"],
+    result = await sandbox.exec(chained_argv(before, ["sh", "-c", launch, *argv, logs_mode,
+                                                      run.command or "", run.cwd or "/"]),
                                 user="root", cwd=cwd, env=dict(run.env),
                                 timeout=run.timeout_sec)
+    if before:
+        result = after_chained(result, before, what)
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,

@@ -21,7 +21,7 @@ from benchflow.sandbox.base import Sandbox
 from benchflow.task.models import HardeningConfig
 from benchflow.verify._scripts import SYSTEM_PATH
 from benchflow.verify.baseline import Baseline
-from benchflow.verify.hardening import seal
+from benchflow.verify.hardening import seal_argv
 from benchflow.verify.rewards import read_rewards
 from benchflow.verify.runner import VERIFIER_LOGS, VerifierRun, run_test_script
 from benchflow.verify.verifier_env import verifier_env
@@ -65,11 +65,11 @@ async def soft_verify(sandbox: Sandbox, run: VerifierRun, *, config: HardeningCo
             await sandbox.exec(["sh", "-c", 'rm -rf -- "$1"', "sh", run.mount], user="root",
                                env={"PATH": SYSTEM_PATH}, timeout=60)
             await sandbox.upload(run.verifier_dir, run.mount)
-            await seal(sandbox, run.mount, lock=config.lock_verifier_dirs)
             try:
                 result = await run_test_script(
                     sandbox, dataclasses.replace(run, env=env), out,
-                    logs_mode="755" if config.lock_verifier_dirs else "777")
+                    logs_mode="755" if config.lock_verifier_dirs else "777",
+                    before=[seal_argv(run.mount, lock=config.lock_verifier_dirs)])
             finally:
                 if (out / "stdout.txt").exists():
                     output = ((out / "stdout.txt").read_bytes()

@@ -344,6 +344,24 @@ def trajectory_page(path: Path, page: int) -> TrajectoryPage | None:
     return TrajectoryPage(header, page, pages, count, blocks, bad)
 
 
+def forks_of(root: Path, rollout: str) -> list[tuple[str, int]]:
+    """The rollouts under `root` forked from `rollout` (`<job>/<agent>/<dataset>/<task>__n`):
+    their `<job>/<...>` path and the turn they forked at (`result.json`'s `parent`)."""
+    found = []
+    needle = json.dumps(rollout)[1:-1]
+    for path in sorted(root.glob("*/*/*/*/result.json")):
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        if '"parent"' not in text or needle not in text:
+            continue
+        parent = (json.loads(text).get("parent") or {})
+        if parent.get("rollout") == rollout:
+            found.append((str(path.parent.relative_to(root)), int(parent.get("turn", 0))))
+    return found
+
+
 def role_names(trial: Path) -> list[str]:
     """The roles of a trial, in the order of its config (for stable colours)."""
     try:

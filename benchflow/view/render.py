@@ -19,7 +19,15 @@ from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.secrets import Scrubber
 from benchflow.traces.reader import read_events, span_tree
 from benchflow.traces.store import TRACE_EVENTS
-from benchflow.trajectory.conversation import Message, Note, Plan, Thought, ToolCall, TurnUsage
+from benchflow.trajectory.conversation import (
+    Changes,
+    Message,
+    Note,
+    Plan,
+    Thought,
+    ToolCall,
+    TurnUsage,
+)
 from benchflow.view import data
 from benchflow.view.timeline import role_timeline as role_timeline_of
 
@@ -81,6 +89,7 @@ def environment() -> jinja2.Environment:
         "message": lambda i: isinstance(i, Message), "thought": lambda i: isinstance(i, Thought),
         "toolcall": lambda i: isinstance(i, ToolCall), "plan": lambda i: isinstance(i, Plan),
         "usage": lambda i: isinstance(i, TurnUsage), "note": lambda i: isinstance(i, Note),
+        "changes": lambda i: isinstance(i, Changes),
     })
     return env
 
@@ -147,6 +156,7 @@ class Pages:
             config=data.trial_config(trial_dir), logs=data.trial_logs(self.root, trial_dir),
             timeline=timeline, role_timeline=role_timeline, live=result is None, page=page,
             agent_trace=agent_trace,
+            forks=data.forks_of(self.root, f"{job_dir.name}/{rel}") if page == 1 else [],
         )
 
     def compare(self, sources: list[Path], baseline: str | None = None,

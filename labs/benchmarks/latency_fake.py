@@ -77,12 +77,32 @@ class _Receive(ByteReceiveStream):
         self._stream.close()
 
 
+class Park:
+    """Holds every agent half-way through its first turn, so that a benchmark or a test can
+    look at the process with all rollouts in flight: `arrived` is set once `count` agents
+    wait; they go on once `release` is set. Used through `LatencyProvider.park`."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.waiting = 0
+        self.arrived = anyio.Event()
+        self.release = anyio.Event()
+
+    async def arrive(self) -> None:
+        self.waiting += 1
+        if self.waiting >= self.count:
+            self.arrived.set()
+        await self.release.wait()
+
+
 class InMemoryAgent:
     """A `LiveProcess` whose other end is a coroutine speaking ACP (newline-delimited
     JSON-RPC): initialize, session/new, and `updates` notifications per session/prompt."""
 
-    def __init__(self, tg: anyio.abc.TaskGroup | None, updates: int, turn_sec: float) -> None:
+    def __init__(self, tg: anyio.abc.TaskGroup | None, updates: int, turn_sec: float,
+                 park: Park | None = None) -> None:
         self._turn_sec = turn_sec
+        self._park = park
         self._in_send, in_recv = anyio.create_memory_object_stream[bytes](64)
         out_send, self._out_recv = anyio.create_memory_object_stream[bytes](64)
         err_send, self._err_recv = anyio.create_memory_object_stream[bytes](1)
@@ -137,9 +157,12 @@ class InMemoryAgent:
                         # as a socket delivers them: reads of many lines each, spread
                         # over the turn as a model streams (the last one is the answer)
                         chunks = range(0, len(replies), CHUNK_LINES)
-                        for i in chunks:
+                        for n, i in enumerate(chunks):
                             if i and self._turn_sec:
                                 await Latency.wait(self._turn_sec / max(1, len(chunks) - 1))
+                            if n == len(chunks) // 2 and n and self._park is not None:
+                                park, self._park = self._park, None
+                                await park.arrive()
                             await stdout.send(b"".join(replies[i:i + CHUNK_LINES]))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
@@ -211,7 +234,7 @@ class LatencySandbox:
     image: str | None = "snapshot"
 
     def __init__(self, spec: SandboxSpec, tg: anyio.abc.TaskGroup | None, updates: int,
-                 turn_sec: float) -> None:
+                 turn_sec: float, park: Park | None = None) -> None:
         self.spec = spec
         self.workdir = spec.workdir or "/app"
         self.files: dict[str, bytes] = {}
@@ -219,6 +242,7 @@ class LatencySandbox:
         self._tg = tg
         self._updates = updates
         self._turn_sec = turn_sec
+        self._park = park
 
     @property
     def sandbox_id(self) -> str | None:
@@ -259,7 +283,7 @@ class LatencySandbox:
                            cwd: str | None = None, env: Mapping[str, str] | None = None
                            ) -> InMemoryAgent:
         await Latency.wait(RTT_SEC)
-        return InMemoryAgent(self._tg, self._updates, self._turn_sec)
+        return InMemoryAgent(self._tg, self._updates, self._turn_sec, self._park)
 
     async def stop(self, delete: bool = True) -> None:
         if self._id is not None:
@@ -288,10 +312,11 @@ class LatencyProvider(SandboxProvider):
     tg: ClassVar[anyio.abc.TaskGroup | None] = None
     updates: ClassVar[int] = UPDATES_PER_TURN
     turn_sec: ClassVar[float] = TURN_SEC
+    park: ClassVar[Park | None] = None
 
     def create(self, spec: SandboxSpec) -> LatencySandbox:
         return LatencySandbox(spec, LatencyProvider.tg, LatencyProvider.updates,
-                              LatencyProvider.turn_sec)
+                              LatencyProvider.turn_sec, LatencyProvider.park)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
         return []

@@ -111,8 +111,9 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
                   turn_sec: float) -> dict[str, Any]:
     task = load_task(TASK)
     driver = BenchAcpDriver()
+    # the fake keeps no files: nothing to record per turn (its processes are all agents)
     config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent="bench-acp")],
-                           environment="latency-fake", harden=False)
+                           environment="latency-fake", harden=False, workspace_changes=False)
     trials = [Trial(config, task, drivers={"bench-acp": driver}) for _ in range(n)]
     # n attempts of one task: distinct trial folders
     trials = [Trial(t.config.model_copy(update={"attempt": i + 1}), task, t.drivers)

@@ -8,7 +8,9 @@ packages reach the container as wheels fetched on the host: no network inside.
 from __future__ import annotations
 
 import json
+import re
 import secrets
+import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,7 +35,7 @@ from benchflow.settings import get_settings
 from benchflow.steps import Step
 from benchflow.task import Task, load_task
 from benchflow.trajectory import TrajectoryHeader, TrajectoryWriter, iter_events, load
-from tests.integration.conftest import TASKS
+from tests.integration.conftest import REPO, TASKS
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -124,7 +126,6 @@ def _close_trajectories(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 async def test_install_creates_the_agent_user_and_is_idempotent(rig: Rig, tmp_path: Path):
-    assert rig.install_sec[1] < 10, rig.install_sec
     user = rig.extras["agent_user"]
     assert (user.name, user.home) == ("agent", "/home/agent")
     probe = await rig.sandbox.exec(
@@ -292,24 +293,42 @@ async def test_rollout_idle_timeout_is_agent_execution_timeout(tmp_path: Path, j
     assert result.error is not None and result.error.type == "agent_execution_timeout"
 
 
-async def test_installed_agent_image_is_cached_and_reused(tmp_path: Path, job_label: str):
+@pytest.fixture
+def unlayered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The scripted agent without `install.layer` (as a third-party manifest may be): on
+    docker it is cached with the snapshot of its set, not as a layer."""
+    folder = tmp_path / "agents" / "scripted-unlayered"
+    shutil.copytree(REPO / "agents" / "scripted", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    toml = (folder / "agent.toml").read_text().replace('name = "scripted"',
+                                                       'name = "scripted-unlayered"')
+    toml = toml.replace('aliases = ["scripted-agent"]', "aliases = []")
+    (folder / "agent.toml").write_text(re.sub(r"(?m)^layer = true.*$", "", toml))
+    monkeypatch.setenv("BENCHFLOW_AGENTS_PATH", str(folder.parent))
+    assert not get_manifest("scripted-unlayered").install.layer
+    return "scripted-unlayered"
+
+
+async def test_installed_agent_image_is_cached_and_reused(tmp_path: Path, job_label: str,
+                                                          unlayered: str):
     task = load_task(TASK_DIR)
     client = docker.from_env()
-    earlier = await prepare_agent_image(sandbox_for(task, job_label, "acp-cache"), ["scripted"])
+    earlier = await prepare_agent_image(sandbox_for(task, job_label, "acp-cache"), [unlayered])
     if earlier is not None and earlier.hit:  # left by an earlier run: start from a clean slate
         client.images.remove(earlier.tag, force=True)
     first = sandbox_for(task, job_label, "acp-cache")
-    plan = await prepare_agent_image(first, ["scripted"])
+    plan = await prepare_agent_image(first, [unlayered])
     assert plan is not None and not plan.hit
+    assert await prepare_agent_image(sandbox_for(task, job_label), ["scripted"]) is None  # a layer
     try:
         await first.start()
         ctx_a = context_for(first, task, tmp_path / "a")
-        await AcpAgentDriver(get_manifest("scripted")).install(ctx_a)
+        await AcpAgentDriver(get_manifest(unlayered)).install(ctx_a)
         close_ctx(ctx_a)
         assert await commit_agent_image(first, plan)
         await first.stop()
         second = sandbox_for(task, job_label, "acp-cache")
-        again = await prepare_agent_image(second, ["scripted"])
+        again = await prepare_agent_image(second, [unlayered])
         assert again is not None and again.hit and again.tag == plan.tag
         assert second.image == plan.tag
         await second.start()
@@ -318,7 +337,7 @@ async def test_installed_agent_image_is_cached_and_reused(tmp_path: Path, job_la
                                        user="root")
             assert marker.ok  # the wheels came with the image
             ctx = context_for(second, task, tmp_path / "b")
-            await AcpAgentDriver(get_manifest("scripted")).install(ctx)
+            await AcpAgentDriver(get_manifest(unlayered)).install(ctx)
             close_ctx(ctx)
             assert b"create user" in (ctx.paths.setup_dir / "stdout.txt").read_bytes()
         finally:

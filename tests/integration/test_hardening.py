@@ -477,14 +477,19 @@ def git_image(image: str) -> str:
     return tag
 
 
-async def test_solution_cannot_be_recovered_from_git_history(git_image, job_label):
+@pytest.mark.parametrize("with_baseline", [False, True], ids=["alone", "in-the-baseline-exec"])
+async def test_solution_cannot_be_recovered_from_git_history(git_image, job_label,
+                                                             with_baseline):
     sb = DockerSandbox(SandboxSpec(name="hardening-git", docker_image=git_image, workdir="/app",
                                    storage_mb=None, labels={"benchflow.job": job_label}))
     await sb.start()
     try:
         fix_commit = (await sh(sb, GIT_HISTORY, user="root")).strip()
         assert await sh(sb, f"cd /app && git cat-file -t {fix_commit}") == "commit\n"
-        assert await scrub_git_history(sb, workspace="/app")
+        if with_baseline:  # as a rollout does it: the same exec as the baseline
+            assert (await take_baseline(sb, workspace="/app", scrub_git=True)).digest
+        else:
+            assert await scrub_git_history(sb, workspace="/app")
         log = await sh(sb, "cd /app && git log --all --reflog --oneline")
         assert log.splitlines() == [log.splitlines()[0]] and "base" in log
         probe = await sb.exec(["sh", "-c", f"cd /app && git cat-file -t {fix_commit}"],

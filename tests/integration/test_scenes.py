@@ -95,11 +95,11 @@ def assert_no_container(job: str, rollout_name: str) -> None:
     assert not left, f"containers left behind: {[c.name for c in left]}"
 
 
-def events_of(path: Path) -> list[Event]:
+def events_of(path: Path, agents: Sequence[str] = ("scripted",)) -> list[Event]:
     """Every event unmerged, after checking the file's invariants: a header naming the
     rollout, then events whose `seq` strictly increases in file order."""
     header = read_header(path)
-    assert header.agents == ["scripted"]
+    assert header.agents == list(agents)
     events = list(iter_events(path))
     seqs = [e.seq for e in events]
     assert seqs == sorted(set(seqs)), "seq must strictly increase in file order"
@@ -228,9 +228,11 @@ async def test_coder_reviewer_three_steps_two_roles_shared_files(tmp_path, job_l
             assert (e.role, e.turn, e.session_id) == (
                 current.role, current.turn, current.session_id), e
         sessions.setdefault(e.role, set()).add(e.session_id)
-    # a role change reconnects: three sessions, the coder's two are different
-    assert len(sessions["coder"]) == 2 and len(sessions["reviewer"]) == 1
+    # the coder keeps its session across the reviewer's turn: two sessions in all
+    assert len(sessions["coder"]) == 1 and len(sessions["reviewer"]) == 1
     assert not sessions["coder"] & sessions["reviewer"]
+    assert [(p.role, p.session_turn) for p in prompts(events)] == [
+        ("coder", 0), ("reviewer", 0), ("coder", 1)]
     # shared files: the reviewer ran the coder's draft; the coder then read the review
     assert any("['Fizz', 'Buzz', 'Fizz']" in o
                for o in tool_outputs(events, role="reviewer"))

@@ -124,7 +124,7 @@ async def test_task_mcp_server_is_listed_and_called(tmp_path, job_label, caplog)
                and isinstance(e.update.get("rawOutput"), dict)]
     assert done.update["rawOutput"] == {"tools": ["secret_code"], "result": "code-42"}
     warned = [r.getMessage() for r in caplog.records]
-    assert any("does not accept MCP servers over streamable-http" in m and "remote" in m
+    assert any("does not accept MCP servers over sse" in m and "remote" in m
                and "scripted" in m for m in warned), warned
 
 

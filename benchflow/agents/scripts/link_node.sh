@@ -4,7 +4,10 @@
 set -eu
 root=$1
 npm_bin=$root/lib/node_modules/npm/bin
-chmod 755 "$root/bin/node" "$npm_bin/npm-cli.js" "$npm_bin/npx-cli.js"
+# only where needed: in an agent's layer (mounted read-only) they are executable already
+for f in "$root/bin/node" "$npm_bin/npm-cli.js" "$npm_bin/npx-cli.js"; do
+    [ -x "$f" ] || chmod 755 "$f"
+done
 mkdir -p /usr/local/bin
 ln -sf "$root/bin/node" /usr/local/bin/node
 ln -sf "$npm_bin/npm-cli.js" /usr/local/bin/npm

@@ -45,6 +45,17 @@ class ModalSandboxProvider(ModalCredentials):
     def create(self, spec: SandboxSpec) -> ModalSandbox:
         return ModalSandbox(spec, self.config)
 
+    async def remove_snapshots(self, names: list[str]) -> list[str]:
+        """Forget the snapshot names (Modal keeps image ids, unnamed, and collects unused
+        ones itself)."""
+        from benchflow.sandbox.modal.snapshots import SnapshotIndex
+
+        index = SnapshotIndex(self.config)
+        removed = [name for name in names if index.get(name) is not None]
+        for name in removed:
+            index.forget(name)
+        return removed
+
     async def cleanup(self, job_name: str | None = None) -> list[str]:
         """Terminate the leftover sandboxes of the app tagged by benchflow (of `job_name`)."""
         return (await self.sweep(CleanupScope(job_name=job_name))).removed

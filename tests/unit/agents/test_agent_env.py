@@ -118,7 +118,7 @@ def test_renderer_is_strict(tmp_path: Path) -> None:
 def _context(value: str) -> dict[str, str]:
     return {"name": "agent", "version": value, "package": value, "binary": value,
             "marker": f"/opt/m/{value}", "agent_dir": f"/opt/{value}", "python_path": value,
-            "user": "agent", "home": "/home/agent"}
+            "prefix": f"/opt/p/{value}", "user": "agent", "home": "/home/agent"}
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "opencode", "scripted"])
@@ -128,8 +128,10 @@ def test_install_templates_quote_hostile_values(agent: str, value: str, tmp_path
     assert manifest.install.script is not None
     script = render_file(AGENTS / agent / manifest.install.script, _context(value))
     assert script.startswith("#!/bin/sh\n")
-    quoted = [f"agent {value} is already installed", f"/opt/{value}/agent.py", f"{value}@{value}",
-              f"/opt/m/{value}", f"/opt/{value}", value]
+    quoted = [f"agent {value} is already installed", f"/opt/p/{value}/bin/{value}",
+              f"/opt/p/{value}/lib/openssl3/libssl.so.3", f"/opt/p/{value}/lib/openssl3",
+              f"/usr/local/bin/{value}", f"/opt/{value}/agent.py", f"{value}@{value}",
+              f"/opt/m/{value}", f"/opt/p/{value}", f"/opt/{value}", value]
     remaining = script
     for text in quoted:  # longest first: each hostile value may appear only shell-quoted
         remaining = remaining.replace(quote(text), "")

@@ -12,7 +12,7 @@ from benchflow.model_server.traffic import ModelTraffic
 from benchflow.model_server.wire import CallTokens
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.roles import RoleLedger, configured_roles, role_identities
-from benchflow.steps import desugar, session_turns
+from benchflow.steps import desugar
 from benchflow.trajectory.writer import TrajectoryWriter
 
 SCENE = Scene(name="review", roles=[Role(name="coder", agent="claude", model="claude-x"),
@@ -71,7 +71,7 @@ def test_ledger_counts_roles_and_takes_tokens_from_model_calls(tmp_path: Path) -
 def test_session_turns_index_prompts_within_a_session() -> None:
     steps = desugar([SCENE, SCENE.model_copy(update={"name": "again"})], "do it")
     assert [(s.scene, s.role.name, s.turn_index, s.session_turn) for s in steps] == [
-        ("review", "coder", 0, 0), ("review", "reviewer", 1, 0), ("review", "coder", 2, 0),
-        ("again", "coder", 0, 0), ("again", "reviewer", 1, 0), ("again", "coder", 2, 0)]
+        ("review", "coder", 0, 0), ("review", "reviewer", 1, 0), ("review", "coder", 2, 1),
+        ("again", "coder", 0, 0), ("again", "reviewer", 1, 0), ("again", "coder", 2, 1)]
     twice = Scene(roles=[Role(name="a", agent="nop")], turns=[Turn(role="a"), Turn(role="a")])
-    assert session_turns(desugar([twice], "x")) == [0, 1]
+    assert [s.session_turn for s in desugar([twice], "x")] == [0, 1]

@@ -216,3 +216,27 @@ def test_tasks_check_validates_a_qa_file(tmp_path: Path) -> None:
     bad = _write(tmp_path, ['{"id": "a"}'])
     result = runner.invoke(app, ["tasks", "check", str(bad)])
     assert result.exit_code == 2 and f"{bad}:1" in result.output
+
+
+def test_an_acp_agent_on_a_qa_item_takes_the_endpoints_key(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """claude with a model endpoint needs no key of its own on a QA item (as on a task)."""
+    from benchflow.config import ModelEndpoint, RolloutConfig, Scene
+    from benchflow.rollout.qa import QaRollout
+    from benchflow.task.qa import QaScoring
+    from benchflow.task.qa_tasks import qa_task
+
+    for name in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "BENCHFLOW_PROVIDER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"id": "q", "question": "Say hi", "answer": "hi"}) + "\n")
+    script = tmp_path / "model.yaml"
+    script.write_text("name: hi\nsteps:\n  - text: hi\n")
+    task = qa_task(load_qa_items(data)[0], data, QaScoring(metric="exact_match"))
+    scenes = [Scene.single(agent="claude")]
+    QaRollout(RolloutConfig(task_path=task.path, scenes=scenes,
+                            model_endpoint=ModelEndpoint(script=script)), task=task
+              )._resolve_drivers()
+    with pytest.raises(ConfigError, match="needs credentials"):
+        QaRollout(RolloutConfig(task_path=task.path, scenes=scenes), task=task
+                  )._resolve_drivers()

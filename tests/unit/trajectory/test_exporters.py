@@ -159,3 +159,20 @@ def test_bad_input(job: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="sft"):
         export_job(job, "atif", tmp_path / "x.jsonl", source="model-calls")
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_workspace_changes_go_into_the_role_lines_metadata_when_asked(job: Path,
+                                                                     tmp_path: Path) -> None:
+    plain = tmp_path / "plain.jsonl"
+    export_job(job, "sft", plain)
+    assert all("workspace_changes" not in json.loads(line)["metadata"]
+               for line in plain.read_text().splitlines())
+    out = tmp_path / "changes.jsonl"
+    export_job(job, "sft", out, ExportFilters(workspace_changes=True))
+    lines = {json.loads(line)["metadata"]["role"]: json.loads(line)["metadata"]
+             for line in out.read_text().splitlines()}
+    (turn,) = lines["coder"]["workspace_changes"]
+    assert (turn["turn"], turn["scene"]) == (0, "review-loop")
+    assert [(c["path"], c["change"], c["flagged"]) for c in turn["changes"]] == [
+        ("fizzbuzz.py", "created", False), ("tests/conftest.py", "deleted", True)]
+    assert lines["reviewer"]["workspace_changes"] == []

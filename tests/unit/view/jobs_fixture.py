@@ -63,6 +63,10 @@ def write_two_role_trajectory(path: Path, *, extra_events: int = 0) -> None:
                      "content": {"type": "text", "text": "Draft written."}}, **common)
     w.record("usage", role="coder", turn=0, scope="turn",
              usage={"input_tokens": 120, "output_tokens": 30}, **common)
+    w.record("workspace_changes", role="coder", turn=0, changes=[
+        {"path": "fizzbuzz.py", "change": "created", "size": 12, "sha256": "ab" * 32,
+         "diff": "--- a/fizzbuzz.py\n+++ b/fizzbuzz.py\n+print('FIZZ-DIFF')\n"},
+        {"path": "tests/conftest.py", "change": "deleted", "flagged": True}], **common)
     common = {"scene": "review-loop", "session_id": "s2"}
     w.record("user_message", role="reviewer", turn=1, text="Review fizzbuzz.py", **common)
     w.record("tool_call", role="reviewer", turn=1, tool_call_id="call-1", title="run tests",

@@ -80,6 +80,9 @@ def test_trial_page_pairs_tool_calls_and_roles(client: TestClient) -> None:
     assert "3 passed" in reviewer  # the reviewer's call-1 is its own, not the coder's
     assert '<details class="item thought">' in coder and "120 in · 30 out" in coder
     assert "verifier says t1 1.0" in html and "agent execution" in html
+    changes = coder.split('class="item changes"', 1)[1]
+    assert "2 files changed" in changes and "print(&#39;FIZZ-DIFF&#39;)" in changes
+    assert 'class="deleted flagged"' in changes and "test/verifier/config file" in changes
 
 
 def test_trial_config_is_redacted(client: TestClient) -> None:
@@ -174,8 +177,8 @@ def test_long_trajectory_is_paginated(tmp_path: Path) -> None:
     client = TestClient(create_app(root))
     first = client.get(TRIAL)
     pages = view_data.trajectory_page(traj, 1)
-    assert pages is not None and pages.n_events == 100_012
-    assert pages.pages == -(-100_012 // view_data.PAGE_EVENTS)
+    assert pages is not None and pages.n_events == 100_013
+    assert pages.pages == -(-100_013 // view_data.PAGE_EVENTS)
     assert f"page 1 of {pages.pages}" in first.text and 'href="page-2.html"' in first.text
     assert len(first.content) < 400_000  # a page, not the 100,000 events
     last = client.get(f"/jobs/job-a/scripted/ds/t1__1/page-{pages.pages}.html")
@@ -221,3 +224,24 @@ def test_verifier_output_in_either_layout(jobs: Path, client: TestClient) -> Non
     (trial / "logs" / "verifier" / "stdout.txt").write_text("moved to logs/verifier\n")
     html = client.get("/jobs/job-a/scripted/ds/t2__1/index.html").text
     assert "verifier stdout" in html and "moved to logs/verifier" in html
+
+
+def test_forks_link_both_ways(jobs: Path) -> None:
+    from benchflow.paths import RolloutPaths
+    from benchflow.rollout.result import ParentRef
+
+    from .jobs_fixture import _result
+
+    fork = _result("job-fork", "scripted", "t1", 1, 0.0).model_copy(
+        update={"parent": ParentRef(rollout="job-a/scripted/ds/t1__1", turn=1)})
+    paths = RolloutPaths.for_trial(jobs, "job-fork", "scripted", "ds", "t1", 1)
+    paths.mkdirs()
+    paths.result.write_text(fork.model_dump_json())
+    client = TestClient(create_app(jobs))
+    child = client.get("/jobs/job-fork/scripted/ds/t1__1/index.html").text
+    assert ('forked from <a href="/jobs/job-a/scripted/ds/t1__1/index.html">'
+            'job-a/scripted/ds/t1__1</a> at turn 1') in child
+    original = client.get(TRIAL).text
+    assert "forks of this rollout" in original
+    assert ('<a href="/jobs/job-fork/scripted/ds/t1__1/index.html">job-fork/scripted/ds/t1__1'
+            '</a> <small>at turn 1</small>') in original

@@ -1,0 +1,18 @@
+#!/bin/sh
+# rebase.sh BASE (common.sh is prepended): the sandbox was restored from a snapshot taken after baseline.sh ran (a
+# forked rollout, a regrade). Record the processes of the restored sandbox as the
+# baseline's (none of the original ones exist any more) and print the baseline's new
+# digest (the files' inodes and times change with the restore) as one JSON line.
+base=$1
+[ -d "$base" ] || exit 66  # NO_BASELINE
+[ "$(id -u)" = 0 ] || exit 65  # NOT_ROOT
+: > "$base/procs"
+for d in /proc/[0-9]*; do
+    if read -r line < "$d/stat" 2>/dev/null; then
+        rest=${line##*) }
+        # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
+        set -- $rest
+        printf '%s:%s\n' "${d#/proc/}" "${20}" >> "$base/procs"
+    fi
+done
+printf '{"digest":"%s"}\n' "$(digest "$base")"
