@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-acp-tools test-faithful test-scenes golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-acp-tools test-faithful test-scenes test-reliability reliability golden bench matrix parity clean
 
 setup: install docker
 
@@ -72,6 +72,15 @@ test-verifiers:
 test-cloud-fakes: setup
 	$(BIN)/pytest -m slow tests/integration/test_cloud_fakes_e2e.py
 
+# Faults on a second Docker daemon the tests start and stop (cleanup scope, daemon restarts)
+# and a full disk (a small tmpfs): needs root and dockerd. Part of test-slow; ~3 min.
+test-reliability: setup
+	$(BIN)/pytest -m "slow or not slow" tests/reliability
+
+# The reliability lab's table: faults survived, bad inputs refused, leaks, data lost (~10 min).
+reliability: setup
+	$(BIN)/python labs/reliability/run.py
+
 # The TypeScript tracing SDK (sdk/typescript): npm ci, tsc, Node's test runner, then its
 # example endpoint against `benchflow run -a http` (needs node >= 20 and npm; also in test-slow).
 test-ts: install
@@ -88,6 +97,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
 	$(BIN)/python labs/benchmarks/tracing_import.py
+	$(BIN)/python labs/benchmarks/agent_output.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py

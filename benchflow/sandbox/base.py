@@ -10,12 +10,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from benchflow._models import FrozenModel
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
+
+if TYPE_CHECKING:
+    from benchflow.sandbox.output import OutputCapture
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH for benchflow's own root commands once an agent has run: never a folder the agent
@@ -191,6 +194,39 @@ class SnapshotSandbox(Sandbox, Protocol):
 
     async def save_snapshot(self, name: str, description: str) -> None:
         """Save the running sandbox as snapshot `name`."""
+        ...
+
+
+@runtime_checkable
+class StreamingSandbox(Sandbox, Protocol):
+    """A sandbox that hands a command's output over as it arrives (`OutputCapture`), so an
+    agent's output lands on disk live and only its tail is held in memory."""
+
+    async def exec_into(self, cmd: Sequence[str], capture: OutputCapture, *,
+                        user: str | None = None, cwd: str | None = None,
+                        env: Mapping[str, str] | None = None,
+                        timeout: float | None = None) -> ExecResult:
+        """`exec`, with stdout and stderr written to `capture` chunk by chunk."""
+        ...
+
+
+@runtime_checkable
+class GuardedSandbox(Sandbox, Protocol):
+    """A sandbox whose backend may leave limits to benchflow: `storage_quota` False means
+    `spec.storage_mb` is not enforced by the backend, so the rollout's disk watchdog reads
+    `disk_usage_mb()` and stops the agent past it. `warnings` collects what weakened the
+    sandbox's guarantees (a download cut at `spec.download_limit_mb`) for the result."""
+
+    storage_quota: bool
+    warnings: list[str]
+
+    async def disk_usage_mb(self) -> float:
+        """What the sandbox has written since it started, in MB."""
+        ...
+
+    async def stop_processes(self) -> None:
+        """Stop every process in the sandbox (its running commands return); its files
+        stay downloadable."""
         ...
 
 

@@ -42,6 +42,7 @@ from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownErro
 from benchflow.sandbox import images
 from benchflow.sandbox.docker import DockerSandbox, docker_call, docker_client
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
+from benchflow.sandbox.owner import CleanupScope
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 from benchflow.settings import host_environ
 
@@ -322,12 +323,16 @@ def remove_project(project: str) -> list[str]:
     return removed
 
 
-def _cleanup_networks(job_name: str | None) -> list[str]:
+def _cleanup_networks(job: CleanupScope | str | None) -> list[str]:
+    scope = job if isinstance(job, CleanupScope) else CleanupScope(job_name=job)
     labels = [f"{LABEL_MANAGED}=true", LABEL_GROUP]
-    if job_name:
-        labels.append(f"{LABEL_JOB}={job_name}")
+    if scope.job_name and not scope.job_id:
+        labels.append(f"{LABEL_JOB}={scope.job_name}")
     removed = []
     for net in docker_client().networks.list(filters={"label": labels}):
+        net_labels = net.attrs.get("Labels") or {}
+        if not scope.matches(net_labels) or scope.skip_reason(net_labels) is not None:
+            continue  # another job instance's, or a live process's
         try:
             net.remove()
         except Exception as exc:  # noqa: BLE001 - still in use: a live rollout's
@@ -337,18 +342,19 @@ def _cleanup_networks(job_name: str | None) -> list[str]:
     return removed
 
 
-async def cleanup_compose_networks(job_name: str | None = None) -> list[str]:
+async def cleanup_compose_networks(job: CleanupScope | str | None = None) -> list[str]:
     """Remove the services' networks multi-container sandboxes (of one job) left behind
-    (their containers are removed by label first, like any sandbox's)."""
-    return await docker_call(_cleanup_networks, job_name, error=SandboxTeardownError)
+    (their containers are removed by label first, like any sandbox's); a live process's
+    are kept (see `owner.CleanupScope`)."""
+    return await docker_call(_cleanup_networks, job, error=SandboxTeardownError)
 
 
-def cleanup_compose_networks_now(job_name: str) -> list[str]:
+def cleanup_compose_networks_now(job: CleanupScope | str) -> list[str]:
     """Blocking `cleanup_compose_networks` for the process-exit path; never raises."""
     try:
-        return _cleanup_networks(job_name)
+        return _cleanup_networks(job)
     except Exception as exc:  # noqa: BLE001 - best effort while the process exits
-        log.warning("could not remove the compose networks of job %s: %s", job_name, exc)
+        log.warning("could not remove the compose networks of job %s: %s", job, exc)
         return []
 
 

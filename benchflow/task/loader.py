@@ -228,6 +228,7 @@ def load_task(path: Path | str) -> Task:
             message names the file and the fix.
     """
     given, folder = _locate(path)
+    _files.check_contained(folder, given)  # before any file of it is read
     if _files.is_file(folder / "task.md"):
         layout: Layout = "native"
         if _files.is_file(folder / "task.toml"):

@@ -12,13 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
+from benchflow import bounds as B
 from benchflow._models import FrozenModel
 from benchflow.mcp import McpServer
 
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-"""A positive, finite duration in seconds."""
+Seconds = Annotated[float, Field(gt=0, le=B.MAX_SECONDS, allow_inf_nan=False)]
+"""A positive, finite duration in seconds (at most a week)."""
+Interval = Annotated[float, Field(ge=0, le=B.MAX_SECONDS, allow_inf_nan=False)]
 
 Text = Annotated[str, Field(min_length=1)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class TaskConfigWarning(UserWarning):
@@ -92,11 +95,11 @@ class HealthcheckSettings(_Strict):
     rollout (`environment_start_failed`) before any agent runs."""
 
     command: Text
-    interval_sec: Annotated[float, Field(ge=0)] = 5.0
+    interval_sec: Interval = 5.0
     timeout_sec: Seconds = 30.0
-    start_period_sec: Annotated[float, Field(ge=0)] = 0.0
-    start_interval_sec: Annotated[float, Field(ge=0)] = 5.0
-    retries: Annotated[int, Field(ge=0)] = 3
+    start_period_sec: Interval = 0.0
+    start_interval_sec: Interval = 5.0
+    retries: Annotated[int, Field(ge=0, le=10_000)] = 3
 
 
 class JudgeConfig(_Strict):
@@ -119,10 +122,12 @@ class SandboxSettings(_Strict):
 
     docker_image: Text | None = None
     """A pre-built image used instead of building environment/Dockerfile."""
-    cpus: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    memory_mb: Annotated[int, Field(gt=0)] = 2048
-    storage_mb: Annotated[int, Field(gt=0)] = 10240
-    gpus: Annotated[int, Field(ge=0)] = 0
+    cpus: Annotated[float, Field(gt=0, le=B.MAX_CPUS, allow_inf_nan=False)] = 1.0
+    memory_mb: Annotated[int, Field(gt=0, le=B.MAX_MEMORY_MB)] = 2048
+    storage_mb: Annotated[int, Field(gt=0, le=B.MAX_STORAGE_MB)] = 10240
+    pids_limit: Annotated[int, Field(ge=B.MIN_PIDS, le=B.MAX_PIDS)] = 4096
+    """Processes and threads the sandbox may hold at once (a fork bomb stops there)."""
+    gpus: Annotated[int, Field(ge=0, le=B.MAX_GPUS)] = 0
     workdir: Text | None = None
     """Working directory of the agent and the verifier; None keeps the image's WORKDIR."""
     env: dict[str, str] = Field(default_factory=dict)
@@ -259,7 +264,7 @@ class TaskStepConfig(_Strict):
     verifier: StepVerifierSettings = StepVerifierSettings()
     healthcheck: HealthcheckSettings | None = None
     """Run after the step's setup, before its agent (besides the task's)."""
-    min_reward: float | dict[str, float] | None = None
+    min_reward: FiniteFloat | dict[str, FiniteFloat] | None = None
     """Stop the remaining steps when this step scores below it: a number gates `reward`, a table gates each key (a missing key fails)."""
     artifacts: Artifacts = Field(default_factory=list)
 
@@ -333,6 +338,8 @@ class Frontmatter(_Strict):
     """A native `task.md` frontmatter; the legacy loader maps task.toml onto it too."""
 
     schema_version: str | None = None
+    strict: bool = True
+    """false: unknown keys are warnings instead of errors (a task for a newer benchflow)."""
     task: TaskInfo = TaskInfo()
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: str | None = None
