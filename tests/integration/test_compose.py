@@ -147,7 +147,10 @@ async def test_the_oracle_scores_one_from_evidence_taken_out_of_a_sidecar(harden
                                                                           "cherry"]
     assert (kept / "tmp/stats.txt").read_text().strip() == "orders=3"
     assert (kept / "app/receipt.txt").read_text().strip() == "3 orders"
-    assert "main stopped before taking evidence from ledger" in run.paths.log.read_text()
+    assert (kept / "app/receipt.sha256").read_text().endswith("  receipt.txt\n")  # main's hook
+    log = run.paths.log.read_text()
+    assert log.index("collect hook in main") < log.index("main stopped before taking "
+                                                         "evidence from ledger")
     assert leftovers(f"{LABEL_ROLLOUT}={run.rollout_name}") == ([], [])
 
 

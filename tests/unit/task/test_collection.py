@@ -98,3 +98,9 @@ def test_a_main_file_landing_where_a_services_goes_is_refused(tmp_path, main):
     with pytest.raises(TaskInvalidError, match=r"from service 'api' and .* from service 'main' "
                        r"land on the same path .* take them from different paths"):
         load_task(make_task(tmp_path, toml, compose=True))
+
+
+def test_hooks_in_main_need_no_compose_file(tmp_path):
+    toml = 'version = "1.0"\nartifacts = ["/app/x.sha256"]\n[[verifier.collect]]\ncommand = "x"\n'
+    task = load_task(make_task(tmp_path, toml, compose=False))
+    assert task.compose_file is None and collection_pass(task.config).services == set()
