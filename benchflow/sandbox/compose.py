@@ -20,6 +20,11 @@ docker's default bridge does; otherwise it is `internal` (services reach each ot
 beyond the host), and main alone may join the model-only network. Every container and the
 network carry the job and rollout labels, so `stop()`, the process-exit cleanup and
 `benchflow sandbox cleanup --job` remove all of them, also after the process was killed.
+
+The other services are reached for Harbor's collect hooks and the artifacts taken from a
+service (`ServiceSandbox`): `docker compose exec` in a service, a copy out of its container
+(also once stopped), stopping `main` alone, and which of a service's paths `main` can write
+too through a shared mount (`compose_mounts`).
 """
 
 from __future__ import annotations
@@ -112,7 +117,8 @@ async def run_compose(argv: Sequence[str], *, env: dict[str, str], timeout: floa
 
 class ComposeSandbox(DockerSandbox):
     """A rollout's services on the local Docker daemon, `main` being the sandbox itself:
-    exec, files and live processes go to `main`, as with a single-container sandbox."""
+    exec, files and live processes go to `main`, as with a single-container sandbox; the
+    other services through `service_exec`/`service_download` (a `ServiceSandbox`)."""
 
     backend = "docker"
 

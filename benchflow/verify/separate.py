@@ -1,10 +1,11 @@
 """Separate verifier environments: the tests run in a fresh sandbox the agent never touched.
 
-After the agent finishes, the task's declared `artifacts` and the agent sandbox's `/logs`
-are copied out (kept under the rollout's `artifacts/`), a new sandbox is started from the
-verifier's own image (its `tests/Dockerfile`, a `[verifier.environment] docker_image`, or
-else the task's environment), the artifacts are put back at their paths and `/logs` is
-restored, and test.sh runs there. Nothing the agent did reaches the verifier except what
+After the agent finishes, the task's collect hooks run and its declared `artifacts` (from
+`main`, then, with `main` stopped, from the other compose services: `verify/collect.py`)
+and the agent sandbox's `/logs` are copied out (kept under the rollout's `artifacts/`), a
+new sandbox is started from the verifier's own image (its `tests/Dockerfile`, a
+`[verifier.environment] docker_image`, or else the task's environment), `/logs` is
+restored and the artifacts are put back at their paths, and test.sh runs there. Nothing the agent did reaches the verifier except what
 the task chose to carry over: not its processes, not a patched interpreter, not a planted
 reward file, not a symlink in a carried-over folder leading to the verifier's own files
 (such links are dropped). This is benchflow's strongest verification mode (Terminal-Bench 3
