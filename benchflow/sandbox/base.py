@@ -276,3 +276,31 @@ class VolumeSandbox(Sandbox, Protocol):
     def mount_volume(self, name: str, target: str) -> None:
         """Before start: mount volume `name` read-only at `target`."""
         ...
+
+
+@runtime_checkable
+class ServiceSandbox(Sandbox, Protocol):
+    """A multi-container sandbox (`capabilities.compose`): the agent's `main` plus the other
+    services of the task's docker-compose.yaml, reached here by name (for Harbor's collect
+    hooks and the artifacts taken from a service)."""
+
+    async def service_exec(self, service: str, command: str, *, user: str | None = None,
+                           timeout: float) -> ExecResult:
+        """Run the shell command `command` (`sh -c`) in `service`, as `user` (None: the
+        image's own user), with no environment or working directory of main's. Killed after
+        `timeout` seconds (`timed_out`)."""
+        ...
+
+    async def service_download(self, service: str, src: str, dst: Path) -> bool:
+        """Copy `src` from `service`'s file system to the host path `dst` (also from a
+        stopped service); False when `src` does not exist there."""
+        ...
+
+    async def stop_main(self) -> None:
+        """Stop `main` (every process in it ends) and leave the other services running."""
+        ...
+
+    def main_can_write(self, service: str, path: str) -> str | None:
+        """Why `main` can write `path` of `service` (a volume or host folder mounted in both,
+        writable in main), or None when only `service` can."""
+        ...

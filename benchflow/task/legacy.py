@@ -23,6 +23,7 @@ from benchflow.task._suggest import describe, short_repr, suggest, unknown_key
 from benchflow.mcp import McpServer
 from benchflow.task.models import (
     Artifact,
+    CollectHook,
     Frontmatter,
     HardeningConfig,
     HealthcheckSettings,
@@ -38,7 +39,7 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
     "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins",
                                              "environment_mode", "environment", "type", "judge",
-                                             "command", "options")}),
+                                             "command", "options", "collect")}),
     "environment": (
         "sandbox",
         {
@@ -73,14 +74,12 @@ _HARBOR_ONLY = {
     "verifier.user",
     "verifier.network_mode",
     "verifier.allowed_hosts",
-    "verifier.collect",
     "task.version",
 }
 # Harbor keys that change how a task is scored: benchflow cannot honour them, so a task
 # using them fails to load (never a silent warning and a different score).
 _SCORING = {
     "verifier.user": "benchflow runs the verifier as root",
-    "verifier.collect": "collect hooks (compose services) are not supported",
 }
 # Harbor writes these in almost every file; they ask for nothing benchflow lacks.
 _NOOP_VALUES = {"environment.os": "linux"}
@@ -178,6 +177,18 @@ def _known_list(label: str, where: str, items: Any, model: type[BaseModel]) -> A
     return [_known(label, f"{where}[{i}]", item, model) for i, item in enumerate(items)]
 
 
+def _collect_hooks(label: str, where: str, hooks: Any) -> Any:
+    """`[[verifier.collect]]`: unknown keys warned (as Harbor ignores them), a UID user kept
+    as text."""
+    kept = _known_list(label, where, hooks, CollectHook)
+    if isinstance(kept, list):
+        for hook in kept:
+            if isinstance(hook, dict) and isinstance(hook.get("user"), int) and not isinstance(
+                    hook["user"], bool):
+                hook["user"] = str(hook["user"])
+    return kept
+
+
 def _authors(label: str, authors: Any, strict: bool) -> Any:
     if not isinstance(authors, list):
         return authors
@@ -243,6 +254,8 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
             and not isinstance(mapped["user"], bool)
         ):
             mapped["user"] = str(mapped["user"])  # Harbor accepts a UID
+        if legacy == "verifier" and "collect" in mapped:
+            mapped["collect"] = _collect_hooks(label, "verifier.collect", mapped["collect"])
         if legacy == "verifier" and "hardening" in mapped:
             _hardening(label, mapped["hardening"])
         if legacy == "verifier" and isinstance(mapped.get("environment"), dict):
@@ -327,8 +340,10 @@ def _step(label: str, index: int, step: Any) -> Any:
         elif key == "verifier" and isinstance(value, dict):
             verifier: dict[str, Any] = {}
             for k, v in value.items():
-                if k in ("user", "collect"):
+                if k == "user":
                     _refuse(label, f"{where}.verifier.{k}", v)
+                elif k == "collect":
+                    verifier[k] = _collect_hooks(label, f"{where}.verifier.collect", v)
                 elif k == "environment" and isinstance(v, dict):
                     verifier[k] = _sandbox_table(label, f"{where}.verifier.environment", v)
                 elif k in _STEP_VERIFIER_KEYS:

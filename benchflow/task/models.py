@@ -23,6 +23,11 @@ Interval = Annotated[float, Field(ge=0, le=B.MAX_SECONDS, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
+MAIN_SERVICE = "main"
+"""The compose service the agent and the verifier run in (Harbor's name)."""
+ServiceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+"""A Docker Compose service name (Harbor's rule)."""
+
 
 class TaskConfigWarning(UserWarning):
     """A task file uses a key benchflow does not support yet; the key was ignored."""
@@ -142,6 +147,20 @@ class SandboxSettings(_Strict):
     """Wait until the sandbox is ready before any agent runs (Harbor's `[environment.healthcheck]`)."""
 
 
+class CollectHook(_Strict):
+    """Harbor's `[[verifier.collect]]`: a command run in a compose service after the agent's
+    turn, before the artifacts are taken (to snapshot state, such as an in-memory counter or
+    a database, into a file an artifact then carries). Best effort: a hook that fails or
+    times out is a warning in `result.json`, never an error."""
+
+    command: Text
+    """A shell command: `bash -c` in `main`, `sh -c` in another service (any image has sh)."""
+    service: ServiceName = MAIN_SERVICE
+    timeout_sec: Seconds = 60.0
+    user: Text | None = None
+    """The user it runs as (None: the service image's own user)."""
+
+
 class VerifierSettings(_Strict):
     """How the task's test.sh is run."""
 
@@ -166,6 +185,9 @@ class VerifierSettings(_Strict):
     """The strategy's other settings, the keys of verifier/verifier.md's frontmatter (`agent`, `rubric`, `environment`, ...)."""
     judge: JudgeConfig = JudgeConfig()
     """The LLM judge of an llm-judge verifier (Harbor's `[verifier.judge]`)."""
+    collect: list[CollectHook] = Field(default_factory=list)
+    """Commands run in compose services after the agent's turn, before the artifacts are
+    taken (Harbor's `[[verifier.collect]]`)."""
 
     @property
     def separate(self) -> bool:
@@ -193,8 +215,9 @@ class Artifact(_Strict):
     """Where under the rollout's `artifacts/` it is kept (default: the source path)."""
     exclude: list[str] = Field(default_factory=list)
     """Harbor's tar --exclude patterns: not supported (refused when not empty)."""
-    service: str | None = None
-    """Harbor's compose service: benchflow collects from `main` (the agent's) only."""
+    service: ServiceName | None = None
+    """The compose service it is taken from (None or `main`: the agent's sandbox; another
+    service of the task's docker-compose.yaml: that container's own file system)."""
 
     @field_validator("exclude")
     @classmethod
@@ -203,15 +226,6 @@ class Artifact(_Strict):
             raise ValueError("artifact exclude patterns are not supported by benchflow (they "
                              "change what the verifier sees); carry the folder whole or name "
                              "its files")
-        return value
-
-    @field_validator("service")
-    @classmethod
-    def _main_only(cls, value: str | None) -> str | None:
-        if value not in (None, "main"):
-            raise ValueError(f"artifact service {value!r}: benchflow collects artifacts from "
-                             "the main service only (where the agent ran); copy the file to "
-                             "main, or collect it there")
         return value
 
     @field_validator("source")
@@ -235,6 +249,11 @@ class Artifact(_Strict):
         """The path under the rollout's `artifacts/` folder."""
         return self.destination or self.source.lstrip("/")
 
+    @property
+    def from_service(self) -> str:
+        """The compose service it is taken from (`main`: the agent's sandbox)."""
+        return self.service or MAIN_SERVICE
+
 
 Artifacts = list[Annotated[Artifact, BeforeValidator(_artifact)]]
 
@@ -253,6 +272,8 @@ class StepVerifierSettings(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     environment_mode: VerifierMode | None = None
     environment: SandboxSettings | None = None
+    collect: list[CollectHook] = Field(default_factory=list)
+    """Run after the task's hooks, for this step's collection."""
 
 
 class TaskStepConfig(_Strict):
@@ -380,10 +401,12 @@ class Frontmatter(_Strict):
 RESERVED_KEYS = ("agents", "scenes", "user")
 
 __all__ = [
+    "MAIN_SERVICE",
     "RESERVED_KEYS",
     "AgentSettings",
     "Artifact",
     "Author",
+    "CollectHook",
     "Frontmatter",
     "HardeningConfig",
     "HealthcheckSettings",
