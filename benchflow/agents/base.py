@@ -11,7 +11,7 @@ sandbox at all and `AgentContext.sandbox` is None. `driver_needs_sandbox()` read
 
 from __future__ import annotations
 
-import time
+import anyio
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -51,7 +51,7 @@ class AgentContext:
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
     extras: dict[str, Any] = field(default_factory=dict)
     agent_deadline: float | None = None
-    """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
+    """`anyio.current_time()` at which the agent phase's budget (agent.timeout_sec x multiplier,
     across every turn, scene and user round) runs out; None outside the agent phase."""
     trace: TraceIds | None = None
     """The rollout's run id, trace id and root span id (also in `env` as TRACEPARENT)."""
@@ -77,7 +77,7 @@ class AgentContext:
         """`seconds`, cut to what is left of the agent phase's budget (at least 10 ms)."""
         if self.agent_deadline is None:
             return seconds
-        return max(min(seconds, self.agent_deadline - time.monotonic()), 0.01)
+        return max(min(seconds, self.agent_deadline - anyio.current_time()), 0.01)
 
     @property
     def agent_timeout_sec(self) -> float:
