@@ -74,6 +74,7 @@ bench: setup
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
 	$(BIN)/python labs/benchmarks/tracing_import.py
+	$(BIN)/python labs/benchmarks/timeouts.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py
