@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance test-faithful golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance test-faithful golden bench matrix parity cli-docs clean
 
 setup: install docker
 
@@ -97,6 +97,11 @@ test-faithful: setup
 # tests/unit/trajectory/test_golden.py then says which update shapes changed.
 golden: setup
 	$(BIN)/python -m tests.golden.record
+
+# docs/reference/cli.md from the typer app; tests/unit/test_docs.py fails when it is stale
+# (run this after adding or changing a command or an option, and commit the result).
+cli-docs: install
+	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
 	rm -rf $(VENV) jobs
