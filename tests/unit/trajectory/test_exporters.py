@@ -101,12 +101,19 @@ print("harbor accepts", sum(1 for _ in open(sys.argv[1])), "trajectories")
 
 
 def _python_312() -> str | None:
-    found = [shutil.which(f"python3.{minor}") for minor in (12, 13)]
-    pyenv = sorted(Path.home().glob(".pyenv/versions/3.1[23].*/bin/python3"))
-    return next((p for p in [*found, *map(str, pyenv)] if p), None)
+    """A Python >= 3.12 that runs (pyenv's shims exist without the version selected)."""
+    pyenv = sorted(map(str, Path.home().glob(".pyenv/versions/3.1[2-9].*/bin/python3")))
+    found = [shutil.which(f"python3.{minor}") for minor in (12, 13, 14)]
+    for python in [*pyenv, *filter(None, found)]:
+        probe = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                               capture_output=True, check=False)
+        if probe.returncode == 0:
+            return python
+    return None
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first run installs Harbor and its dependencies
 def test_atif_validates_against_harbor(job: Path, tmp_path: Path) -> None:
     """Harbor's own models accept our ATIF. Harbor needs Python >= 3.12, so it runs in its
     own venv (`.harbor-venv/`, made once from PyPI with a Python 3.12+ found on PATH or in
@@ -117,7 +124,12 @@ def test_atif_validates_against_harbor(job: Path, tmp_path: Path) -> None:
         if base is None:
             pytest.skip("no Python >= 3.12 on PATH or in pyenv for Harbor's venv")
         subprocess.run([base, "-m", "venv", str(HARBOR_VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", HARBOR], check=True)
+    version = HARBOR.split("==")[1]
+    have = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
+                           f"assert m.version('harbor') == {version!r}"], capture_output=True,
+                          check=False)
+    if have.returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", HARBOR], check=True)
     export_job(job, "atif", tmp_path / "atif.jsonl")
     checked = subprocess.run([str(python), "-c", VALIDATE, str(tmp_path / "atif.jsonl")],
                              capture_output=True, text=True, check=False)
