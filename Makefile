@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance test-faithful golden bench matrix parity cli-docs clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-conformance test-faithful golden bench matrix parity cli-docs test-loaded clean
 
 setup: install docker
 
@@ -31,6 +31,12 @@ test: setup
 
 test-unit: install
 	$(BIN)/pytest tests/unit
+
+# The unit suite on a loaded machine: two busy loops beside it, tests in random order and
+# two at a time (SEED=N repeats an order). No test may depend on the machine's speed.
+SEED ?= $(shell date +%s)
+test-loaded: install
+	bash scripts/with-cpu-hogs.sh $(BIN)/pytest tests/unit -p randomly --randomly-seed=$(SEED) -n 2
 
 test-slow: setup
 	$(BIN)/pytest -m slow
