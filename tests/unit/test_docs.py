@@ -218,6 +218,7 @@ NOT_IN_THE_TREE = {
     "tests/Dockerfile": "inside a legacy (Harbor) task folder",
     "tests/rubric.json": "inside a legacy (Harbor) task folder",
     "tests/rubric.toml": "inside a legacy (Harbor) task folder",
+    "tests/test_fizzbuzz.py": "a file an agent writes in the multi-agent how-to's example",
 }
 
 
