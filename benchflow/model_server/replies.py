@@ -82,7 +82,8 @@ def _tool_call(step: ShellStep | ToolStep, index: int | None, conv: Conversation
         args = {**shell_arguments(tool, step.shell), **step.args}
         name = tool.name
     call_id = stable_id(conv.api, index, name, json.dumps(args, sort_keys=True))
-    return ToolCall(call_id=call_id, name=name, arguments=args, kind=tool.kind)
+    return ToolCall(call_id=call_id, name=name, arguments=args, kind=tool.kind,
+                    namespace=tool.namespace)
 
 
 def _not_offered(name: str, conv: Conversation) -> str:
