@@ -64,11 +64,9 @@ def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "agents": [{"name": agent, "tools": ["web:search"]} for agent in TOOL_NAMES],
         "datasets": [{"qa": str(data), "metric": "exact_match"}]}))
     run_job_file(job)  # the per-agent tests below say which agent failed and why
-    folders = {}
-    for path in (tmp_path / "jobs" / job_name).glob("*/*/*/result.json"):
-        result = RolloutResult.model_validate_json(path.read_text())
-        folders[result.agent] = path.parent
-    return folders
+    job_dir = tmp_path / "jobs" / job_name
+    return {path.relative_to(job_dir).parts[0]: path.parent  # <agent>/<dataset>/<item>
+            for path in job_dir.glob("*/*/*/result.json")}
 
 
 @pytest.mark.timeout(1800)
