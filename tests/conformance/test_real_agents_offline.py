@@ -77,7 +77,8 @@ async def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory,
         network_log.removeHandler(isolated)
         network_log.setLevel(level)
     wall = time.monotonic() - started
-    assert isolated.messages.count(f"sandbox isolated: model-only ({_network(job_label)})") == 4
+    network = model_only_names(rollouts["claude"].job_id)[0]  # one per job instance
+    assert isolated.messages.count(f"sandbox isolated: model-only ({network})") == 4
     _report(request, {a: results[a] for a in AGENTS}, wall)
     return {agent: (results[agent], rollouts[agent].paths.root) for agent in AGENTS}
 
@@ -89,10 +90,6 @@ class _Records(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
-
-
-def _network(job_name: str) -> str:
-    return model_only_names(job_name)[0]
 
 
 def _report(request: pytest.FixtureRequest, results: dict[str, RolloutResult],
