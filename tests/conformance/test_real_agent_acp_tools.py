@@ -17,6 +17,7 @@ first run installs the agents from npm):
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,8 @@ QUERY = "lighthouse keeper cat"
 
 
 @pytest.fixture(scope="module")
-def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory,
+         request: pytest.FixtureRequest) -> dict[str, Path]:
     """The four agents' rollout folders, from one job run once for the module."""
     tmp_path = tmp_path_factory.mktemp("acp-tools")
     corpus = tmp_path / "corpus"
@@ -63,10 +65,16 @@ def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "model_endpoint": {"script": str(script)},
         "agents": [{"name": agent, "tools": ["web:search"]} for agent in TOOL_NAMES],
         "datasets": [{"qa": str(data), "metric": "exact_match"}]}))
+    started = time.monotonic()
     run_job_file(job)  # the per-agent tests below say which agent failed and why
+    wall = time.monotonic() - started
     job_dir = tmp_path / "jobs" / job_name
-    return {path.relative_to(job_dir).parts[0]: path.parent  # <agent>/<dataset>/<item>
-            for path in job_dir.glob("*/*/*/result.json")}
+    folders = {path.relative_to(job_dir).parts[0]: path.parent  # <agent>/<dataset>/<item>
+               for path in job_dir.glob("*/*/*/result.json")}
+    offline.report_durations(request, {
+        agent: RolloutResult.model_validate_json((folder / "result.json").read_text())
+        for agent, folder in sorted(folders.items())}, wall, "tool server over MCP")
+    return folders
 
 
 @pytest.mark.timeout(1800)
