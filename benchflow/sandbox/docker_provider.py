@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 
 from benchflow._models import FrozenModel
+from benchflow.errors import BenchflowError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, preflight
+from benchflow.sandbox.docker import (CAPABILITIES, DockerSandbox, docker_call, docker_client,
+                                      preflight)
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
@@ -50,8 +52,6 @@ class DockerProvider(SandboxProvider):
 
     async def remove_snapshots(self, names: list[str]) -> list[str]:
         """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
-        from benchflow.sandbox.docker import docker_call
-
         client = docker_client()
         removed = []
         for name in names:
