@@ -320,7 +320,7 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
     host_file = root / "host-secret"
     host_file.write_text("PRIVATE\n")
     good_task = REPO / "tasks" / "hello-world"
-    cases: list[tuple[str, list[str]]] = []
+    cases: list[tuple] = []  # (name, argv[, env])
 
     def job(name: str, body: str) -> None:
         path = root / f"{name}.yaml"
@@ -354,13 +354,15 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
         ("missing dataset", {"datasets": [{"path": "/nonexistent"}]}),
         ("unset ${VAR}", {"agents": [{"name": "c", "execute": "x",
                                       "env": {"K": "${LAB_UNSET_VAR}"}}]}),
+        ("user max_rounds 1e8", {"user": {"persona": "a tester", "max_rounds": 10**8}}),
+        ("user temperature nan", {"user": {"persona": "a tester", "temperature": float("nan")}}),
     ]:
         job(name, yaml.safe_dump({**base, **extra}))
     job("not yaml", "agents: [unclosed\n")
     job("a list", "- agents\n")
 
     def task(name: str, frontmatter: str | None = None, toml: str | None = None,
-             link: str | None = None) -> None:
+             link: str | None = None) -> Path:
         folder = root / "tasks" / name.replace(" ", "-")
         shutil.copytree(good_task, folder)
         if frontmatter is not None:
@@ -382,6 +384,7 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
         cases.append((f"task: {name}", ["run", str(folder), "-a", "nop", "--jobs-dir",
                                         str(root / "jobs")]))
         cases.append((f"task check: {name}", ["tasks", "check", str(folder)]))
+        return folder
 
     for name, fm in [("memory 401 digits", f"sandbox: {{memory_mb: {huge}}}"),
                      ("cpus 1e9", "sandbox: {cpus: 1000000000}"),
@@ -401,6 +404,30 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
         task(name, toml=toml)
     for link in ("task.md", "environment", "verifier"):
         task(f"link {link}", link=link)
+    task("scene role timeout 1e300", frontmatter="agents: {r: {agent: nop, timeout_sec: 1.0e+300}}"
+         "\nscenes: [{turns: [{role: r}]}]")
+    judged = task("verifier.md timeout 1e12")
+    (judged / "verifier" / "verifier.md").write_text(
+        "---\nstrategy: agent-judge\nagent: claude\ntimeout_sec: 1.0e+12\n---\n")
+    scenes = root / "scenes.yaml"
+    scenes.write_text(yaml.safe_dump({"scenes": [{"roles": [{"name": "r", "agent": "nop",
+                                                             "idle_timeout_sec": 10**12}],
+                                                  "turns": [{"role": "r"}]}]}))
+    cases.append(("scenes file: idle timeout 1e12", ["run", str(good_task), "--scenes",
+                                                      str(scenes), "--jobs-dir",
+                                                      str(root / "jobs")]))
+    study = root / "study.yaml"
+    study.write_text(yaml.safe_dump({
+        "name": "huge", "studies_dir": str(root / "studies"), "k": 10**8,
+        "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}],
+        "arms": [{"name": "a", "agent": "nop"}, {"name": "b", "agent": "oracle"}]}))
+    cases.append(("study file: k 1e8", ["study", str(study)]))
+    agents = root / "agents" / "slowpoke"
+    agents.mkdir(parents=True)
+    (agents / "agent.toml").write_text('name = "slowpoke"\n[launch]\nargv = ["slowpoke"]\n'
+                                       "handshake_timeout_sec = 1e300\n")
+    cases.append(("agent.toml: handshake 1e300", ["agents", "show", "slowpoke"],
+                  {"BENCHFLOW_AGENTS_PATH": str(root / "agents")}))
     hello = str(good_task)
     for name, args in [("-k 0", ["run", hello, "-k", "0"]), ("-k 1e5", ["run", hello, "-k", "100000"]),
                        ("-n 0", ["run", hello, "-n", "0"]),
@@ -411,12 +438,15 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
                        ("-a 'a b'", ["run", hello, "-a", "a b"]),
                        ("missing path", ["run", "/nonexistent/task"]),
                        ("cleanup --all", ["sandbox", "cleanup", "--all"]),
+                       ("fork -k 1e5", ["fork", str(root), "--at-turn", "0", "-k", "100000"]),
+                       ("--resamples 2e6", ["compare", str(root), "--resamples", "2000000"]),
+                       ("--port 70000", ["model-server", str(host_file), "--port", "70000"]),
                        ("resume not a job", ["jobs", "resume", str(root)])]:
         cases.append((f"flag: {name}", args))
 
     out = []
-    for name, args in cases:
-        ran = lab.cli(args)
+    for name, args, *env in cases:
+        ran = lab.cli(args, **(env[0] if env else {}))
         text = ran.stdout + ran.stderr
         lines = [line for line in ran.stderr.splitlines() if line.strip()]
         clear = ran.returncode == 2 and "Traceback" not in text and "PRIVATE" not in text

@@ -42,8 +42,11 @@ port=${port%%/*}
 body='{"model":"m","messages":[{"role":"user","content":"hi"}]}'
 call() {  # call KEY: the relay's status line
     exec 3<>"/dev/tcp/$host/$port"
-    printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
-        "$url" "$1" "${#body}" "$body" >&3
+    {
+        printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\n' "$url"
+        printf 'Authorization: Bearer %s\r\nContent-Type: application/json\r\n' "$1"
+        printf 'Content-Length: %s\r\nConnection: close\r\n\r\n%s' "${#body}" "$body"
+    } >&3
     head -n 1 <&3 | tr -d '\r'
     exec 3<&-
 }
