@@ -17,7 +17,7 @@ that namespace too), then
 
     python labs/reliability/run.py [--skip-faults] [--skip-inputs] [--keep DIR]
 
-Needs root (dockerd, mount) and the shared daemon's debian:bookworm-slim image.
+Needs root (dockerd, ip netns, mount) and the shared daemon's debian:bookworm-slim image.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def second_daemon() -> Iterator[SecondDaemon]:
-    if os.geteuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip("needs root and dockerd to start a second Docker daemon")
+    if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("ip") is None:
+        pytest.skip("needs root, dockerd and ip (iproute2) to start a second Docker daemon")
     try:
         shared = docker.from_env()
         try:
