@@ -3,7 +3,8 @@
 The structural test walks the models of every file format benchflow reads (job file,
 task.md and task.toml, scenes, study file, verifier.md, agent.toml, QA config, model-server
 script) and fails on a numeric field without an upper bound, so a field added later cannot
-slip past the rule. The others feed out-of-range values through the CLI: exit 2, one line
+slip past the rule (a tool server config's settings are free-form: its numbers are checked
+by hand). The others feed out-of-range values through the CLI: exit 2, one line
 naming the file and the field, no traceback.
 """
 
@@ -165,6 +166,23 @@ def test_verifier_doc_and_qa_config_numbers_out_of_range(tmp_path):
 
     with pytest.raises(ConfigError, match="max_turns"):
         parse_config({"max_turns": 10**9})
+
+
+@pytest.mark.parametrize(("settings", "field"), [
+    ({"code": {"timeout_sec": 1e300}}, "resources.code.timeout_sec"),
+    ({"python": {"content": {"memory_mb": "lots"}}}, "resources.python.memory_mb"),
+    ({"vm": {"cpus": 0}}, "resources.vm.cpus"),
+])
+def test_a_tool_server_config_number_out_of_range(tmp_path, settings, field):
+    config = tmp_path / "tools.yaml"
+    config.write_text(yaml.safe_dump({"resources": settings}))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "jobs_dir": str(tmp_path / "jobs"), "tool_config": str(config),
+        "agents": [{"name": "claude", "tools": ["web:search"]}],
+        "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}]}))
+    _one_line_exit_2(["jobs", "run", str(job)], str(config), field)
+    _one_line_exit_2(["tools", "serve", "--config", str(config)], str(config), field)
 
 
 def test_an_agent_toml_timeout_out_of_range(tmp_path, monkeypatch):
