@@ -40,7 +40,6 @@ FILE_FORMATS = [JobConfig, Frontmatter, TaskScenes, Scene, StudySpec, VerifierDo
                 AgentManifest, QaRolloutConfig, Script]
 NOT_BOUNDED_ABOVE = {
     "TaskStepConfig.min_reward": "a reward threshold: any finite number",
-    "ForkSource.step": "a turn index, checked against the rollout's snapshots",
 }
 
 
