@@ -606,7 +606,6 @@ __all__ = [
     "CommandAgentConfig",
     "HttpAgentConfig",
     "DatasetConfig",
-    "DockerProviderConfig",
     "EnvironmentConfig",
     "JobConfig",
     "LocalDatasetConfig",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 from benchflow._models import FrozenModel
+from benchflow.errors import BenchflowError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, preflight
+from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, docker_client, preflight
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
