@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Sandboxes trust the host's extra CA certificates (/usr/local/share/ca-certificates/*.crt)
 # by default (benchflow/settings.py); BENCHFLOW_EXTRA_CA_CERTS chooses others.
 
-.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-acp-tools test-faithful test-scenes golden bench matrix parity clean
+.PHONY: setup install docker demo test test-unit test-slow test-browser test-ray test-cloud-fakes test-ts test-train test-verifiers test-conformance test-agent-judge test-acp-tools test-faithful test-scenes test-reliability reliability golden bench matrix parity cli-docs test-loaded clean
 
 setup: install docker
 
@@ -32,6 +32,12 @@ test: setup
 
 test-unit: install
 	$(BIN)/pytest tests/unit
+
+# The unit suite on a loaded machine: two busy loops beside it, tests in random order and
+# two at a time (SEED=N repeats an order). No test may depend on the machine's speed.
+SEED ?= $(shell date +%s)
+test-loaded: install
+	bash scripts/with-cpu-hogs.sh $(BIN)/pytest tests/unit -p randomly --randomly-seed=$(SEED) -n 2
 
 test-slow: setup
 	$(BIN)/pytest -m slow
@@ -72,6 +78,15 @@ test-verifiers:
 test-cloud-fakes: setup
 	$(BIN)/pytest -m slow tests/integration/test_cloud_fakes_e2e.py
 
+# Faults on a second Docker daemon the tests start and stop (cleanup scope, daemon restarts)
+# and a full disk (a small tmpfs): needs root and dockerd. Part of test-slow; ~3 min.
+test-reliability: setup
+	$(BIN)/pytest -m "slow or not slow" tests/reliability
+
+# The reliability lab's table: faults survived, bad inputs refused, leaks, data lost (~10 min).
+reliability: setup
+	$(BIN)/python labs/reliability/run.py
+
 # The TypeScript tracing SDK (sdk/typescript): npm ci, tsc, Node's test runner, then its
 # example endpoint against `benchflow run -a http` (needs node >= 20 and npm; also in test-slow).
 test-ts: install
@@ -88,6 +103,8 @@ bench: setup
 	$(BIN)/python labs/benchmarks/job_load.py
 	$(BIN)/python labs/benchmarks/scale.py
 	$(BIN)/python labs/benchmarks/tracing_import.py
+	$(BIN)/python labs/benchmarks/agent_output.py
+	$(BIN)/python labs/benchmarks/timeouts.py
 
 matrix: setup
 	$(BIN)/python labs/reward-hack-matrix/run.py
@@ -125,6 +142,11 @@ golden: setup
 # restores the coder's ACP session (~5 min; also part of test-conformance and test-slow).
 test-scenes: setup
 	$(BIN)/pytest -m slow tests/conformance/test_real_agent_scenes.py
+
+# docs/reference/cli.md from the typer app; tests/unit/test_docs.py fails when it is stale
+# (run this after adding or changing a command or an option, and commit the result).
+cli-docs: install
+	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
 	rm -rf $(VENV) jobs

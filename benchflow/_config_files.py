@@ -26,7 +26,17 @@ def read_config_file(path: Path, what: str) -> Any:
     try:
         return json.loads(text) if is_json else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: {exc}") from None
+        raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: "
+                          f"{_one_line(exc)}") from None
+
+
+def _one_line(exc: Exception) -> str:
+    """The parser's message on one line: YAML's problem and where, without its snippet."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
 
 
 __all__ = ["read_config_file"]

@@ -13,6 +13,7 @@ import yaml
 from pydantic import (AfterValidator, Field, SecretStr, ValidationError, field_validator,
                       model_validator)
 
+from benchflow import bounds as B
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
@@ -222,14 +223,17 @@ class RolloutConfig(FrozenModel):
     jobs_dir: Path = Path("jobs")
     job_name: str | None = None
     run_id: str | None = Field(default=None, description="the job's run id; None: a new one")
+    job_id: str | None = Field(default=None, description="the job instance's id (its "
+                               "sandboxes' `benchflow.job-id` label); None: the job folder's")
     dataset_name: str | None = None
-    attempt: int = Field(default=1, ge=1)
+    attempt: int = Field(default=1, ge=1, le=B.MAX_ATTEMPTS)
     force_build: bool = False
     preserve_env: PreservePolicy = "never"
     extra_ca_certs: tuple[Path, ...] | None = Field(
         default=None, description="PEM files for sandboxes; () for none; None: "
         "BENCHFLOW_EXTRA_CA_CERTS, else the host's /usr/local/share/ca-certificates/*.crt")
-    timeout_multiplier: float = Field(default=1.0, gt=0)
+    timeout_multiplier: float = Field(default=1.0, gt=0, le=B.MAX_TIMEOUT_MULTIPLIER,
+                                      allow_inf_nan=False)
     instruction_path: str = "/tmp/instruction.md"
     verifier_disabled: bool = False
     harden: bool | None = Field(
@@ -239,6 +243,9 @@ class RolloutConfig(FrozenModel):
     override_cpus: float | None = None
     override_memory_mb: int | None = None
     override_storage_mb: int | None = None
+    max_download_mb: int = Field(default=1024, ge=1, le=B.MAX_DOWNLOAD_MB, description="what one "
+                                 "download from the sandbox (/logs, an artifact) may bring "
+                                 "to the host; the rest is dropped, with a warning")
     provider_config: dict[str, Any] = Field(default_factory=dict)
     network: NetworkPolicy | None = Field(
         default=None, description="None: the task's (`allow_internet: false` -> none, or "

@@ -5,7 +5,9 @@ BenchflowError
 ├── ConfigError              config_invalid: bad configuration that is not the task's
 │   │                        fault (backend, credentials, options); never retried
 │   ├── TaskNotFoundError    task_not_found
-│   └── TaskInvalidError     task_invalid
+│   ├── TaskInvalidError     task_invalid
+│   └── TaskEscapeError      task_invalid: a task file links outside its folder (refused
+│                            for the whole run, never recorded as one trial's failure)
 ├── SandboxError             a sandbox backend failed (infrastructure); retried only
 │   │                        when `transient` (set where the backend's exception is mapped)
 │   ├── SandboxBuildError    environment_build_failed
@@ -15,6 +17,8 @@ BenchflowError
 │   ├── ResourceAllocationError  environment_resource_allocation_failed
 │   ├── SandboxExecError     environment_exec_failed: daemon/API failure in an exec after
 │   │                        start (a non-zero exit is a result)
+│   ├── ResourceExhaustedError  environment_resource_exhausted: the sandbox ran past a limit
+│   │                        benchflow enforces (disk); never retried
 │   ├── SandboxTeardownError environment_teardown_failed (never retried)
 │   └── ToolServerError      environment_start_failed: the tool server is unreachable or
 │                            refused a session (benchflow.tools)
@@ -32,6 +36,7 @@ BenchflowError
 │   ├── RewardInvalidError   verifier_reward_invalid
 │   └── VerifierTampered     verifier_tampered (hardening found tampering; fail closed)
 ├── RolloutCancelled         cancelled
+├── ResultsWriteError        the job's files cannot be written (disk full): the job stops
 └── PhaseTimeout             mixin of the *Timeout classes: .phase, .timeout_sec
 ```
 
@@ -70,6 +75,7 @@ ErrorType = Literal[
     "config_invalid",
     "environment_exec_failed",
     "worker_lost",
+    "environment_resource_exhausted",
 ]
 """Every value `result.json`'s `error.type` can take (the job spec's 17 plus ours)."""
 
@@ -117,6 +123,13 @@ class TaskNotFoundError(ConfigError):
 
 class TaskInvalidError(ConfigError):
     """A task folder exists but is malformed (missing file, bad frontmatter, bad key)."""
+
+    error_type: ClassVar[ErrorType] = "task_invalid"
+
+
+class TaskEscapeError(ConfigError):
+    """A file or folder of a task resolves outside the task folder (a symbolic link to a
+    host file): the run is refused, since its text would reach the sandbox and the results."""
 
     error_type: ClassVar[ErrorType] = "task_invalid"
 
@@ -177,6 +190,17 @@ class SandboxExecError(SandboxError):
     """The backend failed to run a command (a non-zero exit code is a result, not this)."""
 
     error_type: ClassVar[ErrorType] = "environment_exec_failed"
+
+
+class ResourceExhaustedError(SandboxError):
+    """The sandbox ran past a limit benchflow enforces itself (its disk, where the backend
+    has no quota): the agent was stopped. Never retried: a rerun would do the same."""
+
+    error_type: ClassVar[ErrorType] = "environment_resource_exhausted"
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
 
 class SandboxTeardownError(SandboxError):
@@ -290,6 +314,19 @@ class WorkerLostError(BenchflowError):
     retryable: ClassVar[bool] = True
 
 
+class ResultsWriteError(BenchflowError):
+    """benchflow cannot write a job's files (the disk under the jobs folder is full, or it
+    refuses writes). The job stops starting trials and ends: every result written before
+    stays valid, and `benchflow jobs resume` finishes the job once there is room. Never
+    recorded in a result (there is no room for one)."""
+
+    @classmethod
+    def for_path(cls, path: object, exc: OSError, job_dir: object = None) -> ResultsWriteError:
+        where = f"`benchflow jobs resume {job_dir}`" if job_dir else "the run again"
+        return cls(f"{path}: cannot write ({exc.strerror or exc}): free space there and run "
+                   f"{where}; the results written before stay valid")
+
+
 class RolloutCancelled(BenchflowError):
     """The rollout was cancelled (Ctrl-C, SIGTERM, job cancellation)."""
 
@@ -311,6 +348,8 @@ __all__ = [
     "PhaseTimeout",
     "ProviderError",
     "ResourceAllocationError",
+    "ResourceExhaustedError",
+    "ResultsWriteError",
     "RewardInvalidError",
     "RewardMissingError",
     "RolloutCancelled",
@@ -321,6 +360,7 @@ __all__ = [
     "SandboxExecError",
     "SandboxStartError",
     "SandboxTeardownError",
+    "TaskEscapeError",
     "TaskInvalidError",
     "TaskNotFoundError",
     "ToolServerError",

@@ -11,7 +11,7 @@ sandbox at all and `AgentContext.sandbox` is None. `driver_needs_sandbox()` read
 
 from __future__ import annotations
 
-import time
+import anyio
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -74,7 +74,7 @@ class AgentContext:
     """What the sandbox's image offers agent runtimes (arch, libc, python, node), once
     probed: the first install probes it, or it is known from the image before start."""
     agent_deadline: float | None = None
-    """`time.monotonic()` at which the agent phase's budget (agent.timeout_sec x multiplier,
+    """`anyio.current_time()` at which the agent phase's budget (agent.timeout_sec x multiplier,
     across every turn, scene and user round) runs out; None outside the agent phase."""
     trace: TraceIds | None = None
     """The rollout's run id, trace id and root span id (also in `env` as TRACEPARENT)."""
@@ -106,7 +106,7 @@ class AgentContext:
         """`seconds`, cut to what is left of the agent phase's budget (at least 10 ms)."""
         if self.agent_deadline is None:
             return seconds
-        return max(min(seconds, self.agent_deadline - time.monotonic()), 0.01)
+        return max(min(seconds, self.agent_deadline - anyio.current_time()), 0.01)
 
     @property
     def agent_timeout_sec(self) -> float:

@@ -32,23 +32,25 @@ from benchflow.errors import (
     AgentInstallTimeout,
     AgentTimeout,
 )
-from benchflow.sandbox.base import ExecResult
+from benchflow.sandbox.output import OutputCapture, exec_captured
 from benchflow.steps import Step
 
 SCRIPT_DIR = "/tmp/.benchflow/agents"
 """Where the scripts are copied inside the sandbox (`<dir>/<agent>/{install,execute}.sh`)."""
 
 _OUTPUT_LIMIT = 100_000
+_MEMORY_LIMIT = 1 << 20
+"""Per stream, what is held in memory of a script's output (the files get all of it)."""
 
 
 def _elapsed(started: float) -> float:
     return round(time.monotonic() - started, 3)
 
 
-def _save(folder: Path, result: ExecResult) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "stdout.txt").write_bytes(result.stdout)
-    (folder / "stderr.txt").write_bytes(result.stderr)
+def output_capture(folder: Path) -> OutputCapture:
+    """`<folder>/{stdout,stderr}.txt`, written as the script prints (a timed-out or killed
+    script's output is kept up to its last byte), its tail in memory."""
+    return OutputCapture(folder / "stdout.txt", folder / "stderr.txt", _MEMORY_LIMIT)
 
 
 class _CommandConnection:
@@ -70,9 +72,10 @@ class _CommandConnection:
                                   role=step.role.name, turn=step.turn_index, round=round)
         timeout = ctx.turn_timeout_sec(step.role.timeout_sec)
         started = time.monotonic()
-        result = await ctx.sandbox.exec(["bash", script], user=ctx.agent_user or "root",
-                                        cwd=ctx.workdir, env=env, timeout=timeout)
-        _save(ctx.paths.command_dir, result)
+        result = await exec_captured(ctx.sandbox, ["bash", script],
+                                     output_capture(ctx.paths.command_dir),
+                                     user=ctx.agent_user or "root", cwd=ctx.workdir, env=env,
+                                     timeout=timeout)
         if ctx.trajectory is not None:
             ctx.trajectory.record("command", command=f"bash {script}", exit_code=result.exit_code,
                                   output=result.text(_OUTPUT_LIMIT),
@@ -125,9 +128,9 @@ class CommandAgent:
         await ctx.sandbox.upload_bytes(self.install_script.encode(), script, mode=0o755)
         timeout = ctx.install_timeout_sec
         started = time.monotonic()
-        result = await ctx.sandbox.exec(["bash", script], user="root", cwd=ctx.workdir,
-                                        env=self.env_for(ctx), timeout=timeout)
-        _save(ctx.paths.setup_dir, result)
+        result = await exec_captured(ctx.sandbox, ["bash", script],
+                                     output_capture(ctx.paths.setup_dir), user="root",
+                                     cwd=ctx.workdir, env=self.env_for(ctx), timeout=timeout)
         if ctx.trajectory is not None:
             ctx.trajectory.record("command", command=f"bash {script}", exit_code=result.exit_code,
                                   output=result.text(_OUTPUT_LIMIT),
@@ -146,4 +149,4 @@ class CommandAgent:
         yield _CommandConnection(self, ctx)
 
 
-__all__ = ["SCRIPT_DIR", "CommandAgent"]
+__all__ = ["SCRIPT_DIR", "CommandAgent", "output_capture"]

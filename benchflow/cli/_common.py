@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import sys
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from benchflow.errors import BenchflowError, ConfigError
+from benchflow.errors import BenchflowError, ConfigError, ResultsWriteError
 
 EXIT_OK = 0
 EXIT_ROLLOUT_ERROR = 1
@@ -52,9 +53,17 @@ def user_errors() -> Iterator[None]:
                           soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # not bad input: the disk is full
+            err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror}: free "
+                              "space there and run again", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
         err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: "
                           "check the path", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except ResultsWriteError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
     except BenchflowError as exc:
         err_console.print(f"[bold red]error ({exc.error_type}):[/] {escape(str(exc))}",
                           highlight=False, soft_wrap=True)

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from benchflow import bounds as B
 from benchflow.cli._common import (
     EXIT_BAD_INPUT,
     EXIT_CANCELLED,
@@ -35,6 +36,7 @@ from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results, job_lock
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, combine
 from benchflow.rollout.result import RolloutResult
+from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend, get_provider
 from benchflow.telemetry import recorder
@@ -96,8 +98,8 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
                    resuming: bool, otel: bool = False,
                    trace_listen: str | None = None) -> tuple[JobResult, Job]:
     config = prepared.config
-    if resuming:  # sandboxes a crashed run left behind
-        await remove_containers(config.name, provider)
+    if resuming:  # sandboxes a crashed run of this job instance left behind
+        await remove_containers(CleanupScope(job_id=job_instance_id(prepared.job_dir)), provider)
     title = f"{config.name} ({len(prepared.to_run)} trials)"
     with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
@@ -193,9 +195,9 @@ def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int
 def run_command(
     job_file: Annotated[Path, typer.Argument(help="job file (YAML or JSON)")],
     n_concurrent: Annotated[int | None, typer.Option(
-        "-n", "--n-concurrent", min=1, help="override n_concurrent_trials")] = None,
+        "-n", "--n-concurrent", min=1, max=B.MAX_CONCURRENCY, help="override n_concurrent_trials")] = None,
     n_attempts: Annotated[int | None, typer.Option(
-        "-k", "--n-attempts", min=1, help="override n_attempts")] = None,
+        "-k", "--n-attempts", min=1, max=B.MAX_ATTEMPTS, help="override n_attempts")] = None,
     environment: Annotated[str | None, typer.Option(
         "--env", help="override environment.type: a registered sandbox backend (docker, daytona, "
         "modal, or a plugin's)")] = None,
@@ -234,7 +236,7 @@ def resume_command(
     config_file: Annotated[Path | None, typer.Option(
         "-c", "--config", help="the original job file (when config.json holds redacted secrets)"
     )] = None,
-    n_concurrent: Annotated[int | None, typer.Option("-n", "--n-concurrent", min=1)] = None,
+    n_concurrent: Annotated[int | None, typer.Option("-n", "--n-concurrent", min=1, max=B.MAX_CONCURRENCY)] = None,
 ) -> None:
     """Run the trials of JOB_DIR that have no final result yet; never a finished one again."""
     raise typer.Exit(_exit_code(_resume, job_dir, retry_errors, config_file, n_concurrent))

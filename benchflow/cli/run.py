@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from benchflow import bounds as B
 from benchflow.cli import jobs  # with the app: main() imports the job machinery GC-paused
 from benchflow.cli._common import user_errors
 from benchflow.errors import ConfigError
@@ -42,8 +43,9 @@ def run_command(
         "--role", help="NAME=AGENT[:MODEL]: the agent (and model) playing one of the task's "
         "roles, keeping its scenes and prompts; repeatable, e.g. --role "
         "coder=claude:claude-sonnet-4-6 --role reviewer=codex:gpt-5.4")] = None,
-    attempts: Annotated[int, typer.Option("-k", "--attempts", min=1)] = 1,
-    concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1)] = 4,
+    attempts: Annotated[int, typer.Option("-k", "--attempts", min=1, max=B.MAX_ATTEMPTS)] = 1,
+    concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1,
+                                                     max=B.MAX_CONCURRENCY)] = 4,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
     job_name: Annotated[str | None, typer.Option("--job-name")] = None,
     env: Annotated[str, typer.Option("--env", help="docker | daytona | modal | a plugin's")] = "docker",
@@ -69,9 +71,9 @@ def run_command(
     model_api_key_env: Annotated[str | None, typer.Option(
         "--model-api-key-env", help="host variable holding --model-base-url's key")] = None,
     timeout_multiplier: Annotated[float, typer.Option(
-        "--timeout-multiplier", min=0.001, help="multiply every task timeout")] = 1.0,
+        "--timeout-multiplier", min=0.001, max=B.MAX_TIMEOUT_MULTIPLIER, help="multiply every task timeout")] = 1.0,
     max_retries: Annotated[int, typer.Option(
-        "--max-retries", min=0, help="retries of transient infrastructure failures")] = 3,
+        "--max-retries", min=0, max=B.MAX_RETRIES, help="retries of transient infrastructure failures")] = 3,
     capture_model_calls: Annotated[bool, typer.Option(
         "--capture-model-calls", help="record every model request and response (with token "
         "ids and logprobs when returned) in each rollout's model_calls.jsonl; needs "
@@ -100,9 +102,9 @@ def run_command(
         "--header", help="with -a http: 'Name: value' sent to the endpoint (values may use "
         "${VAR}; never written anywhere); repeatable")] = None,
     timeout_seconds: Annotated[float, typer.Option(
-        "--timeout-seconds", min=0.001, help="with -a http: per-request timeout")] = 60.0,
+        "--timeout-seconds", min=0.001, max=B.MAX_SECONDS, help="with -a http: per-request timeout")] = 60.0,
     max_tasks: Annotated[int | None, typer.Option(
-        "--max-tasks", min=1, help="run at most N tasks of the dataset")] = None,
+        "--max-tasks", min=1, max=B.MAX_TASKS, help="run at most N tasks of the dataset")] = None,
     registry: Annotated[str | None, typer.Option(
         "--registry", help="for PATH = NAME[@VERSION]: the registry.json path or URL "
         "(default: BENCHFLOW_REGISTRY)")] = None,
@@ -135,7 +137,7 @@ def run_command(
         "--tool-config", help="with --tool for an ACP agent: the tools' settings, a tool "
         "server config ({resources: {web: {corpus: DIR}}})")] = None,
     max_turns: Annotated[int | None, typer.Option(
-        "--max-turns", min=1, help="model agent: model calls per prompt")] = None,
+        "--max-turns", min=1, max=B.MAX_TURNS, help="model agent: model calls per prompt")] = None,
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
@@ -231,14 +233,16 @@ _OPTION_OF_FIELD = {
 
 def _as_options(message: str) -> str:
     """A job-file validation message in the command line's terms (fields -> options)."""
-    lines = message.splitlines()
-    out = ["invalid options:"]
-    for line in lines[1:]:
-        field, sep, problem = line.strip().partition(": ")
+    prefix = "command line: invalid job file: "
+    if not message.startswith(prefix):
+        return message
+    out = []
+    for part in message.removeprefix(prefix).split("; "):
+        field, sep, problem = part.partition(": ")
         option = next((o for f, o in _OPTION_OF_FIELD.items()
-                       if field == f or field.startswith(f + "[")), field)
-        out.append(f"  {option}: {problem}" if sep else f"  {line.strip()}")
-    return "\n".join(out) if len(out) > 1 else message
+                       if field == f or field.startswith(f + "[")), None)
+        out.append(f"{option}: {problem}" if sep and option else part)
+    return "invalid options: " + "; ".join(out)
 
 
 def _http_agent(agent: str, endpoint: str | None, headers: list[str] | None,

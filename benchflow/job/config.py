@@ -52,7 +52,9 @@ from pydantic import (
     model_validator,
 )
 
+from benchflow import bounds as B
 from benchflow._config_files import read_config_file
+from benchflow._lenient import validate_leniently
 from benchflow._models import FrozenModel
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, BuiltinAgentName
 from benchflow.config import EnvironmentType, ModelEndpoint
@@ -81,10 +83,11 @@ class RetryConfig(FrozenModel):
     the default 3 gives up to 4 tries; 0 turns retries off.
     """
 
-    max_attempts: int = Field(default=3, ge=0)
-    initial_delay_ms: int = Field(default=1000, ge=0)
-    max_delay_ms: int = Field(default=30000, ge=0)
-    multiplier: float = Field(default=2.0, ge=1.0)
+    max_attempts: int = Field(default=3, ge=0, le=B.MAX_RETRIES)
+    initial_delay_ms: int = Field(default=1000, ge=0, le=B.MAX_DELAY_MS)
+    max_delay_ms: int = Field(default=30000, ge=0, le=B.MAX_DELAY_MS)
+    multiplier: float = Field(default=2.0, ge=1.0, le=B.MAX_BACKOFF_MULTIPLIER,
+                              allow_inf_nan=False)
 
 
 class EnvironmentConfig(FrozenModel):
@@ -94,9 +97,12 @@ class EnvironmentConfig(FrozenModel):
     force_build: bool = False
     preserve_env: PreservePolicy = "never"
     provider_config: dict[str, Any] = Field(default_factory=dict)
-    override_cpus: float | None = Field(default=None, gt=0)
-    override_memory_mb: int | None = Field(default=None, gt=0)
-    override_storage_mb: int | None = Field(default=None, gt=0)
+    override_cpus: float | None = Field(default=None, gt=0, le=B.MAX_CPUS, allow_inf_nan=False)
+    override_memory_mb: int | None = Field(default=None, gt=0, le=B.MAX_MEMORY_MB)
+    override_storage_mb: int | None = Field(default=None, gt=0, le=B.MAX_STORAGE_MB)
+    max_download_mb: int = Field(default=1024, ge=1, le=B.MAX_DOWNLOAD_MB, description="what one "
+                                 "download from a sandbox (/logs, an artifact) may bring to "
+                                 "the host, in MB; the rest is dropped, with a warning")
     network: NetworkPolicy | None = Field(
         default=None, description="public | none | model-only; default: the task's "
         "(model-only with a scripted model server)")
@@ -123,8 +129,10 @@ class EnvironmentConfig(FrozenModel):
 class VerifierConfig(FrozenModel):
     """Job-wide verifier settings. A timeout of 0 means "not set" (as in the spec's example)."""
 
-    override_timeout_sec: float | None = Field(default=None, ge=0)
-    max_timeout_sec: float | None = Field(default=None, ge=0)
+    override_timeout_sec: float | None = Field(default=None, ge=0, le=B.MAX_SECONDS,
+                                               allow_inf_nan=False)
+    max_timeout_sec: float | None = Field(default=None, ge=0, le=B.MAX_SECONDS,
+                                          allow_inf_nan=False)
     disable: bool = False
 
     def timeout_for(self, task_timeout_sec: float) -> float:
@@ -180,7 +188,7 @@ class HttpAgentConfig(FrozenModel):
     endpoint: str = Field(pattern=r"^https?://", description="http(s) URL receiving the POSTs")
     headers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")], str] = Field(
         default_factory=dict)
-    timeout_sec: float = Field(default=60.0, gt=0)
+    timeout_sec: float = Field(default=60.0, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False)
 
     @field_validator("name")
     @classmethod
@@ -202,7 +210,7 @@ class RegisteredAgentConfig(FrozenModel):
                                     "(shell, read_file, write_file, and the tool server's); "
                                     "default all on tasks, none on QA items. An ACP agent: "
                                     "tool-server tools (web:search, ...) it gets over MCP")
-    max_turns: int | None = Field(default=None, ge=1, description="the `model` agent only: "
+    max_turns: int | None = Field(default=None, ge=1, le=B.MAX_TURNS, description="the `model` agent only: "
                                   "model calls per prompt")
 
     @field_validator("tools")
@@ -311,7 +319,7 @@ class LocalDatasetConfig(FrozenModel):
 
     path: Path
     tasks: list[str] | None = None
-    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+    max_tasks: int | None = Field(default=None, ge=1, le=B.MAX_TASKS, description="run only the first N "
                                   "tasks (after the `tasks` filter), as `--max-tasks`")
 
     @field_validator("tasks")
@@ -340,7 +348,7 @@ class RegistryDatasetConfig(FrozenModel):
     name: str
     version: Annotated[str | None, BeforeValidator(_version_str)] = None
     tasks: list[str] | None = None
-    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+    max_tasks: int | None = Field(default=None, ge=1, le=B.MAX_TASKS, description="run only the first N "
                                   "tasks (after the `tasks` filter), as `--max-tasks`")
 
     @field_validator("tasks")
@@ -361,7 +369,7 @@ class QaDatasetConfig(FrozenModel):
     image: str = Field(default="debian:bookworm-slim", description="sandbox image, used only "
                        "when an agent needs a sandbox")
     tasks: list[str] | None = None
-    max_tasks: int | None = Field(default=None, ge=1, description="run only the first N "
+    max_tasks: int | None = Field(default=None, ge=1, le=B.MAX_TASKS, description="run only the first N "
                                   "tasks (after the `tasks` filter), as `--max-tasks`")
 
 
@@ -384,10 +392,13 @@ class JobConfig(FrozenModel):
     """A whole job file. Trials are agents x tasks x attempts."""
 
     name: str = Field(default_factory=default_job_name, pattern=_NAME)
+    strict: bool = Field(default=True, description="false: unknown keys are warnings instead "
+                         "of errors (a file written for a newer benchflow)")
     jobs_dir: Path = Path("jobs")
-    n_attempts: int = Field(default=1, ge=1)
-    n_concurrent_trials: int = Field(default=4, ge=1)
-    timeout_multiplier: float = Field(default=1.0, gt=0)
+    n_attempts: int = Field(default=1, ge=1, le=B.MAX_ATTEMPTS)
+    n_concurrent_trials: int = Field(default=4, ge=1, le=B.MAX_CONCURRENCY)
+    timeout_multiplier: float = Field(default=1.0, gt=0, le=B.MAX_TIMEOUT_MULTIPLIER,
+                                      allow_inf_nan=False)
     retry: RetryConfig = RetryConfig()
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
     instruction_path: str = Field(default="/tmp/instruction.md", pattern=r"^/")
@@ -400,7 +411,7 @@ class JobConfig(FrozenModel):
     ray_address: str | None = Field(default=None, description="with executor ray: the "
                                     "cluster to join (`auto`, host:port, ray://...); unset: "
                                     "a local Ray instance")
-    ray_workers: int = Field(default=2, ge=1, description="with executor ray: worker actors, "
+    ray_workers: int = Field(default=2, ge=1, le=B.MAX_WORKERS, description="with executor ray: worker actors, "
                              "spread over the cluster's nodes")
     otel: bool = Field(default=False, description="export OpenTelemetry spans over OTLP/HTTP "
                        "(the otel extra), as `--otel`; OTEL_EXPORTER_OTLP_ENDPOINT also turns "
@@ -511,17 +522,22 @@ def _fix(error: dict[str, Any]) -> str:
 
 
 def config_error(source: Path | str, exc: ValidationError) -> ConfigError:
-    """A ConfigError naming the file and each bad field with its fix."""
+    """A ConfigError naming the file and each bad field with its fix, on one line."""
     lines = [f"{_loc(tuple(e['loc']))}: {_fix(e)}" for e in exc.errors()]
-    return ConfigError(f"{source}: invalid job file:\n  " + "\n  ".join(lines))
+    return ConfigError(f"{source}: invalid job file: " + "; ".join(lines))
 
 
 def parse_job_config(data: Any, source: Path | str = "<job>") -> JobConfig:
-    """Validate a parsed job file. Raises ConfigError with each bad field's path."""
+    """Validate a parsed job file. Raises ConfigError with each bad field's path.
+
+    Unknown keys are errors, unless the file says `strict: false` (then each is a warning).
+    """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a job file is a mapping of keys (name, agents, datasets, "
                           f"...), not a {type(data).__name__}")
     try:
+        if data.get("strict") is False:
+            return validate_leniently(JobConfig.model_validate, data, str(source))
         return JobConfig.model_validate(data)
     except ValidationError as exc:
         raise config_error(source, exc) from None

@@ -58,8 +58,8 @@ def expand_agent_env(config: JobConfig, lookup: EnvLookup = host_env,
                          for name in missing]
         expanded[agent.name] = out
     if problems:
-        raise ConfigError(f"{source}: environment variables missing:\n  " + "\n  ".join(problems)
-                          + "\nexport them before running the job, or remove those env entries")
+        raise ConfigError(f"{source}: environment variables missing: " + "; ".join(problems)
+                          + ": export them before running the job, or remove those env entries")
     return expanded
 
 

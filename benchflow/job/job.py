@@ -21,6 +21,7 @@ import anyio
 
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
+from benchflow.errors import ResultsWriteError
 from benchflow.job.config import MetricConfig
 from benchflow.job.limits import ensure_fd_limit, job_gc
 from benchflow.job.metrics import compute_metrics
@@ -30,6 +31,7 @@ from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
+from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.task import Task
 from benchflow.telemetry.ids import new_run_id
 
@@ -100,6 +102,8 @@ class Job:
     started_at: datetime | None = None
     results: list[RolloutResult] = field(default_factory=list)
     cancelled: bool = False
+    fatal: ResultsWriteError | None = None
+    """Why the job stopped early without being cancelled (its files could not be written)."""
     _by_index: dict[int, RolloutResult] = field(default_factory=dict, repr=False)
     _started: set[int] = field(default_factory=set, repr=False)
     _scope: anyio.CancelScope | None = field(default=None, repr=False)
@@ -107,6 +111,16 @@ class Job:
     @property
     def job_dir(self) -> Path:
         return self.jobs_dir / self.name
+
+    @property
+    def job_id(self) -> str:
+        """The job instance's id (kept in the job folder: a resumed job keeps it)."""
+        return job_instance_id(self.job_dir)
+
+    @property
+    def cleanup_scope(self) -> CleanupScope:
+        """This job instance's sandboxes (those of live other processes excepted)."""
+        return CleanupScope(job_id=self.job_id)
 
     @property
     def running(self) -> int:
@@ -120,9 +134,18 @@ class Job:
             self._scope.cancel()
 
     async def run(self) -> JobResult:
-        """Run every trial; returns (and writes) the job result, `cancelled` if cancelled."""
+        """Run every trial; returns (and writes) the job result, `cancelled` if cancelled.
+
+        Raises:
+            ResultsWriteError: the job's files could not be written (a full disk): the job
+                stopped starting trials, the running ones ended (their sandboxes removed),
+                every result written before stays valid; `jobs resume` finishes it.
+        """
         self.started_at = self.started_at or utcnow()
-        self.job_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.job_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ResultsWriteError.for_path(self.job_dir, exc, self.job_dir) from exc
         ensure_fd_limit(min(self.concurrency, len(self.trials)))
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         try:
@@ -137,8 +160,23 @@ class Job:
             self.cancelled = True
             raise
         finally:
-            result = self.write_result()
+            try:
+                result = self.write_result()
+            except OSError as exc:  # written by the next `jobs resume`
+                result = self.build_result()
+                self._stop(ResultsWriteError.for_path(self.job_dir / "result.json", exc,
+                                                      self.job_dir))
+        if self.fatal is not None:
+            raise self.fatal
         return result
+
+    def _stop(self, error: ResultsWriteError) -> None:
+        """The job's files cannot be written: start nothing more, end the running trials."""
+        log.info("the job stops: %s", error)  # the CLI prints it once, as it ends
+        if self.fatal is None:
+            self.fatal = error
+        if self._scope is not None:
+            self._scope.cancel()
 
     def all_results(self) -> list[RolloutResult]:
         """Finished results of earlier runs, then this run's in plan order."""
@@ -195,7 +233,8 @@ class Job:
 
     async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
         config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir,
-                                                 "run_id": self.run_id})
+                                                 "run_id": self.run_id,
+                                                 "job_id": trial.config.job_id or self.job_id})
         retried: list[ErrorInfo] = []
         last: RolloutResult | None = None
         attempt = 0
@@ -211,9 +250,18 @@ class Job:
                         drivers=trial.drivers)
                     rollout.result.retried_errors = list(retried)
                     last = rollout.result  # a cancelled rollout still has a (cancelled) result
-                    await rollout.run()
+                    try:
+                        await rollout.run()
+                    except ResultsWriteError as exc:  # no room for its result: resume reruns it
+                        last = None
+                        self._stop(exc)
+                        return
                 if self.cancelled and last.error is not None and last.error.type != "cancelled":
-                    self._mark_cancelled(rollout)  # its sandbox was removed under it
+                    try:
+                        self._mark_cancelled(rollout)  # its sandbox was removed under it
+                    except OSError as exc:
+                        self._stop(ResultsWriteError.for_path(rollout.paths.result, exc,
+                                                              self.job_dir))
                 if not self.retry.should_retry(last, attempt):
                     return
                 assert last.error is not None

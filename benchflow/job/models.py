@@ -62,9 +62,15 @@ def _ref(r: RolloutResult) -> TrialRef:
 
 
 def _pass_at_k(results: list[RolloutResult]) -> dict[str, float] | None:
-    """pass@k over (agent, dataset, task) groups, with the unbiased estimator."""
+    """pass@k over (agent, dataset, task) groups, with the unbiased estimator.
+
+    A cancelled trial never ran to its end: it is no attempt (neither pass nor fail), so
+    a cancelled job with nothing scored has no pass@k (None), not 0.
+    """
     groups: dict[tuple[str, str, str], list[int]] = {}  # [trials, passed] per group
     for r in results:
+        if r.error is not None and r.error.type == "cancelled":
+            continue
         counts = groups.setdefault((r.agent_name, r.dataset_name, r.task_name), [0, 0])
         counts[0] += 1
         counts[1] += r.passed

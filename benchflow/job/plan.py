@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from benchflow.agents.base import AgentDriver
+from benchflow.bounds import MAX_TRIALS
 from benchflow.agents.command import CommandAgent
 from benchflow.agents.http import HttpAgent
 from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig, check_tools
@@ -126,6 +127,7 @@ def rollout_config(config: JobConfig, scenes: list[Scene], dataset: str, entry: 
         verifier_disabled=verifier.disable, verifier_timeout_sec=verifier_timeout,
         override_cpus=env.override_cpus, override_memory_mb=env.override_memory_mb,
         override_storage_mb=env.override_storage_mb, provider_config=env.provider_config,
+        max_download_mb=env.max_download_mb,
         network=env.network, model_endpoint=config.model_endpoint,
         extra_ca_certs=None if env.extra_ca_certs is None else tuple(env.extra_ca_certs),
         capture_model_calls=config.capture_model_calls,
@@ -154,6 +156,11 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
         ConfigError: a scenes or MCP config file is invalid, or two agents share a results
             folder.
     """
+    total = len(config.agents) * sum(len(d.tasks) for d in datasets) * config.n_attempts
+    if total > MAX_TRIALS:  # refused before a single trial is built
+        raise ConfigError(f"the job has {total:,} trials (agents x tasks x attempts), more than "
+                          f"{MAX_TRIALS:,}: lower n_attempts, filter the datasets (tasks, "
+                          "max_tasks) or split the job")
     trials: list[Trial] = []
     labels: dict[str, str] = {}
     mcp_servers = config.all_mcp_servers()

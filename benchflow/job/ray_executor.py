@@ -124,7 +124,8 @@ class RayJob(Job):
                 from benchflow.job.signals import remove_containers
 
                 with anyio.CancelScope(shield=True):
-                    await remove_containers(self.name, self.trials[0].config.environment)
+                    await remove_containers(self.cleanup_scope,
+                                            self.trials[0].config.environment)
 
     def _new_actor(self) -> Any:
         return self._remote.remote(self.name, self.run_id, self.retry, registered_in_code())
@@ -136,7 +137,8 @@ class RayJob(Job):
 
     async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
         ray = _ray()
-        config = trial.config.model_copy(update={"job_name": self.name, "run_id": self.run_id})
+        config = trial.config.model_copy(update={"job_name": self.name, "run_id": self.run_id,
+                                                 "job_id": self.job_id})
         remote_trial = Trial(config, trial.task, trial.drivers, trial.task_folder)
         lost: list[ErrorInfo] = []
         async with limiter:

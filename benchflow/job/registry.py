@@ -237,7 +237,12 @@ def fetch_task(task: RegistryTask, cache_dir: Path | None = None,
     if relative.is_absolute() or ".." in relative.parts:
         raise ConfigError(f"registry task {task.name!r}: path {task.path!r} must stay inside "
                           "its repository")
-    return repo / relative, commit
+    folder = repo / relative
+    resolved, root = os.path.realpath(folder), os.path.realpath(repo)
+    if resolved != root and not resolved.startswith(root + os.sep):
+        raise ConfigError(f"registry task {task.name!r}: path {task.path!r} leads through a "
+                          f"symbolic link out of its repository ({task.git_url}): refused")
+    return folder, commit
 
 
 __all__ = [

@@ -1,6 +1,7 @@
 """Resume: run the trials of a job folder that have no final result yet.
 
-A trial is final when its result.json parses and it was not cancelled; with
+A trial is final when its result.json parses, it was not cancelled and its error (if
+any) was not a transient infrastructure failure (those are retryable); with
 `retry_errors`, trials that ended in an error (a teardown error alone excepted) run
 again too. A half-written result.json (a crash mid-write) counts as unfinished.
 Resume refuses, listing the differences, when the agents, their models, n_attempts
@@ -18,6 +19,7 @@ from pathlib import Path
 from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig, load_job_config, with_overrides
 from benchflow.job.envvars import EnvLookup
+from benchflow.job.retry import RetryPolicy
 from benchflow.job.runner import PreparedJob, prepare_job
 from benchflow.job.store import CONFIG, RESULT, read_manifest, read_trial_result
 from benchflow.rollout.result import RolloutResult
@@ -26,10 +28,12 @@ from benchflow.settings import host_env
 
 
 def is_final(result: RolloutResult, *, retry_errors: bool = False) -> bool:
-    """Whether a trial's result stands (resume does not run the trial again)."""
+    """Whether a trial's result stands (resume does not run the trial again): a cancelled
+    trial and one whose error was a transient infrastructure failure (`retryable`: a
+    daemon restart, a lost connection) run again; with `retry_errors`, every error does."""
     if result.error is None:
         return True
-    if result.error.type == "cancelled":
+    if result.error.type == "cancelled" or RetryPolicy.is_retryable(result):
         return False
     if retry_errors:
         return result.error.type == "environment_teardown_failed" and result.reward is not None

@@ -9,7 +9,6 @@ so a command that runs in the sandbox never outlives the phase either.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterable, Iterator
 
 import anyio
@@ -35,7 +34,7 @@ def agent_phase_deadline(ctx: AgentContext, budget_sec: float) -> Iterator[None]
     Raises:
         AgentTimeout: the agent phase used its whole budget.
     """
-    ctx.agent_deadline = time.monotonic() + budget_sec
+    ctx.agent_deadline = anyio.current_time() + budget_sec  # the clock fail_after reads
     try:
         with anyio.fail_after(budget_sec):
             yield

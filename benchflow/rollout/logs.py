@@ -115,14 +115,22 @@ class RolloutLogFile(logging.Handler):
             self._file.flush()
 
     def close(self) -> None:
-        """Write what is queued, then close the file (idempotent; blocks)."""
-        self.write_queued()
-        with self._write_lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-        _Flusher.dirty.discard(self)
-        super().close()
+        """Write what is queued, then close the file (idempotent; blocks). On a full disk the
+        file is closed anyway and the OSError raised."""
+        try:
+            self.write_queued()
+        finally:
+            _Flusher.dirty.discard(self)
+            with self._write_lock:
+                file, self._file = self._file, None
+            try:
+                if file is not None:
+                    file.close()
+            except OSError:
+                file.buffer.raw.close()  # its flush failed: free the descriptor all the same
+                raise
+            finally:
+                super().close()
 
 
 FLUSH_INTERVAL_SEC = 0.2

@@ -11,6 +11,7 @@ rollout driven by hand leaves the same files, timings and error mapping as `run(
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -18,17 +19,19 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 
-from benchflow.errors import BenchflowError, RolloutCancelled
+from benchflow.errors import BenchflowError, ResultsWriteError, RolloutCancelled
 from benchflow.rollout.events import RolloutEventKind
 from benchflow.rollout.logs import RolloutLogFile, rollout_log
 from benchflow.rollout.result import ErrorInfo, Phase, write_error_txt, write_json_atomic
-from benchflow.rollout.secrets import redact_text, redacted_config_json
+from benchflow.rollout.secrets import redacted_config_json
 
 if TYPE_CHECKING:
     from benchflow.rollout.rollout import Rollout
 
 log = logging.getLogger(__name__)
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+"""A full disk (or quota): the job's files cannot be written."""
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -55,7 +58,10 @@ class PhaseBook:
         # shielded: a cancellation here would skip result.json; in a thread: hundreds of
         # rollouts starting at once must not each hold the event loop on the file system
         with anyio.CancelScope(shield=True):
-            self._log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
+            try:
+                self._log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
+            except OSError as exc:  # nothing started yet: the job stops here (a full disk)
+                raise rollout._write_failure(rollout.paths.config, exc) from exc
         self._log_scope.enter_context(rollout_log(self._log_file, rollout.rollout_name))
         rollout.clock.begin()
         log.info("rollout %s of job %s starts", rollout.rollout_name, rollout.job_name)
@@ -90,44 +96,71 @@ class PhaseBook:
             self._depth -= 1
 
     def record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
-        """Make `exc` the result's error (unless one is recorded already)."""
+        """Make `exc` the result's error (unless one is recorded already), masked by the
+        rollout's redactor. A full disk is not the agent's fault: it is kept apart, and
+        `finish()` stops the job with it once the sandbox is gone."""
         rollout, result = self.rollout, self.rollout.result
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            rollout._storage_failure = rollout._storage_failure or exc
         if result.error is not None:
             return
         error = ErrorInfo.from_exception(exc, phase)
         result.error = error.model_copy(
-            update={"message": redact_text(error.message, rollout._secrets)})
+            update={"message": rollout.redactor.text(error.message)})
         result.reward = None
         result.rewards = None
-        if not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
+        if rollout._storage_failure is exc:
+            log.info("%s: cannot write its files: %s", rollout.rollout_name, exc)
+        elif not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", rollout.rollout_name, phase,
                           exc_info=cause)
         try:
-            write_error_txt(rollout.paths.error, cause, rollout._secrets)
+            write_error_txt(rollout.paths.error, cause, rollout.redactor.values)
         except OSError:
             pass
 
     async def finish(self) -> None:
-        """Write result.json (once), close the trajectory and rollout.log, emit END."""
+        """Write result.json (once), close the trajectory and rollout.log, emit END.
+
+        Raises:
+            ResultsWriteError: the rollout's files could not be written (a full disk).
+        """
         if self.finished:
             return
         self.finished = True
         rollout = self.rollout
         await self.open()
-        if rollout.ctx is not None and rollout.ctx.trajectory is not None:
-            rollout.ctx.trajectory.close()
-        rollout.ledger.finish(rollout.result)
-        rollout.clock.end()
-        with anyio.CancelScope(shield=True):  # written even when cancelled
-            await anyio.to_thread.run_sync(rollout._write_result)
-        result = rollout.result
-        log.info("rollout ends: reward %s, error %s", result.reward,
-                 result.error.type if result.error else None)
-        rollout._emit(RolloutEventKind.END)
-        self._log_scope.close()
-        if self._log_file is not None:
-            with anyio.CancelScope(shield=True):  # every line on disk when finish() returns
-                await anyio.to_thread.run_sync(self._log_file.close)
+        failure: ResultsWriteError | None = None
+        try:
+            if rollout.ctx is not None and rollout.ctx.trajectory is not None:
+                try:
+                    rollout.ctx.trajectory.close()
+                except OSError as exc:  # a full disk: its last events are lost
+                    rollout._storage_failure = rollout._storage_failure or exc
+            rollout.ledger.finish(rollout.result)
+            rollout.clock.end()
+            with anyio.CancelScope(shield=True):  # written even when cancelled
+                try:
+                    await anyio.to_thread.run_sync(rollout._write_result)
+                except OSError as exc:  # the sandbox is gone already; the job stops
+                    failure = rollout._write_failure(rollout.paths.result, exc)
+            stored = rollout._storage_failure
+            if failure is None and stored is not None:  # the disk filled during the rollout
+                failure = rollout._write_failure(stored.filename or rollout.paths.root, stored)
+            result = rollout.result
+            log.info("rollout ends: reward %s, error %s", result.reward,
+                     result.error.type if result.error else None)
+            rollout._emit(RolloutEventKind.END)
+        finally:
+            self._log_scope.close()
+            if self._log_file is not None:
+                with anyio.CancelScope(shield=True):  # every line on disk when it returns
+                    try:
+                        await anyio.to_thread.run_sync(self._log_file.close)
+                    except OSError:  # a full disk: the failure that matters is raised
+                        log.debug("could not flush %s", rollout.paths.log)
+        if failure is not None:
+            raise failure
 
 
 def phase(clock: Phase | None) -> Callable[[Callable[..., Awaitable[T]]],

@@ -249,8 +249,12 @@ def write_json_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so readers never see a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary file stays behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_error_txt(path: Path, exc: BaseException, secrets: Iterable[str] = ()) -> None:

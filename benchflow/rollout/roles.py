@@ -173,6 +173,8 @@ class RoleLedger:
                                output=sum(t.output for t in with_tokens),
                                cached=sum(t.cached for t in with_tokens)) if with_tokens else None
         costs = [r.cost for r in roles.values() if r.cost is not None]
+        if result.sandbox_cost is not None:  # the provider's share (Modal, Daytona)
+            costs.append(result.sandbox_cost)
         result.cost = round(sum(costs), 12) if costs else None
         result.n_prompts = sum(r.n_prompts for r in roles.values())
         result.n_tool_calls = sum(r.n_tool_calls for r in roles.values())

@@ -24,7 +24,12 @@ from benchflow.agents.image_cache import install_cache_outcome
 from benchflow.agents.layers import LayerPlan, prepare_layers
 from benchflow.agents.registry import TRUSTED_AGENTS, check_scenes, check_task, get_driver
 from benchflow.config import Role, RolloutConfig
-from benchflow.errors import BenchflowError, RolloutCancelled, SandboxTeardownError
+from benchflow.errors import (
+    BenchflowError,
+    ResultsWriteError,
+    RolloutCancelled,
+    SandboxTeardownError,
+)
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name
 from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
@@ -52,7 +57,9 @@ from benchflow.rollout.roles import (
     role_identities,
     rollout_model,
 )
+from benchflow.rollout.redaction import mask_folder, rollout_redactor
 from benchflow.rollout.scenes import resolve_scenes
+from benchflow.rollout.secrets import Redactor
 from benchflow.rollout.turns import Turns
 from benchflow.rollout.workspace_changes import (
     WORKSPACE_START,
@@ -62,11 +69,13 @@ from benchflow.rollout.workspace_changes import (
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
-from benchflow.sandbox.base import Sandbox
+from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
+from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.cost import sandbox_cost
 from benchflow.sandbox.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
-from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
+from benchflow.sandbox.labels import LABEL_ROLLOUT
+from benchflow.sandbox.owner import job_instance_id, owner_labels
 from benchflow.sandbox.ledger import LEDGER_NAME
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec, SpecTree
@@ -135,7 +144,10 @@ class Rollout:
         self._solution_tree: SpecTree | None = None
         self.baseline: Baseline | None = None
         self._secrets: frozenset[str] = frozenset()
+        self.redactor = Redactor()
+        """Masks every secret the rollout injects in what it writes (see `redaction.py`)."""
         self._mcp_servers: list[McpServer] = []
+        self._storage_failure: OSError | None = None
         self.final_text = ""
         """The agent's last non-empty message (for an LLM judge and QA answers)."""
         self.ledger = RoleLedger(role_identities(config.scenes, config.model_endpoint),
@@ -182,8 +194,10 @@ class Rollout:
         self.result.task_git_commit_id = commit if known else await anyio.to_thread.run_sync(
             task.git_commit_id, _GIT_HEAD_MAX_AGE_SEC)
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
+        # the job instance, not its name: a job of the same name elsewhere is another job
+        self.job_id = config.job_id or job_instance_id(config.jobs_dir / self.job_name)
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
-                                      job_name=self.job_name,
+                                      job_name=self.job_id,
                                       log_dir=self.paths.root / "model_server",
                                       capture_path=self.paths.model_calls)
         require_sandbox(config, task, self.network.policy, self._given_drivers)
@@ -204,6 +218,8 @@ class Rollout:
         judge = task.verifier_doc.agent if task.verifier_doc.strategy == "agent-judge" else None
         if judge:  # installed with the solver, before the network policy applies
             self.drivers.setdefault(judge, self._given_drivers.get(judge) or get_driver(judge))
+        self.redactor = rollout_redactor(self._secrets, self.scenes, self.drivers)
+        mask_in_rollout_log(self.redactor.values)
         settings = get_settings()
         sandbox_cfg = task.config.sandbox
         # the oracle's solution in the start's one upload, when only built-in agents run
@@ -217,6 +233,7 @@ class Rollout:
             cpus=config.override_cpus or sandbox_cfg.cpus,
             memory_mb=config.override_memory_mb or sandbox_cfg.memory_mb,
             storage_mb=config.override_storage_mb or sandbox_cfg.storage_mb,
+            pids_limit=sandbox_cfg.pids_limit, download_limit_mb=config.max_download_mb,
             gpus=sandbox_cfg.gpus,
             workdir=sandbox_cfg.workdir,
             env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
@@ -225,7 +242,7 @@ class Rollout:
             compose_file=task.compose_file,
             extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
                             else settings.extra_ca_certs),
-            labels={LABEL_JOB: self.job_name, LABEL_ROLLOUT: self.rollout_name},
+            labels={**owner_labels(self.job_name, self.job_id), LABEL_ROLLOUT: self.rollout_name},
             build_log_path=self.paths.build_log,
             ledger_path=config.jobs_dir / self.job_name / LEDGER_NAME,
             **self.network.sandbox_fields(online_install=needs_network_install(
@@ -251,6 +268,9 @@ class Rollout:
             self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
         await self.sandbox.start()
         self._started = True
+        limit = watched_limit_mb(self.sandbox)
+        if limit is not None:  # never dropped silently: the watchdog enforces it, and says so
+            self.result.warnings.append(watchdog_warning(limit))
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
         self.ctx = AgentContext(
@@ -337,8 +357,8 @@ class Rollout:
             ConfigError: prompts were given but no role is connected.
             AgentError: an agent failed, or the agent phase ran out of time.
         """
-        if prompts is None:
-            await self._execute_all()
+        if prompts is None:  # the whole agent phase, under the disk watchdog where needed
+            await run_watched(self.sandbox, self._execute_all)
             return
         turns = await self._open_turns()
         await turns.execute(prompts)
@@ -546,7 +566,7 @@ class Rollout:
     async def _run_task_steps(self) -> None:
         """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
         await self.open_agent_phase()
-        await run_task_steps(self)
+        await run_watched(self.sandbox, lambda: run_task_steps(self))
 
     async def _judged_verify(self, judge: JudgeVerifier, run: VerifierRun) -> dict[str, float]:
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
@@ -604,6 +624,8 @@ class Rollout:
                 await self.sandbox.download("/logs", self.paths.logs_dir)
         except BenchflowError as exc:
             log.warning("%s: could not collect /logs: %s", self.rollout_name, exc)
+        except OSError as exc:  # the host's disk: the job stops once the sandbox is gone
+            self._storage_failure = self._storage_failure or exc
         policy = self.config.preserve_env
         keep = policy == "always" or (policy == "on_failure" and self.result.failed)
         try:
@@ -616,6 +638,10 @@ class Rollout:
         if keep:
             self.result.sandbox_preserved = self.sandbox.sandbox_id
         self._add_sandbox_cost()
+
+    def _write_failure(self, path: object, exc: OSError) -> ResultsWriteError:
+        """The job-stopping error for a file of this rollout that could not be written."""
+        return ResultsWriteError.for_path(path, exc, self.config.jobs_dir / self.job_name)
 
     def _add_sandbox_cost(self) -> None:
         """The provider's cost of the sandbox, beside the model cost (spec: `cost`)."""
@@ -676,12 +702,19 @@ class Rollout:
             agents=list(dict.fromkeys(r.agent for s in config.scenes for r in s.roles)),
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
             roles=self.ledger.identities, run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
-        return TrajectoryWriter(self.paths.trajectory, header)
+        writer = TrajectoryWriter(self.paths.trajectory, header)
+        writer.redact = self.redactor.bytes
+        return writer
 
     def _write_result(self) -> None:
+        if isinstance(self.sandbox, GuardedSandbox):  # e.g. a download cut at its limit
+            self.result.warnings += [w for w in self.sandbox.warnings
+                                     if w not in self.result.warnings]
         if self.paths.trajectory.exists():
             self.result.trajectory_path = str(self.paths.trajectory)
-        write_json_atomic(self.paths.result, self.result.model_dump_json(indent=2))
+        mask_folder(self.redactor, self.paths.root)  # agent output, /logs, model calls
+        write_json_atomic(self.paths.result,
+                          self.redactor.model(self.result).model_dump_json(indent=2))
 
     def _emit(self, kind: RolloutEventKind) -> None:
         log.info("%s", kind.value)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from benchflow.settings import host_environ
 
 REDACTED = "***"
+M = TypeVar("M", bound=BaseModel)
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
 
@@ -69,6 +72,9 @@ _CREDENTIAL_PATTERNS = re.compile(
     r"(sk-[A-Za-z0-9_\-]{16,}|sk-ant-[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,}"
     r"|AIza[0-9A-Za-z_\-]{30,}|xox[abpr]-[A-Za-z0-9\-]{10,}|(?i:bearer)\s+[A-Za-z0-9._\-]{12,})")
 
+MIN_SECRET_LEN = 6
+"""Shorter values are never masked as secrets (masking "1" would mangle every text)."""
+
 
 def host_secret_values() -> list[str]:
     """Values of the host's secret-looking variables (>= 6 characters), longest first so
@@ -77,24 +83,60 @@ def host_secret_values() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def secret_values(env: Mapping[str, str]) -> set[str]:
+    """The values of an injected env (agent, role, task, MCP server) that are credentials:
+    those under a secret-looking name (`*_KEY`, `*_TOKEN`, ...)."""
+    return {v for k, v in env.items() if is_secret_name(k) and v}
+
+
 _SECRET_FIELD = re.compile(
     r"(api[_-]?key|secret|passw(or)?d|authorization|credential|(access|refresh|auth|id|"
     r"session|bearer)[_-]?token|[_-]token$)", re.IGNORECASE)
 """Field names of credentials in JSON bodies. Stricter than `is_secret_name` (env names):
 model APIs have fields like `token`, `max_tokens` and `logprobs[].token` that are data."""
 
+_CHUNK = 1 << 20
 
-class Scrubber:
-    """Masks credentials in data leaving benchflow (exports, captured model calls): values
-    of the host's secret variables, common API-key shapes, and credential-named fields."""
 
-    def __init__(self, values: list[str] | None = None) -> None:
-        self.values = host_secret_values() if values is None else values
+class Redactor:
+    """The one redactor: masks every secret benchflow knows of in whatever it writes.
+
+    It masks (1) the values it is given: everything the rollout injects that is a
+    credential (agent and role env under secret-looking names, the `${VAR}` values of a
+    job file, the model endpoint's key, an http agent's headers, MCP and task env
+    secrets); (2) the values of the host's secret-looking variables; (3) common API-key
+    shapes (`sk-...`, `AKIA...`, `Bearer ...`); and in JSON data (4) the values of
+    credential-named fields. Each value is also masked in its JSON-escaped form, so it
+    is found inside a JSON line too. Results, error text, rollout.log, the trajectory,
+    captured model calls, every file of a rollout's folder (`tree`), exports and the
+    viewer all go through it.
+    """
+
+    def __init__(self, values: Iterable[str] | None = None, *, host: bool = True) -> None:
+        given = {v for v in (values or ()) if len(v) >= MIN_SECRET_LEN}
+        if host:
+            given |= set(host_secret_values())
+        forms = set(given)
+        for value in given:
+            forms.add(json.dumps(value)[1:-1])  # as it appears inside a JSON string
+        self.values = sorted(forms, key=len, reverse=True)
+        alternatives = "|".join(re.escape(v) for v in self.values)
+        self._text = re.compile(alternatives) if alternatives else None
+        self._bytes = re.compile(alternatives.encode()) if alternatives else None
+
+    def with_values(self, values: Iterable[str]) -> Redactor:
+        """A redactor that also masks `values`."""
+        return Redactor([*self.values, *values], host=False)
 
     def text(self, value: str) -> str:
-        for secret in self.values:
-            value = value.replace(secret, REDACTED)
+        """`value` with every known secret and API-key shape replaced by `***`."""
+        if self._text is not None:
+            value = self._text.sub(REDACTED, value)
         return _CREDENTIAL_PATTERNS.sub(REDACTED, value)
+
+    def bytes(self, value: bytes) -> bytes:
+        """`value` with every known secret value replaced (exact values only: fast)."""
+        return self._bytes.sub(REDACTED.encode(), value) if self._bytes is not None else value
 
     def __call__(self, value: Any) -> Any:
         """`value` with every string scrubbed and credential-named fields' values replaced."""
@@ -107,3 +149,91 @@ class Scrubber:
         if isinstance(value, list):
             return [self(v) for v in value]
         return value
+
+    def model(self, model: M) -> M:
+        """A copy of a pydantic model whose every string is scrubbed (`text`)."""
+        data = _strings(model.model_dump(mode="json"), self.text)
+        return type(model).model_validate(data)
+
+    def file(self, path: Path) -> bool:
+        """Mask the known secret values in the file at `path`, in place (read in chunks,
+        rewritten only when something was found); returns whether it changed."""
+        if self._bytes is None:
+            return False
+        keep = max(len(v.encode()) for v in self.values) - 1
+        with path.open("rb") as src:
+            carry, found = b"", False
+            while not found and (chunk := src.read(_CHUNK)):
+                window = carry + chunk
+                found = self._bytes.search(window) is not None
+                carry = window[-keep:] if keep else b""
+        if not found:
+            return False
+        tmp = path.with_name(f".{path.name}.redacting.tmp")
+        try:
+            with path.open("rb") as src, tmp.open("wb") as out:
+                self._rewrite(src, out, keep)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return True
+
+    def _rewrite(self, src: Any, out: Any, keep: int) -> None:
+        """Copy `src` to `out` with the secret values masked, chunk by chunk: a match is
+        replaced only once it cannot reach past the chunk read so far (the last `keep`
+        bytes wait for the next chunk)."""
+        assert self._bytes is not None
+        carry = b""
+        while chunk := src.read(_CHUNK):
+            window = carry + chunk
+            safe, pos = max(len(window) - keep, 0), 0
+            for match in self._bytes.finditer(window):
+                if match.start() >= safe:
+                    break
+                out.write(window[pos:match.start()] + REDACTED.encode())
+                pos = match.end()
+            cut = max(pos, safe)
+            out.write(window[pos:cut])
+            carry = window[cut:]
+        out.write(self.bytes(carry))
+
+    def tree(self, root: Path, skip: Iterable[str] = ()) -> list[Path]:
+        """Mask the known secret values in every regular file under `root` (links are not
+        followed; `skip`: paths relative to `root` left alone); returns what changed."""
+        changed: list[Path] = []
+        if self._bytes is None or not root.is_dir():
+            return changed
+        skipped = {root / s for s in skip}
+        for folder, _dirs, files in os.walk(root, followlinks=False):
+            for name in files:
+                path = Path(folder, name)
+                if path in skipped:
+                    continue
+                if path.is_symlink() or not path.is_file():
+                    continue
+                if self.file(path):
+                    changed.append(path)
+        return changed
+
+
+def _strings(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strings(v, fn) for v in value]
+    return value
+
+
+class Scrubber(Redactor):
+    """Masks credentials in data leaving benchflow (exports, captured model calls): values
+    of the host's secret variables (or exactly `values` when given), common API-key
+    shapes, and credential-named fields. The `Redactor` without rollout-injected values."""
+
+    def __init__(self, values: list[str] | None = None) -> None:
+        super().__init__(values, host=values is None)
+
+
+__all__ = ["MIN_SECRET_LEN", "REDACTED", "Redactor", "Scrubber", "host_secret_values",
+           "is_secret_name", "redact", "redact_text", "redacted_config_json", "secret_values"]

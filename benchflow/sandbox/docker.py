@@ -39,6 +39,7 @@ from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
 from benchflow.sandbox.docker_errors import is_transient
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
+from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
@@ -46,11 +47,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED, LABEL_ROLLOUT  # noqa: E402
+from benchflow.sandbox.owner import LABEL_JOB_ID, LABEL_OWNER  # noqa: E402
 
 LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
 
 _SCRIPTS = Path(__file__).parent / "scripts"
+_KILLED_CODES = (128 + 9, 128 + 15, -1)
+"""Exit codes of a command whose container may have stopped under it (SIGKILL, SIGTERM)."""
+_pending_removal: set[str] = set()
+"""Containers whose removal failed because the daemon was unreachable: `reclaim()` removes
+them once it answers again."""
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
 _docker_limiter = anyio.CapacityLimiter(32)
 _build_locks: dict[str, anyio.Lock] = {}
@@ -115,6 +122,12 @@ class DockerSandbox:
         self._ca_env: dict[str, str] = {}
         """CA variables every exec carries (see certs.ca_env_argv), known after start."""
         self._ca_in_image = False  # built here from the Dockerfile with the CAs baked in
+        self.storage_quota = False
+        """Whether the daemon enforces `spec.storage_mb` itself (known after start): where
+        it does not, the rollout's disk watchdog does."""
+        self.warnings: list[str] = []
+        """What weakened this sandbox's guarantees (a download cut at its limit), for the
+        rollout's result."""
 
     @property
     def sandbox_id(self) -> str | None:
@@ -139,7 +152,7 @@ class DockerSandbox:
                 if spec.force_build or not exists:
                     log.info("building %s", tag)
                     await docker_call(images.build_image, client, tag, spec.environment_dir, self._pems,
-                                spec.build_timeout_sec, spec.build_log_path,
+                                spec.build_timeout_sec, spec.build_log_path, _owner(spec.labels),
                                 error=SandboxStartError)
             # the tag covers the CA digest: the final stage installed these certificates
             self._ca_in_image = bool(self._pems) and images.final_stage_has_ca(
@@ -163,6 +176,7 @@ class DockerSandbox:
             labels={LABEL_MANAGED: "true", **spec.labels}, environment=self._env,
             nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
             mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
+            pids_limit=spec.pids_limit,
             network=None if spec.network_policy == "none" else spec.network,
             network_mode="none" if spec.network_policy == "none" else None,
             runtime=spec.runtime, volumes=spec.volumes,
@@ -200,13 +214,14 @@ class DockerSandbox:
                 container = await docker_call(client.containers.create,
                                               storage_opt={"size": f"{storage_mb}M"},
                                               error=SandboxStartError, **kwargs)
-                _storage_quotas = True
+                _storage_quotas = self.storage_quota = True
                 return container
             except SandboxStartError as exc:
                 # storage quotas need overlay2 on xfs with pquota: best effort only
                 if "storage" not in str(exc).lower():
                     raise _classify_start(exc) from exc
-                log.debug("storage limit not supported here: %s", exc)
+                log.info("the daemon has no storage quota (%s): the disk watchdog enforces "
+                         "storage_mb", exc)
                 _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
             return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
@@ -257,6 +272,8 @@ class DockerSandbox:
                 await docker_call(api.stop, container_id, timeout=5, error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if "No such container" not in str(exc) and "404" not in str(exc):
+                if delete and exc.transient:  # the daemon is away: remove it once it is back
+                    _pending_removal.add(container_id)
                 raise
         self.container_id = None if delete else container_id
 
@@ -279,7 +296,7 @@ class DockerSandbox:
         repository, _, tag = name.rpartition(":")
         await docker_call(container.commit, repository=repository, tag=tag, message=description,
                           changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
-                          conf={"Labels": {LABEL_MANAGED: "true",
+                          conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
                                            LABEL_SNAPSHOT_OF: self.image or ""}})
 
     # -- volumes (the per-agent install layers; docker_volumes.py) ----------------------
@@ -331,6 +348,15 @@ class DockerSandbox:
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None) -> ExecResult:
+        return await self.exec_into(cmd, OutputCapture(), user=user, cwd=cwd, env=env,
+                                    timeout=timeout)
+
+    async def exec_into(self, cmd: Sequence[str], capture: OutputCapture, *,
+                        user: str | None = None, cwd: str | None = None,
+                        env: Mapping[str, str] | None = None,
+                        timeout: float | None = None) -> ExecResult:
+        """Run `cmd`; its output goes to `capture` frame by frame as the daemon sends it
+        (linear in its size, on disk live when the capture has files)."""
         argv = list(cmd)
         if timeout is not None:
             # A worker thread cannot be interrupted: the deadline is enforced in the container.
@@ -340,11 +366,25 @@ class DockerSandbox:
         started = time.monotonic()
         exec_id = (await docker_call(api.exec_create, self._require(), argv, user=user or "",
                                workdir=cwd, environment={**self._ca_env, **(env or {})}))["Id"]
-        stdout, stderr = await docker_call(api.exec_start, exec_id, demux=True)
+        await docker_call(_pump, exec_id, capture)
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
-        return ExecResult(code if code is not None else -1, stdout or b"", stderr or b"", timed_out)
+        if not timed_out and (code is None or code in _KILLED_CODES):
+            await self._check_still_running()
+        return capture.result(code if code is not None else -1, timed_out)
+
+    async def _check_still_running(self) -> None:
+        """A command killed because its container stopped (a daemon restart, someone's
+        `docker rm`) failed for the infrastructure, not for the agent: raise a transient
+        SandboxExecError instead of handing back its exit code."""
+        state = (await docker_call(docker_client().api.inspect_container,
+                                   self._require()))["State"]
+        if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
+            raise SandboxExecError(f"the sandbox stopped under the command (container "
+                                   f"{state.get('Status')}, exit {state.get('ExitCode')}): "
+                                   "the Docker daemon restarted or the container was removed",
+                                   transient=True)
 
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
@@ -388,8 +428,70 @@ class DockerSandbox:
         await self._put_archive("/", _tar_bytes({dst: (data, mode)}))
 
     async def download(self, src: str, dst: Path) -> None:
-        chunks, _stat = await docker_call(docker_client().api.get_archive, self._require(), src)
-        await anyio.to_thread.run_sync(_extract, chunks, src, dst)
+        """Stream `src` out of the container to `dst` (at most `spec.download_limit_mb`; what
+        the limit left out is recorded in `warnings`)."""
+        note = await docker_call(_download, self._require(), src, dst, self.spec.download_limit_mb)
+        if note is not None:
+            log.warning("%s", note)
+            self.warnings.append(note)
+
+    # -- limits benchflow enforces itself ----------------------------------------------
+
+    async def disk_usage_mb(self) -> float:
+        """What the container has written (its writable layer), in MB."""
+        info = await docker_call(_inspect_with_size, self._require())
+        return float(info.get("SizeRw") or 0) / (1 << 20)
+
+    async def stop_processes(self) -> None:
+        """Stop and kill every process but the container's init (`scripts/stop_all.sh`):
+        nothing writes another byte, running commands return, files stay downloadable."""
+        script = (_SCRIPTS / "stop_all.sh").read_text()
+        await self.exec(["/bin/sh", "-c", script], user="root", timeout=60,
+                        env={"PATH": SYSTEM_PATH})
+
+
+def _pump(exec_id: str, capture: OutputCapture) -> None:
+    """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
+    api = docker_client().api
+    # exec_start(stream=True) without its CancellableStream, whose close leaks the socket
+    res = api._post_json(api._url("/exec/{0}/start", exec_id), data={"Tty": False,
+                         "Detach": False}, headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                         stream=True)
+    try:
+        api._raise_for_status(res)
+        for stdout, stderr in api._read_from_socket(res, True, tty=False, demux=True):
+            if stdout:
+                capture.write(STDOUT, stdout)
+            if stderr:
+                capture.write(STDERR, stderr)
+    finally:
+        res.close()
+
+
+def _inspect_with_size(container_id: str) -> dict[str, Any]:
+    """`GET /containers/{id}/json?size=1` (the SDK's inspect cannot ask for sizes)."""
+    api = docker_client().api
+    res = api._get(api._url("/containers/{0}/json", container_id), params={"size": 1})
+    return dict(api._result(res, True))
+
+
+def _download(container_id: str, src: str, dst: Path, limit_mb: int | None) -> str | None:
+    """`get_archive`, read as it arrives (never whole in memory) and closed when done."""
+    api = docker_client().api
+    res = api._get(api._url("/containers/{0}/archive", container_id), params={"path": src},
+                   stream=True, headers={"Accept-Encoding": "identity"})
+    try:
+        api._raise_for_status(res)
+        return _extract(res.iter_content(1 << 20), src, dst,
+                        None if limit_mb is None else limit_mb << 20)
+    finally:
+        res.close()
+
+
+def _owner(labels: Mapping[str, str]) -> dict[str, str]:
+    """The job instance and lease labels of a spec, for the images a sandbox makes (kept as
+    provenance: images are shared caches, which no cleanup removes)."""
+    return {k: v for k, v in labels.items() if k in (LABEL_JOB_ID, LABEL_OWNER)}
 
 
 def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> None:
@@ -408,6 +510,27 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
     if any(word in text for word in ("memory", "cpu", "nano_cpus", "resources", "insufficient")):
         return ResourceAllocationError(str(exc), transient=exc.transient)
     return exc
+
+
+def _reclaim() -> list[str]:
+    removed = []
+    api = docker_client().api
+    for container_id in sorted(_pending_removal):
+        try:
+            api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        removed.append(container_id)
+        _pending_removal.discard(container_id)
+    return removed
+
+
+async def reclaim() -> list[str]:
+    """Remove the containers of this process whose removal failed while the daemon was
+    away (a restart); returns their ids. Raises SandboxTeardownError while it still is."""
+    if not _pending_removal:
+        return []
+    return await docker_call(_reclaim, error=SandboxTeardownError)
 
 
 def _ping() -> None:

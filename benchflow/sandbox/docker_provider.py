@@ -5,16 +5,9 @@ from __future__ import annotations
 import logging
 
 from benchflow._models import FrozenModel
-from benchflow.errors import BenchflowError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import (
-    CAPABILITIES,
-    LABEL_JOB,
-    LABEL_MANAGED,
-    DockerSandbox,
-    docker_client,
-    preflight,
-)
+from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, preflight
+from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -50,15 +43,10 @@ class DockerProvider(SandboxProvider):
         return DockerSandbox(spec)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
-        from benchflow.sandbox.cleanup import cleanup_containers
-
-        return await cleanup_containers(job_name)
+        return (await self.sweep(CleanupScope(job_name=job_name))).removed
 
     async def cleanup_extras(self, job_name: str | None = None) -> list[str]:
-        from benchflow.sandbox.compose import cleanup_compose_networks
-        from benchflow.sandbox.network import cleanup_networks
-
-        return [*await cleanup_compose_networks(job_name), *await cleanup_networks(job_name)]
+        return (await self.sweep_extras(CleanupScope(job_name=job_name))).removed
 
     async def remove_snapshots(self, names: list[str]) -> list[str]:
         """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
@@ -77,21 +65,38 @@ class DockerProvider(SandboxProvider):
         return removed
 
     def cleanup_now(self, job_name: str) -> list[str]:
-        try:
-            client = docker_client()
-            filters = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_JOB}={job_name}"]}
-            containers = client.containers.list(all=True, filters=filters)
-            for container in containers:
-                try:
-                    container.remove(force=True, v=True)
-                except Exception:  # noqa: BLE001 - best effort: keep removing the others
-                    log.warning("could not remove container %s", container.name)
-            from benchflow.sandbox.compose import cleanup_compose_networks_now
+        return self.sweep_now(CleanupScope(job_name=job_name)).removed
 
-            return [c.name for c in containers] + cleanup_compose_networks_now(job_name)
-        except (BenchflowError, Exception) as exc:  # noqa: BLE001 - no daemon: nothing to remove
-            log.warning("could not list containers of job %s: %s", job_name, exc)
-            return []
+    async def sweep(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.cleanup import sweep_containers
+
+        return await sweep_containers(scope)
+
+    async def sweep_extras(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.compose import cleanup_compose_networks
+        from benchflow.sandbox.network import sweep_networks
+
+        report = CleanupReport(removed=await cleanup_compose_networks(scope))
+        report.extend(await sweep_networks(scope))
+        return report
+
+    async def reclaim(self) -> list[str]:
+        from benchflow.sandbox.docker import reclaim
+
+        return await reclaim()
+
+    def sweep_now(self, scope: CleanupScope) -> CleanupReport:
+        from benchflow.sandbox.cleanup import sweep_containers_now
+        from benchflow.sandbox.compose import cleanup_compose_networks_now
+
+        try:
+            report = sweep_containers_now(scope)
+            report.removed += cleanup_compose_networks_now(scope)
+            return report
+        except Exception as exc:  # noqa: BLE001 - no daemon: nothing to remove
+            log.warning("could not list containers of job %s: %s",
+                        scope.job_id or scope.job_name, exc)
+            return CleanupReport()
 
 
 __all__ = ["DockerProvider", "DockerProviderConfig"]

@@ -158,8 +158,10 @@ def build_image(
     pems: list[bytes],
     timeout_sec: float,
     log_path: Path | None,
+    labels: dict[str, str] | None = None,
 ) -> None:
-    """Build `tag` from the environment folder (blocking; run in a worker thread).
+    """Build `tag` from the environment folder (blocking; run in a worker thread), with
+    `labels` (the job instance and owner of the build) besides `benchflow.managed`.
 
     Raises:
         SandboxBuildError: a step failed; the message ends with the log's tail.
@@ -170,13 +172,13 @@ def build_image(
     context = build_context(environment_dir, pems)
     stream = client.api.build(
         fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
-        labels={"benchflow.managed": "true"}, timeout=max(int(timeout_sec), 1),
+        labels={"benchflow.managed": "true", **(labels or {})}, timeout=max(int(timeout_sec), 1),
     )
     error: str | None = None
     timeout_error = SandboxBuildTimeout("environment build", timeout_sec,
                                         f"image build exceeded build_timeout_sec={timeout_sec:g}")
     try:
-        for chunk in _until_read_timeout(stream, timeout_error):
+        for chunk in _until_read_timeout(stream, timeout_error, "".join(lines)):
             if "stream" in chunk:
                 lines.append(chunk["stream"])
             if "error" in chunk:
@@ -192,18 +194,42 @@ def build_image(
     if error is not None:
         tail = "".join(lines)[-2000:]
         where = f" (full log: {log_path})" if log_path else ""
-        raise SandboxBuildError(f"image build failed: {error}{where}\n{tail}", log="".join(lines))
+        # a step killed while the daemon goes away (a restart) is not the Dockerfile's fault
+        cut = _KILLED_STEP.search(error) is not None and not _answers(client)
+        note = " (the Docker daemon went away during the build: retryable)" if cut else ""
+        raise SandboxBuildError(f"image build failed: {error}{note}{where}\n{tail}",
+                                log="".join(lines), transient=cut)
 
 
-def _until_read_timeout(stream: Iterator[dict], timeout_error: Exception) -> Iterator[dict]:
-    """The build stream; the HTTP read timeout (our deadline) becomes `timeout_error`.
+_KILLED_STEP = re.compile(r"returned a non-zero code: (137|143)\b")
+
+
+def _answers(client: docker.DockerClient) -> bool:
+    try:
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException,
+            urllib3.exceptions.HTTPError):
+        return False
+    return True
+
+
+def _until_read_timeout(stream: Iterator[dict], timeout_error: Exception,
+                        log: str = "") -> Iterator[dict]:
+    """The build stream; the HTTP read timeout (our deadline) becomes `timeout_error`, a
+    lost connection (the daemon restarting) a retryable SandboxBuildError.
 
     Closing the connection makes the daemon cancel the build.
     """
     try:
         yield from stream
-    except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ConnectionError) as exc:
+    except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ReadTimeout) as exc:
         raise timeout_error from exc
+    except (requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as exc:
+        # requests wraps a read timeout of a stream in its ConnectionError
+        if any(isinstance(arg, urllib3.exceptions.ReadTimeoutError) for arg in exc.args):
+            raise timeout_error from exc
+        raise SandboxBuildError(f"image build failed: lost the Docker daemon during the "
+                                f"build ({exc}): retryable", log=log, transient=True) from exc
 
 
 def pull_image(client: docker.DockerClient, image: str) -> None:

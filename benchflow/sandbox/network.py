@@ -36,6 +36,7 @@ from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownErro
 from benchflow.sandbox import host_firewall
 from benchflow.sandbox.base import PolicySandbox
 from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
+from benchflow.sandbox.owner import LABEL_JOB_ID, LABEL_OWNER, CleanupReport, CleanupScope, Owner
 from benchflow.sandbox.spec import NetworkPolicy
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class ModelOnlyNetwork:
 
 
 def model_only_names(key: str) -> tuple[str, str, str]:
-    """(network, bridge interface, firewall chain) names for `key` (usually the job name)."""
+    """(network, bridge interface, firewall chain) names for `key` (the job instance id)."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     return f"{MODEL_ONLY_PREFIX}{digest[:12]}", f"bf-mo-{digest[:9]}", f"BF-MO-{digest[:12]}"
 
@@ -107,7 +108,8 @@ def _acquire(key: str) -> ModelOnlyNetwork:
             try:
                 network = client.networks.create(
                     name, driver="bridge", internal=True, check_duplicate=True,
-                    labels={LABEL_MANAGED: "true", LABEL_JOB: key,
+                    labels={LABEL_MANAGED: "true", LABEL_JOB: key, LABEL_JOB_ID: key,
+                            LABEL_OWNER: Owner.current().label(),
                             LABEL_NETWORK_POLICY: "model-only", LABEL_FIREWALL_CHAIN: chain,
                             LABEL_BRIDGE: bridge},
                     options={"com.docker.network.bridge.name": bridge,
@@ -203,26 +205,37 @@ async def isolate(sandbox: PolicySandbox, policy: NetworkPolicy,
     log.info("sandbox isolated: %s%s", policy, f" ({target})" if target else "")
 
 
-def _cleanup(job_name: str | None) -> list[str]:
+def _sweep(scope: CleanupScope) -> CleanupReport:
     client = docker_client()
     labels = [f"{LABEL_MANAGED}=true", f"{LABEL_NETWORK_POLICY}=model-only"]
-    if job_name:
-        labels.append(f"{LABEL_JOB}={job_name}")
-    removed = []
+    report = CleanupReport()
     for network in client.networks.list(filters={"label": labels}):
         net_labels = network.attrs.get("Labels") or {}
+        if not scope.matches(net_labels):
+            continue
+        reason = scope.skip_reason(net_labels)
         with _lock:
             if _refs.get(network.name):
                 continue  # in use by this process
-            if _remove_network(network.name, net_labels.get(LABEL_FIREWALL_CHAIN),
-                               net_labels.get(LABEL_BRIDGE)):
-                removed.append(network.name)
-    return removed
+            if reason is not None:
+                report.skipped.append((network.name, reason))
+            elif _remove_network(network.name, net_labels.get(LABEL_FIREWALL_CHAIN),
+                                 net_labels.get(LABEL_BRIDGE)):
+                report.removed.append(network.name)
+    return report
 
 
-async def cleanup_networks(job_name: str | None = None) -> list[str]:
-    """Remove benchflow's model-only networks (of one job) and their firewall chains."""
-    return await docker_call(_cleanup, job_name, error=SandboxTeardownError)
+async def sweep_networks(scope: CleanupScope) -> CleanupReport:
+    """Remove the leftover model-only networks in `scope` and their firewall chains; a
+    network whose owner still runs is kept (and reported) unless the scope forces it."""
+    return await docker_call(_sweep, scope, error=SandboxTeardownError)
+
+
+async def cleanup_networks(scope: CleanupScope | str | None = None) -> list[str]:
+    """Remove benchflow's leftover model-only networks (of one job: its id or name)."""
+    if not isinstance(scope, CleanupScope):
+        scope = CleanupScope(job_name=scope)
+    return (await sweep_networks(scope)).removed
 
 
 __all__ = [
@@ -238,4 +251,5 @@ __all__ = [
     "network_gateway",
     "release_model_only_network",
     "revoke_endpoint",
+    "sweep_networks",
 ]

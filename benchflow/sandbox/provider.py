@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
+from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 
@@ -97,6 +98,36 @@ class SandboxProvider(ABC):
         raises. Backends without a blocking path return [] (their ledger and labels let
         `benchflow sandbox cleanup` reclaim the rest)."""
         return []
+
+    async def sweep(self, scope: CleanupScope) -> CleanupReport:
+        """Remove the leftover sandboxes in `scope`, each one's owner lease checked first
+        (`CleanupScope.skip_reason`), and report what was kept and why.
+
+        The default serves backends that cannot read a sandbox's labels back: only a scope
+        naming a job by name (or forced) removes anything, through `cleanup`.
+        """
+        if scope.job_name is not None or scope.force:
+            return CleanupReport(removed=await self.cleanup(scope.job_name))
+        return CleanupReport(skipped=[(f"{self.name} sandboxes", "this backend cannot check "
+                                       "their owners: name a job (--job) or use --all --force")])
+
+    async def sweep_extras(self, scope: CleanupScope) -> CleanupReport:
+        """Other leftovers in `scope` (networks, firewall rules), after the sandboxes."""
+        if scope.job_name is not None or scope.force:
+            return CleanupReport(removed=await self.cleanup_extras(scope.job_name))
+        return CleanupReport()
+
+    async def reclaim(self) -> list[str]:
+        """Remove the sandboxes whose deletion failed earlier in this process because the
+        backend was unreachable (a daemon restart); returns them. The job calls it while it
+        runs and as it ends. Raises SandboxError while the backend is still away."""
+        return []
+
+    def sweep_now(self, scope: CleanupScope) -> CleanupReport:
+        """Blocking `sweep` while the process exits; never raises."""
+        if scope.job_name is None:
+            return CleanupReport()
+        return CleanupReport(removed=self.cleanup_now(scope.job_name))
 
     def require(self, needs: SandboxNeeds) -> None:
         """Fail before anything starts when `needs` asks for a capability this backend lacks.

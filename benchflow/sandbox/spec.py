@@ -43,6 +43,11 @@ class SandboxSpec(FrozenModel):
     cpus: float = 1.0
     memory_mb: int = 2048
     storage_mb: int | None = 10240
+    pids_limit: int | None = Field(default=4096, description="processes (and threads) the "
+                                   "sandbox may hold at once; None: the backend's default")
+    download_limit_mb: int | None = Field(default=1024, description="bytes one download "
+                                          "(/logs, an artifact) may bring to the host; the "
+                                          "rest is dropped and recorded as a warning")
     gpus: int = 0
     workdir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchflow.errors import TaskInvalidError
+from benchflow.errors import TaskEscapeError, TaskInvalidError
 
 _SKIP_DIRS = frozenset({".git", "__pycache__"})
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -35,6 +35,32 @@ def read_text(path: Path, label: str) -> str:
             f"{label}: is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
             "re-save the file as UTF-8"
         ) from exc
+
+
+def check_contained(root: Path, label: Path) -> None:
+    """Refuse a task folder holding a symbolic link that resolves outside it.
+
+    A linked `task.md`, `instruction.md`, `environment/` or test file would send a host
+    file (a key, `/etc/shadow`) into the sandbox, the trajectory and the results. Links
+    within the folder stay allowed. `root` is the resolved task folder, `label` the path
+    as the user gave it (named in the message).
+
+    Raises:
+        TaskEscapeError: naming the first such link, where it leads and the fix.
+    """
+    base = os.path.realpath(root)
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            full = os.path.join(folder, name)
+            if not os.path.islink(full):
+                continue
+            target = os.path.realpath(full)
+            if target != base and not target.startswith(base + os.sep):
+                rel = os.path.relpath(full, root)
+                raise TaskEscapeError(
+                    f"{label / rel}: is a symbolic link to {os.readlink(full)}, which is outside "
+                    "the task folder: copy the file into the task instead of linking to it")
 
 
 def is_file(path: Path) -> bool:
@@ -132,4 +158,4 @@ def _rev_parse_head(folder: Path) -> str | None:
     return commit if proc.returncode == 0 and _SHA.fullmatch(commit) else None
 
 
-__all__ = ["content_hash", "git_commit_id", "is_dir", "is_file", "read_text"]
+__all__ = ["check_contained", "content_hash", "git_commit_id", "is_dir", "is_file", "read_text"]

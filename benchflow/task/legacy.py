@@ -2,9 +2,11 @@
 
 Real Harbor files load unchanged: the keys benchflow honours are mapped (`[environment]`
 becomes `sandbox`, `[solution]` becomes `oracle`, `version` becomes `schema_version`);
-keys it does not support yet (`gpu_types`, `tpu`, ...) and unknown
-keys are dropped with a `TaskConfigWarning` naming the file and the key. Only
-`[verifier.hardening]` is strict, because it is benchflow's own table.
+Harbor keys it does not support yet (`gpu_types`, `tpu`, ...) are dropped with a
+`TaskConfigWarning` naming the file and the key. A key that neither benchflow nor Harbor
+knows (a typo) is an error, unless the file says `strict = false` (then a warning);
+`[verifier.hardening]` is always strict, because it is benchflow's own table, and
+`[[steps]]` follow Harbor, which ignores their extra keys.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from benchflow.task._suggest import describe, short_repr, suggest, unknown_key
 from benchflow.mcp import McpServer
 from benchflow.task.models import (
     Artifact,
+    CollectHook,
     Frontmatter,
     HardeningConfig,
     HealthcheckSettings,
@@ -36,7 +39,7 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "agent": ("agent", {k: k for k in ("timeout_sec", "install_timeout_sec", "user")}),
     "verifier": ("verifier", {k: k for k in ("timeout_sec", "env", "hardening", "pytest_plugins",
                                              "environment_mode", "environment", "type", "judge",
-                                             "command", "options")}),
+                                             "command", "options", "collect")}),
     "environment": (
         "sandbox",
         {
@@ -47,6 +50,7 @@ _SECTIONS: dict[str, tuple[str, dict[str, str]]] = {
                 "cpus",
                 "memory_mb",
                 "storage_mb",
+                "pids_limit",
                 "gpus",
                 "workdir",
                 "env",
@@ -70,19 +74,17 @@ _HARBOR_ONLY = {
     "verifier.user",
     "verifier.network_mode",
     "verifier.allowed_hosts",
-    "verifier.collect",
     "task.version",
 }
 # Harbor keys that change how a task is scored: benchflow cannot honour them, so a task
 # using them fails to load (never a silent warning and a different score).
 _SCORING = {
     "verifier.user": "benchflow runs the verifier as root",
-    "verifier.collect": "collect hooks (compose services) are not supported",
 }
 # Harbor writes these in almost every file; they ask for nothing benchflow lacks.
 _NOOP_VALUES = {"environment.os": "linux"}
 _TOP_LEVEL = {"version", "schema_version", "source", "metadata", "artifacts", "steps",
-              "multi_step_reward_strategy", *_SECTIONS}
+              "multi_step_reward_strategy", "strict", *_SECTIONS}
 _STEP_KEYS = {"name", "agent", "verifier", "min_reward", "artifacts", "healthcheck"}
 _STEP_AGENT_KEYS = ("timeout_sec", "user")
 _STEP_VERIFIER_KEYS = ("timeout_sec", "env", "environment_mode", "environment", "user", "collect")
@@ -95,7 +97,13 @@ def _is_noop(key: str, value: Any) -> bool:
     return value in ([], {}) or _NOOP_VALUES.get(key) == value
 
 
-def _warn(label: str, key: str, valid: list[str], detail: str = "") -> None:
+def _warn(label: str, key: str, valid: list[str], detail: str = "", *,
+          strict: bool = False) -> None:
+    """Warn that `key` was ignored; with `strict`, refuse it unless it is Harbor's (a key
+    Harbor knows and benchflow does not support yet)."""
+    if strict and key not in _HARBOR_ONLY:
+        raise TaskInvalidError(f"{label}: {unknown_key(key, valid)} (a task.toml for a newer "
+                               "benchflow may say strict = false to ignore it)")
     guess = None if key in _HARBOR_ONLY else suggest(key.rsplit(".", 1)[-1], valid)
     if guess is not None:
         message = f"{label}: {unknown_key(key, valid)} The key was ignored."
@@ -169,25 +177,46 @@ def _known_list(label: str, where: str, items: Any, model: type[BaseModel]) -> A
     return [_known(label, f"{where}[{i}]", item, model) for i, item in enumerate(items)]
 
 
-def _authors(label: str, authors: Any) -> Any:
+def _collect_hooks(label: str, where: str, hooks: Any) -> Any:
+    """`[[verifier.collect]]`: unknown keys warned (as Harbor ignores them), a UID user kept
+    as text."""
+    kept = _known_list(label, where, hooks, CollectHook)
+    if isinstance(kept, list):
+        for hook in kept:
+            if isinstance(hook, dict) and isinstance(hook.get("user"), int) and not isinstance(
+                    hook["user"], bool):
+                hook["user"] = str(hook["user"])
+    return kept
+
+
+def _authors(label: str, authors: Any, strict: bool) -> Any:
     if not isinstance(authors, list):
         return authors
     kept = []
     for index, author in enumerate(authors):
         if isinstance(author, dict):
-            for key in author.keys() - {"name", "email"}:
-                _warn(label, f"task.authors[{index}].{key}", ["name", "email"])
+            for key in sorted(author.keys() - {"name", "email"}):
+                _warn(label, f"task.authors[{index}].{key}", ["name", "email"], strict=strict)
             author = {k: v for k, v in author.items() if k in ("name", "email")}
         kept.append(author)
     return kept
 
 
 def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
-    """Map a parsed Harbor `task.toml` onto the native frontmatter shape, warning on the rest."""
+    """Map a parsed Harbor `task.toml` onto the native frontmatter shape.
+
+    A key neither benchflow nor Harbor knows is an error (a typo must not pass silently),
+    unless the file says `strict = false`; a Harbor key benchflow does not support yet is
+    a warning. (`[[steps]]` tables follow Harbor, which ignores extra keys there.)
+    """
     out: dict[str, Any] = {}
+    strict = data.get("strict", True)
+    if not isinstance(strict, bool):
+        raise TaskInvalidError(f"{label}: 'strict' must be true or false "
+                               f"(got {short_repr(strict)})")
     for key, value in data.items():
         if key not in _TOP_LEVEL and not _is_noop(key, value):
-            _warn(label, key, sorted(_TOP_LEVEL))
+            _warn(label, key, sorted(_TOP_LEVEL), strict=strict)
     version = data.get("schema_version", data.get("version", DEFAULT_VERSION))
     out["schema_version"] = version
     for key in ("source", "metadata", "artifacts", "multi_step_reward_strategy"):
@@ -215,7 +244,7 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
             elif f"{legacy}.{key}" in _SCORING:
                 _refuse(label, f"{legacy}.{key}", value)
             elif not _is_noop(f"{legacy}.{key}", value):
-                _warn(label, f"{legacy}.{key}", list(keys))
+                _warn(label, f"{legacy}.{key}", list(keys), strict=strict)
         if legacy == "environment":
             _environment(label, table, mapped)
             _nested(label, "environment", mapped)
@@ -225,13 +254,15 @@ def map_task_toml(data: dict[str, Any], label: str) -> dict[str, Any]:
             and not isinstance(mapped["user"], bool)
         ):
             mapped["user"] = str(mapped["user"])  # Harbor accepts a UID
+        if legacy == "verifier" and "collect" in mapped:
+            mapped["collect"] = _collect_hooks(label, "verifier.collect", mapped["collect"])
         if legacy == "verifier" and "hardening" in mapped:
             _hardening(label, mapped["hardening"])
         if legacy == "verifier" and isinstance(mapped.get("environment"), dict):
             mapped["environment"] = _sandbox_table(label, "verifier.environment",
-                                                   mapped["environment"])
+                                                   mapped["environment"], strict)
         if legacy == "task" and "authors" in mapped:
-            mapped["authors"] = _authors(label, mapped["authors"])
+            mapped["authors"] = _authors(label, mapped["authors"], strict)
         out[native] = mapped
     return out
 
@@ -246,7 +277,8 @@ def _refuse(label: str, key: str, value: Any) -> None:
                            f"task is scored ({reason}); remove it to run the task here")
 
 
-def _sandbox_table(label: str, prefix: str, table: dict[str, Any]) -> dict[str, Any]:
+def _sandbox_table(label: str, prefix: str, table: dict[str, Any],
+                   strict: bool = False) -> dict[str, Any]:
     """An `[environment]`-shaped table (`[verifier.environment]`) mapped like `[environment]`."""
     keys = _SECTIONS["environment"][1]
     mapped: dict[str, Any] = {}
@@ -255,7 +287,8 @@ def _sandbox_table(label: str, prefix: str, table: dict[str, Any]) -> dict[str, 
             mapped[keys[key]] = value
         elif key not in ("memory", "storage", "network_mode") and not _is_noop(
                 f"environment.{key}", value):
-            _warn(label, f"{prefix}.{key}", list(keys))
+            harbor = f"environment.{key}" in _HARBOR_ONLY
+            _warn(label, f"{prefix}.{key}", list(keys), strict=strict and not harbor)
     _environment(label, table, mapped)
     _nested(label, prefix, mapped)
     return mapped
@@ -307,8 +340,10 @@ def _step(label: str, index: int, step: Any) -> Any:
         elif key == "verifier" and isinstance(value, dict):
             verifier: dict[str, Any] = {}
             for k, v in value.items():
-                if k in ("user", "collect"):
+                if k == "user":
                     _refuse(label, f"{where}.verifier.{k}", v)
+                elif k == "collect":
+                    verifier[k] = _collect_hooks(label, f"{where}.verifier.collect", v)
                 elif k == "environment" and isinstance(v, dict):
                     verifier[k] = _sandbox_table(label, f"{where}.verifier.environment", v)
                 elif k in _STEP_VERIFIER_KEYS:

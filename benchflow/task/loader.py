@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from benchflow.errors import TaskInvalidError, TaskNotFoundError
 from benchflow.task import _files
+from benchflow.task.collection import collection_problems
 from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import TaskConfig, TaskConfigWarning, TaskStepConfig
 from benchflow.task.native import parse_task_md
@@ -228,6 +229,7 @@ def load_task(path: Path | str) -> Task:
             message names the file and the fix.
     """
     given, folder = _locate(path)
+    _files.check_contained(folder, given)  # before any file of it is read
     if _files.is_file(folder / "task.md"):
         layout: Layout = "native"
         if _files.is_file(folder / "task.toml"):
@@ -293,6 +295,7 @@ def load_task(path: Path | str) -> Task:
         )
     compose = next((environment_dir / n for n in COMPOSE_FILES
                     if _files.is_file(environment_dir / n)), None)
+    problems.extend(collection_problems(config, config_label, compose is not None))
     if problems:
         raise TaskInvalidError("; ".join(problems))
 

@@ -12,13 +12,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
+from benchflow import bounds as B
 from benchflow._models import FrozenModel
 from benchflow.mcp import McpServer
 
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-"""A positive, finite duration in seconds."""
+Seconds = Annotated[float, Field(gt=0, le=B.MAX_SECONDS, allow_inf_nan=False)]
+"""A positive, finite duration in seconds (at most a week)."""
+Interval = Annotated[float, Field(ge=0, le=B.MAX_SECONDS, allow_inf_nan=False)]
 
 Text = Annotated[str, Field(min_length=1)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+MAIN_SERVICE = "main"
+"""The compose service the agent and the verifier run in (Harbor's name)."""
+ServiceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+"""A Docker Compose service name (Harbor's rule)."""
 
 
 class TaskConfigWarning(UserWarning):
@@ -92,11 +100,11 @@ class HealthcheckSettings(_Strict):
     rollout (`environment_start_failed`) before any agent runs."""
 
     command: Text
-    interval_sec: Annotated[float, Field(ge=0)] = 5.0
+    interval_sec: Interval = 5.0
     timeout_sec: Seconds = 30.0
-    start_period_sec: Annotated[float, Field(ge=0)] = 0.0
-    start_interval_sec: Annotated[float, Field(ge=0)] = 5.0
-    retries: Annotated[int, Field(ge=0)] = 3
+    start_period_sec: Interval = 0.0
+    start_interval_sec: Interval = 5.0
+    retries: Annotated[int, Field(ge=0, le=10_000)] = 3
 
 
 class JudgeConfig(_Strict):
@@ -119,10 +127,12 @@ class SandboxSettings(_Strict):
 
     docker_image: Text | None = None
     """A pre-built image used instead of building environment/Dockerfile."""
-    cpus: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    memory_mb: Annotated[int, Field(gt=0)] = 2048
-    storage_mb: Annotated[int, Field(gt=0)] = 10240
-    gpus: Annotated[int, Field(ge=0)] = 0
+    cpus: Annotated[float, Field(gt=0, le=B.MAX_CPUS, allow_inf_nan=False)] = 1.0
+    memory_mb: Annotated[int, Field(gt=0, le=B.MAX_MEMORY_MB)] = 2048
+    storage_mb: Annotated[int, Field(gt=0, le=B.MAX_STORAGE_MB)] = 10240
+    pids_limit: Annotated[int, Field(ge=B.MIN_PIDS, le=B.MAX_PIDS)] = 4096
+    """Processes and threads the sandbox may hold at once (a fork bomb stops there)."""
+    gpus: Annotated[int, Field(ge=0, le=B.MAX_GPUS)] = 0
     workdir: Text | None = None
     """Working directory of the agent and the verifier; None keeps the image's WORKDIR."""
     env: dict[str, str] = Field(default_factory=dict)
@@ -135,6 +145,20 @@ class SandboxSettings(_Strict):
     """MCP servers passed to ACP agents at session/new (Harbor's `[[environment.mcp_servers]]`)."""
     healthcheck: HealthcheckSettings | None = None
     """Wait until the sandbox is ready before any agent runs (Harbor's `[environment.healthcheck]`)."""
+
+
+class CollectHook(_Strict):
+    """Harbor's `[[verifier.collect]]`: a command run in a compose service after the agent's
+    turn, before the artifacts are taken (to snapshot state, such as an in-memory counter or
+    a database, into a file an artifact then carries). Best effort: a hook that fails or
+    times out is a warning in `result.json`, never an error."""
+
+    command: Text
+    """A shell command: `bash -c` in `main`, `sh -c` in another service (any image has sh)."""
+    service: ServiceName = MAIN_SERVICE
+    timeout_sec: Seconds = 60.0
+    user: Text | None = None
+    """The user it runs as (None: the service image's own user)."""
 
 
 class VerifierSettings(_Strict):
@@ -161,6 +185,9 @@ class VerifierSettings(_Strict):
     """The strategy's other settings, the keys of verifier/verifier.md's frontmatter (`agent`, `rubric`, `environment`, ...)."""
     judge: JudgeConfig = JudgeConfig()
     """The LLM judge of an llm-judge verifier (Harbor's `[verifier.judge]`)."""
+    collect: list[CollectHook] = Field(default_factory=list)
+    """Commands run in compose services after the agent's turn, before the artifacts are
+    taken (Harbor's `[[verifier.collect]]`)."""
 
     @property
     def separate(self) -> bool:
@@ -188,8 +215,9 @@ class Artifact(_Strict):
     """Where under the rollout's `artifacts/` it is kept (default: the source path)."""
     exclude: list[str] = Field(default_factory=list)
     """Harbor's tar --exclude patterns: not supported (refused when not empty)."""
-    service: str | None = None
-    """Harbor's compose service: benchflow collects from `main` (the agent's) only."""
+    service: ServiceName | None = None
+    """The compose service it is taken from (None or `main`: the agent's sandbox; another
+    service of the task's docker-compose.yaml: that container's own file system)."""
 
     @field_validator("exclude")
     @classmethod
@@ -198,15 +226,6 @@ class Artifact(_Strict):
             raise ValueError("artifact exclude patterns are not supported by benchflow (they "
                              "change what the verifier sees); carry the folder whole or name "
                              "its files")
-        return value
-
-    @field_validator("service")
-    @classmethod
-    def _main_only(cls, value: str | None) -> str | None:
-        if value not in (None, "main"):
-            raise ValueError(f"artifact service {value!r}: benchflow collects artifacts from "
-                             "the main service only (where the agent ran); copy the file to "
-                             "main, or collect it there")
         return value
 
     @field_validator("source")
@@ -230,6 +249,11 @@ class Artifact(_Strict):
         """The path under the rollout's `artifacts/` folder."""
         return self.destination or self.source.lstrip("/")
 
+    @property
+    def from_service(self) -> str:
+        """The compose service it is taken from (`main`: the agent's sandbox)."""
+        return self.service or MAIN_SERVICE
+
 
 Artifacts = list[Annotated[Artifact, BeforeValidator(_artifact)]]
 
@@ -248,6 +272,8 @@ class StepVerifierSettings(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     environment_mode: VerifierMode | None = None
     environment: SandboxSettings | None = None
+    collect: list[CollectHook] = Field(default_factory=list)
+    """Run after the task's hooks, for this step's collection."""
 
 
 class TaskStepConfig(_Strict):
@@ -259,7 +285,7 @@ class TaskStepConfig(_Strict):
     verifier: StepVerifierSettings = StepVerifierSettings()
     healthcheck: HealthcheckSettings | None = None
     """Run after the step's setup, before its agent (besides the task's)."""
-    min_reward: float | dict[str, float] | None = None
+    min_reward: FiniteFloat | dict[str, FiniteFloat] | None = None
     """Stop the remaining steps when this step scores below it: a number gates `reward`, a table gates each key (a missing key fails)."""
     artifacts: Artifacts = Field(default_factory=list)
 
@@ -333,6 +359,8 @@ class Frontmatter(_Strict):
     """A native `task.md` frontmatter; the legacy loader maps task.toml onto it too."""
 
     schema_version: str | None = None
+    strict: bool = True
+    """false: unknown keys are warnings instead of errors (a task for a newer benchflow)."""
     task: TaskInfo = TaskInfo()
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: str | None = None
@@ -373,10 +401,12 @@ class Frontmatter(_Strict):
 RESERVED_KEYS = ("agents", "scenes", "user")
 
 __all__ = [
+    "MAIN_SERVICE",
     "RESERVED_KEYS",
     "AgentSettings",
     "Artifact",
     "Author",
+    "CollectHook",
     "Frontmatter",
     "HardeningConfig",
     "HealthcheckSettings",

@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from benchflow._lenient import validate_leniently
 from benchflow.errors import TaskInvalidError
 from benchflow.task._suggest import describe, short_repr
-from benchflow.task.models import Frontmatter, TaskConfig
+from benchflow.task.models import Frontmatter, TaskConfig, TaskConfigWarning
 
 _FENCE = "---"
 
@@ -84,7 +85,8 @@ def parse_task_md(text: str, label: str) -> tuple[TaskConfig, str, dict[str, Any
     be empty here (the loader reports a missing instruction with the other problems).
 
     Raises:
-        TaskInvalidError: bad frontmatter syntax, shape, unknown key or value type.
+        TaskInvalidError: bad frontmatter syntax, shape, unknown key (unless the frontmatter
+            says `strict: false`) or value type.
     """
     source, body = split_frontmatter(text, label)
     raw = load_yaml(source, label) if source is not None else {}
@@ -95,7 +97,11 @@ def parse_task_md(text: str, label: str) -> tuple[TaskConfig, str, dict[str, Any
             "use names such as 'task', 'agent', 'verifier', 'sandbox'"
         )
     try:
-        frontmatter = Frontmatter.model_validate(raw)
+        if raw.get("strict") is False:  # unknown keys warned, not refused
+            frontmatter = validate_leniently(Frontmatter.model_validate, raw, label,
+                                             TaskConfigWarning)
+        else:
+            frontmatter = Frontmatter.model_validate(raw)
     except ValidationError as exc:
         raise TaskInvalidError(f"{label}: {describe(exc, Frontmatter)}") from exc
     return frontmatter.to_config(), body.strip(), raw

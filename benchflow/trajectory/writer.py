@@ -11,6 +11,7 @@ the agent's output rather than one per update.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -56,8 +57,14 @@ class TrajectoryWriter:
         self.context: dict[str, Any] = {}
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
+        self.redact: Callable[[bytes], bytes] | None = None
+        """Masks secrets in each line before it is written (the rollout's `Redactor`)."""
         if not existing:
-            self._write_line(header.model_dump_json().encode())
+            try:
+                self._write_line(header.model_dump_json().encode())
+            except OSError:  # a full disk: no descriptor left open behind the error
+                self.close()
+                raise
 
     def next_seq(self) -> int:
         """Reserve the next sequence number (call it when the thing happens, before any await)."""
@@ -144,6 +151,8 @@ class TrajectoryWriter:
     def _write_line(self, data: bytes, flush: bool = True) -> None:
         if self._file is None:
             raise ValueError(f"trajectory writer for {self.path} is closed")
+        if self.redact is not None:
+            data = self.redact(data)
         self._file.write(data + b"\n")
         if flush:
             self._file.flush()
@@ -153,10 +162,15 @@ class TrajectoryWriter:
         return self._file is None
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the file (idempotent). On a full disk the unflushed tail is lost, the file
+        is closed anyway and the OSError raised."""
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            finally:
+                if not file.closed:  # its flush failed: release the descriptor all the same
+                    file.raw.close()
 
     def __enter__(self) -> Self:
         return self

@@ -1,10 +1,11 @@
 """Separate verifier environments: the tests run in a fresh sandbox the agent never touched.
 
-After the agent finishes, the task's declared `artifacts` and the agent sandbox's `/logs`
-are copied out (kept under the rollout's `artifacts/`), a new sandbox is started from the
-verifier's own image (its `tests/Dockerfile`, a `[verifier.environment] docker_image`, or
-else the task's environment), the artifacts are put back at their paths and `/logs` is
-restored, and test.sh runs there. Nothing the agent did reaches the verifier except what
+After the agent finishes, the task's collect hooks run and its declared `artifacts` (from
+`main`, then, with `main` stopped, from the other compose services: `verify/collect.py`)
+and the agent sandbox's `/logs` are copied out (kept under the rollout's `artifacts/`), a
+new sandbox is started from the verifier's own image (its `tests/Dockerfile`, a
+`[verifier.environment] docker_image`, or else the task's environment), `/logs` is
+restored and the artifacts are put back at their paths, and test.sh runs there. Nothing the agent did reaches the verifier except what
 the task chose to carry over: not its processes, not a patched interpreter, not a planted
 reward file, not a symlink in a carried-over folder leading to the verifier's own files
 (such links are dropped). This is benchflow's strongest verification mode (Terminal-Bench 3
@@ -17,9 +18,9 @@ plants a conftest.py, a .pth or a pytest plugin is restored or removed as in the
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,8 +32,16 @@ import anyio
 from benchflow.sandbox.base import SYSTEM_PATH, Sandbox
 from benchflow.sandbox.factory import create_sandbox
 from benchflow.sandbox.spec import SandboxSpec
-from benchflow.task.models import Artifact, HardeningConfig
+from benchflow.task.collection import CollectionPass
+from benchflow.task.models import Artifact, CollectHook, HardeningConfig
 from benchflow.verify.baseline import named_tools, take_baseline
+from benchflow.verify.collect import (
+    collect_artifacts,
+    collect_main,
+    collect_services,
+    drop_escaping_links,
+    missing_lines,
+)
 from benchflow.verify.hardening import verify_hardened
 from benchflow.verify.runner import VerifierOutcome, VerifierRun, verify
 
@@ -53,56 +62,16 @@ class SeparateVerifier:
     artifacts: Sequence[Artifact]
     artifacts_dir: Path
     """Host folder the artifacts are kept in (`<rollout>/artifacts/`, per step for steps)."""
+    hooks: Sequence[CollectHook] = ()
+    """Collect hooks run before the artifacts are taken (Harbor's `[[verifier.collect]]`)."""
+    stop_main: bool = True
+    """Stop the agent's `main` before taking the other services' evidence (Harbor: when the
+    agent's sandbox has no further use, i.e. not before a later step)."""
     provider_config: Mapping[str, Any] = field(default_factory=dict)
     """The rollout's `provider_config` (the backend's settings apply to this sandbox too)."""
     image_holds_tests: bool = False
     """The image is the verifier's own (a tests/Dockerfile or a declared docker_image): Harbor
     runs the test.sh the image holds instead of uploading the task's, so one should be there."""
-
-
-def drop_escaping_links(root: Path) -> list[Path]:
-    """Delete every symlink in the host copy `root` (a file or a folder) whose target is not
-    inside `root`; returns them.
-
-    A carried-over file must not become a window onto the verifier's sandbox: a report
-    that is a link to `/tests/expected.json` would be read by the tests as the answer.
-    """
-    links = [root] if root.is_symlink() else []
-    if root.is_dir() and not root.is_symlink():
-        links += [p for p in root.rglob("*") if p.is_symlink()]
-    # Resolved through the copy itself: inside `root` the host copy has the sandbox's shape,
-    # so a link through another link (`b -> .`, `c -> b/../x`) is judged where it really leads.
-    base = os.path.realpath(root)
-    dropped = []
-    for link in links:
-        resolved = os.path.realpath(link)
-        if link == root or os.path.isabs(os.readlink(link)) or not (
-                resolved == base or resolved.startswith(base + os.sep)):
-            link.unlink()
-            dropped.append(link)
-    return dropped
-
-
-async def collect_artifacts(sandbox: Sandbox, artifacts: Sequence[Artifact],
-                            dest: Path) -> tuple[list[str], list[str]]:
-    """Copy each artifact out of `sandbox` into `dest/<kept_as>`.
-
-    Returns the sources that did not exist (a missing artifact is not an error: the verifier
-    decides what it means) and the symlinks dropped because they led out of their artifact
-    (as sandbox paths).
-    """
-    missing, dropped = [], []
-    for artifact in artifacts:
-        exists = await sandbox.exec(["test", "-e", artifact.source], user="root", timeout=60,
-                                    env={"PATH": SYSTEM_PATH})
-        if not exists.ok:
-            missing.append(artifact.source)
-            continue
-        kept = dest / artifact.kept_as
-        await sandbox.download(artifact.source, kept)
-        dropped += [artifact.source + str(link)[len(str(kept)):]
-                    for link in drop_escaping_links(kept)]
-    return missing, dropped
 
 
 async def _harbor_test_script(fresh: Sandbox, mount: str) -> list[str]:
@@ -128,33 +97,53 @@ def _named_tools(verifier_dir: Path) -> tuple[str, ...]:
         return ()
 
 
+def _clear_artifact_paths(logs_copy: Path, artifacts: Sequence[Artifact]) -> None:
+    """Drop from the carried-over /logs whatever a declared artifact puts back: the agent's
+    /logs never stands in for (or adds to) a file a service holds."""
+    for artifact in artifacts:
+        rel = os.path.relpath(artifact.source, _LOGS)
+        if rel == ".":
+            shutil.rmtree(logs_copy, ignore_errors=True)
+        elif not rel.startswith(".."):
+            target = logs_copy / rel
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+
+
 async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
                             run: VerifierRun, out_dir: Path, logs_dir: Path, *,
                             hardened: bool, config: HardeningConfig,
                             pytest_plugins: Sequence[str] = (),
+                            main_env: Mapping[str, str] | None = None,
                             ) -> tuple[VerifierOutcome, list[str]]:
-    """Carry the artifacts and /logs over to a fresh verifier sandbox and verify there.
+    """Collect (hooks, artifacts from main and from the other services), carry it and /logs
+    over to a fresh verifier sandbox and verify there.
 
-    Returns the outcome and the warnings for `result.json`: a declared artifact that did not
-    exist, a symlink dropped because it led out of what is carried over. The verifier
-    sandbox is always removed.
+    Returns the outcome and the warnings for `result.json`: a failed collect hook, a declared
+    artifact that did not exist, a symlink dropped because it led out of what is carried
+    over. The verifier sandbox is always removed.
 
     Raises:
-        SandboxError: the verifier sandbox did not build or start.
+        SandboxError: the verifier sandbox did not build or start; `main` could not be
+            stopped before the services' evidence was taken.
         VerifierTampered, VerifierError and its subclasses: as the shared verify.
     """
-    missing, dropped = await collect_artifacts(agent_sandbox, verifier.artifacts,
-                                               verifier.artifacts_dir)
+    one = CollectionPass(tuple(verifier.hooks), tuple(verifier.artifacts))
+    got = await collect_main(agent_sandbox, one, verifier.artifacts_dir, main_env=main_env)
     fresh = create_sandbox(verifier.environment, verifier.spec, dict(verifier.provider_config))
     with tempfile.TemporaryDirectory(prefix="bf-separate-") as tmp:
         logs_copy = Path(tmp) / "logs"
         await agent_sandbox.download(_LOGS, logs_copy)
-        dropped += [_LOGS + str(link)[len(str(logs_copy)):]
-                    for link in drop_escaping_links(logs_copy)]
-        warnings = [f"artifact {source} did not exist in the agent's sandbox; the separate "
-                    "verifier ran without it" for source in missing]
+        got.dropped += [_LOGS + str(link)[len(str(logs_copy)):]
+                        for link in drop_escaping_links(logs_copy)]
+        got.extend(await collect_services(agent_sandbox, one, verifier.artifacts_dir,
+                                          stop_main=verifier.stop_main))
+        _clear_artifact_paths(logs_copy, verifier.artifacts)
+        warnings = got.warnings + missing_lines(got.missing, "the separate verifier")
         warnings += [f"{path} is a symlink leading out of what is carried over; the separate "
-                     "verifier ran without it" for path in dropped]
+                     "verifier ran without it" for path in got.dropped]
         for line in warnings:
             log.warning("%s", line)
         try:
@@ -164,13 +153,14 @@ async def verify_separately(agent_sandbox: Sandbox, verifier: SeparateVerifier,
             baseline = (await take_baseline(fresh, workspace=fresh.workdir, config=config,
                                             named=_named_tools(run.verifier_dir))
                         if hardened else None)
-            for artifact in verifier.artifacts:
-                kept = verifier.artifacts_dir / artifact.kept_as
-                if artifact.source not in missing and kept.exists():
-                    await fresh.upload(kept, artifact.source)
+            # /logs first: a declared artifact (a service's file) is put back over it
             for child in sorted(logs_copy.iterdir()) if logs_copy.is_dir() else []:
                 if child.name != "verifier":
                     await fresh.upload(child, f"{_LOGS}/{child.name}")
+            for artifact in verifier.artifacts:
+                kept = verifier.artifacts_dir / artifact.kept_as
+                if artifact not in got.missing and kept.exists():
+                    await fresh.upload(kept, artifact.source)
             run = dataclasses.replace(run, cwd=fresh.workdir)
             if baseline is not None:
                 done = await verify_hardened(fresh, run, out_dir, logs_dir, baseline=baseline,

@@ -109,8 +109,9 @@ def create_app(root: Path, base: str = "/") -> Starlette:
             return _not_found()
         if target.stat().st_size > _RAW_LIMIT:
             text, _, _ = data.read_text(target, _RAW_LIMIT)
-            return PlainTextResponse(text)
-        return PlainTextResponse(target.read_bytes().decode("utf-8", "replace"))
+            return PlainTextResponse(pages.redact.text(text))
+        return PlainTextResponse(pages.redact.text(target.read_bytes().decode("utf-8",
+                                                                               "replace")))
 
     routes = [
         Route("/", jobs),

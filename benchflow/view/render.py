@@ -16,6 +16,7 @@ import jinja2
 from benchflow.job.store import read_trial_result
 from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult
+from benchflow.rollout.secrets import Scrubber
 from benchflow.traces.reader import read_events, span_tree
 from benchflow.traces.store import TRACE_EVENTS
 from benchflow.trajectory.conversation import (
@@ -106,11 +107,14 @@ class Pages:
         self.static = static
         self.base = base
         self.env = environment()
+        self.redact = Scrubber()
+        """Every page passes the redactor (the host's secret values, API-key shapes):
+        rollouts mask what they write, and files of older versions are masked here."""
 
     def _render(self, template: str, depth: int, **context: Any) -> str:
         base = "../" * depth if self.static else self.base
-        return self.env.get_template(template).render(base=base, static=self.static,
-                                                      **context)
+        return self.redact.text(self.env.get_template(template).render(
+            base=base, static=self.static, **context))
 
     def jobs(self) -> str:
         from benchflow.view.studies import study_of, studies_in

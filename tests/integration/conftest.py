@@ -21,10 +21,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def _daemon_answers() -> bool:
     try:
-        docker.from_env().ping()
+        client = docker.from_env()  # collection runs before the session's shared client
     except Exception:  # noqa: BLE001 - any failure means "no daemon"
         return False
-    return True
+    try:
+        return bool(client.ping())
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        client.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

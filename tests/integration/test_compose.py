@@ -6,6 +6,12 @@ oracle reads the secret from it and sets `done` there; the verifier queries the 
 itself. Checked: the score plain and hardened, that the verifier really asks the service,
 the group's network under a `none` policy, and that every container and network of a
 rollout goes, at the end and after the benchflow process is SIGKILLed (`sandbox cleanup`).
+
+`fixtures/tasks/compose-collect` is Harbor's sidecar-artifacts shape: a `ledger` service
+holds the evidence (its own log file and an in-memory counter a `[[verifier.collect]]` hook
+snapshots into a file), carried to a separate verifier as artifacts taken from the service.
+Checked: the score plain and hardened, that files the agent fakes in main never stand in for
+the service's, and the service operations themselves (exec, download, stopping main).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from benchflow.sandbox.spec import SandboxSpec
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(900)]
 
 TASK = Path(__file__).parent / "fixtures" / "tasks" / "compose-sidecar"
+COLLECT = Path(__file__).parent / "fixtures" / "tasks" / "compose-collect"
 BENCHFLOW = Path(sys.executable).parent / "benchflow"
 KV = ('kv() { exec 3<>/dev/tcp/secret-store/8000; printf "%s\\n" "$*" >&3; '
       'IFS= read -r r <&3; exec 3<&-; printf "%s" "$r"; }; ')
@@ -51,9 +58,9 @@ def leftovers(label: str) -> tuple[list[str], list[str]]:
 
 
 async def rollout(jobs: Path, job: str, *, harden: bool, agent: str = "oracle",
-                  script: str | None = None) -> tuple[RolloutResult, Rollout]:
+                  script: str | None = None, task: Path = TASK) -> tuple[RolloutResult, Rollout]:
     drivers = {agent: CommandAgent(agent, script)} if script else {}
-    config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent)], harden=harden,
+    config = RolloutConfig(task_path=task, scenes=[Scene.single(agent)], harden=harden,
                            jobs_dir=jobs, job_name=job, dataset_name="on" if harden else "off")
     run = Rollout(config, drivers=drivers)
     return await run.run(), run
@@ -125,3 +132,78 @@ async def test_sandbox_cleanup_removes_a_killed_runs_services_and_network(tmp_pa
                            str(tmp_path / "jobs")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert leftovers(label) == ([], [])
+
+
+@pytest.mark.parametrize("harden", [False, True])
+async def test_the_oracle_scores_one_from_evidence_taken_out_of_a_sidecar(harden, tmp_path,
+                                                                          job_label):
+    result, run = await rollout(tmp_path, job_label, harden=harden, task=COLLECT)
+    assert (result.reward, result.error) == (1.0, None), (result.error, run.paths.root)
+    assert result.warnings == []
+    out = (run.paths.logs_dir / "verifier" / "stdout.txt").read_text()
+    assert "ledger: 3 entries, 3 distinct, orders=3; receipt: 3 orders" in out
+    kept = run.paths.root / "artifacts"  # as Harbor keeps them: the source path under it
+    assert (kept / "var/log/ledger/entries.log").read_text().split() == ["apple", "banana",
+                                                                          "cherry"]
+    assert (kept / "tmp/stats.txt").read_text().strip() == "orders=3"
+    assert (kept / "app/receipt.txt").read_text().strip() == "3 orders"
+    assert (kept / "app/receipt.sha256").read_text().endswith("  receipt.txt\n")  # main's hook
+    log = run.paths.log.read_text()
+    assert log.index("collect hook in main") < log.index("main stopped before taking "
+                                                         "evidence from ledger")
+    assert leftovers(f"{LABEL_ROLLOUT}={run.rollout_name}") == ([], [])
+
+
+async def test_files_faked_in_main_never_stand_in_for_the_sidecars(tmp_path, job_label):
+    """The ledger's files, written in the agent's container instead: the verifier gets the
+    service's (none: nothing was added there), so 0."""
+    script = ("mkdir -p /var/log/ledger && printf 'a\\nb\\nc\\n' > /var/log/ledger/entries.log"
+              " && echo orders=3 > /tmp/stats.txt && echo '3 orders' > /app/receipt.txt\n")
+    result, run = await rollout(tmp_path, job_label, harden=True, agent="fake-ledger",
+                                script=script, task=COLLECT)
+    assert (result.reward, result.error) == (0.0, None), (result.error, run.paths.root)
+    out = (run.paths.logs_dir / "verifier" / "stdout.txt").read_text()
+    assert "FAIL: entries.log was not collected from the ledger service" in out
+    assert ("artifact /var/log/ledger/entries.log did not exist in service 'ledger'; the "
+            "separate verifier ran without it") in result.warnings
+    kept = run.paths.root / "artifacts"
+    assert (kept / "tmp/stats.txt").read_text().strip() == "orders=0"  # the hook's snapshot
+
+
+async def test_service_operations_reach_the_sidecar_also_after_main_stopped(tmp_path,
+                                                                            job_label):
+    environment = COLLECT / "environment"
+    spec = SandboxSpec(name="compose-collect", environment_dir=environment,
+                       compose_file=environment / "docker-compose.yaml", workdir="/app",
+                       storage_mb=None, memory_mb=512, labels={LABEL_JOB: job_label},
+                       build_log_path=tmp_path / "build.log")
+    sandbox = ComposeSandbox(spec)
+    await sandbox.start()
+    try:
+        add = await sandbox.exec(["bash", "-c", "exec 3<>/dev/tcp/ledger/8000; "
+                                  "echo 'ADD pear' >&3; read -r r <&3; echo $r"], timeout=60)
+        assert add.stdout.decode().strip() == "OK", add.text()
+        stats = await sandbox.service_exec("ledger", "/srv/stats > /tmp/s.txt; cat /tmp/s.txt",
+                                           timeout=30)
+        assert (stats.ok, stats.stdout.decode().strip()) == (True, "orders=1"), stats.text()
+        who = await sandbox.service_exec("ledger", "id -u", user="nobody", timeout=30)
+        assert who.stdout.decode().strip() == "65534"
+        failed = await sandbox.service_exec("ledger", "exit 3", timeout=30)
+        assert (failed.exit_code, failed.timed_out) == (3, False)
+        slow = await sandbox.service_exec("ledger", "sleep 60", timeout=1)
+        assert slow.timed_out and not slow.ok
+        assert await sandbox.service_download("ledger", "/nowhere", tmp_path / "x") is False
+        assert sandbox.main_can_write("ledger", "/var/log/ledger/entries.log") is None
+
+        await sandbox.stop_main()
+        client = docker.from_env()
+        assert client.containers.get(sandbox.container_id).status == "exited"
+        assert (await sandbox.service_exec("ledger", "/srv/stats", timeout=30)).ok
+        got = tmp_path / "ledger"
+        assert await sandbox.service_download("ledger", "/var/log/ledger", got) is True
+        assert (got / "entries.log").read_text() == "pear\n"
+        assert await sandbox.service_download("ledger", "/tmp/s.txt", tmp_path / "s.txt")
+        assert (tmp_path / "s.txt").read_text().strip() == "orders=1"
+    finally:
+        await sandbox.stop(delete=True)
+    assert leftovers(f"com.docker.compose.project={sandbox.project}") == ([], [])

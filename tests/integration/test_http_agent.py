@@ -67,7 +67,9 @@ def test_job_file_http_agent_on_a_container_task(tmp_path, job_label, endpoint, 
     header = read_header(trial / "trajectory" / "acp_trajectory.jsonl")
     assert (header.trace_id, header.run_id) == (result.trace_id, result.run_id)
     events = list(iter_events(trial / "trajectory" / "acp_trajectory.jsonl"))
-    assert events[-1].type == "agent_message" and events[-1].text == expected
+    # the turn's record ends the trajectory: an endpoint changes nothing in the sandbox
+    assert events[-1].type == "workspace_changes" and events[-1].changes == []
+    assert events[-2].type == "agent_message" and events[-2].text == expected
     assert all(e.trace_id == result.trace_id and e.span_id for e in events)
     saved = json.loads((job_dir / "config.json").read_text())
     assert saved["agents"][0]["headers"] == {"Authorization": "Bearer ${BF_AGENT_TOKEN}",

@@ -44,6 +44,13 @@ def _left(job_label: str) -> list:
     return modal_sdk.containers(**{"benchflow.job": job_label})
 
 
+def _agents_sleeping(containers: list, n: int) -> bool:
+    """`n` running containers, each with the slow agent's `sleep 300` started."""
+    running = [c for c in containers if c.status == "running"]
+    return len(running) >= n and all(
+        any("sleep 300" in row[-1] for row in c.top().get("Processes") or []) for c in running)
+
+
 def _ledger(tmp_path: Path, job_label: str) -> list[ledger.LedgerEntry]:
     return list(ledger.read(tmp_path / "jobs" / job_label / ledger.LEDGER_NAME))
 
@@ -341,10 +348,9 @@ def test_sigint_leaves_no_modal_sandbox_behind(tmp_path, job_label):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while len([c for c in _left(job_label) if c.status == "running"]) < 2:
+        while not _agents_sleeping(_left(job_label), 2):  # both rollouts in their agent phase
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
             time.sleep(0.3)
-        time.sleep(1.0)  # both rollouts into their agent phase
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)
     finally:

@@ -61,7 +61,10 @@ async def test_tool_loop_solves_hello_world_in_a_container(tmp_path, job_label):
     assert "Hello, world!" in outputs[1] and "agent" in outputs[1]  # ran as the agent user
     assert updates[2]["status"] == "failed" and "cannot read /nonexistent" in outputs[2]
     assert "characters truncated" in outputs[3] and len(outputs[3]) < 1200
-    assert events[-1]["type"] == "agent_message" and events[-1]["text"] == "I wrote hello.txt."
+    assert events[-2]["type"] == "agent_message" and events[-2]["text"] == "I wrote hello.txt."
+    # then the turn's record of the workspace: the file the tool loop wrote
+    assert events[-1]["type"] == "workspace_changes"
+    assert [(c["path"], c["change"]) for c in events[-1]["changes"]] == [("hello.txt", "created")]
     assert docker.from_env().containers.list(
         all=True, filters={"label": f"benchflow.rollout={rollout.rollout_name}"}) == []
 

@@ -15,10 +15,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import docker
 import pytest
 import yaml
@@ -39,6 +40,8 @@ from benchflow.trajectory import (
     read_header,
 )
 
+from tests.fakes.clock import JumpClockLoop, advance, wait_until
+
 from .conftest import FIXTURES, TASKS
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -51,8 +54,8 @@ BENCHFLOW_CLI = Path(sys.executable).with_name("benchflow")
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return "asyncio", {"loop_factory": JumpClockLoop}  # timeouts fire on jumps (clock.py)
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -347,34 +350,72 @@ async def test_crash_is_agent_execution_failed_and_skips_the_verifier(tmp_path, 
     assert error.seq == events[-1].seq
 
 
+def said(paths: RolloutPaths, kind: str) -> int:
+    """How many events of `kind` the trajectory holds so far (read while it is written)."""
+    path = paths.trajectory
+    return path.read_text().count(f'"type":"{kind}"') if path.exists() else 0
+
+
+async def run_with_jumps(task: Path, scenes: list[Scene], jobs_dir: Path, job: str,
+                         jumps: Callable[[RolloutPaths], Awaitable[None]]
+                         ) -> tuple[RolloutResult, RolloutPaths]:
+    """`run_rollout`, while `jumps` moves the clock once the agent is where it wants it."""
+    rollout = Rollout(RolloutConfig(task_path=task, scenes=scenes, jobs_dir=jobs_dir,
+                                    job_name=job))
+    box: dict[str, RolloutResult] = {}
+
+    async def run() -> None:
+        box["result"] = await rollout.run()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await jumps(rollout.paths)
+        await wait_until(lambda: "result" in box, "the rollout's end", within_sec=300)
+    check_result_file(box["result"], rollout.paths)
+    assert_no_container(job, box["result"].rollout_name)
+    return box["result"], rollout.paths
+
+
 async def test_hang_hits_the_idle_timeout(tmp_path, job_label):
     path = script(tmp_path, [{"actions": [{"type": "message", "text": "thinking"},
                                           {"type": "hang"}]}])
-    result, paths = await run_rollout(ANSWER, single(path, idle_timeout_sec=1), tmp_path,
-                                      job_label)
 
+    async def jumps(paths: RolloutPaths) -> None:
+        await wait_until(lambda: said(paths, "agent_message"), "the agent's message",
+                         within_sec=600)
+        advance(30)  # then nothing more for the idle limit
+
+    result, paths = await run_with_jumps(ANSWER, single(path, idle_timeout_sec=30), tmp_path,
+                                         job_label, jumps)
     assert result.error is not None and result.error.type == "agent_execution_timeout"
     assert result.reward is None and result.durations.verifier_sec is None
     assert result.durations.agent_execution_sec is not None
-    assert result.durations.agent_execution_sec < 15
     (error,) = errors(events_of(paths.trajectory))
-    assert "sent nothing for 1 s" in error.message
+    assert "sent nothing for 30 s" in error.message
     assert error.cancel_sent is True and error.stop_reason == "cancelled"
     assert (error.scene, error.role, error.turn) == ("main", "agent", 0)
 
 
 async def test_wall_timeout_sends_session_cancel_and_records_it(tmp_path, job_label):
-    # a chunk every 0.1 s keeps the agent from ever being idle; only the wall clock fires
+    # a chunk every 10 ms, and the clock jumps less than the idle limit between chunks:
+    # the agent is never idle; only the role's wall clock (60 s) fires, inside the task's
+    # 120 s phase budget
     path = script(tmp_path, [{"actions": [
-        {"type": "slow_stream", "count": 10_000, "interval": 0.1, "text": "."}]}])
-    result, paths = await run_rollout(
-        ANSWER, single(path, timeout_sec=3, idle_timeout_sec=1), tmp_path, job_label)
+        {"type": "slow_stream", "count": 100_000, "interval": 0.01, "text": "."}]}])
 
+    async def jumps(paths: RolloutPaths) -> None:
+        for _ in range(5):  # 5 x 13 s > 60 s, never 30 s without a chunk
+            seen = said(paths, "agent_message")
+            await wait_until(lambda: said(paths, "agent_message") > seen, "a new chunk",
+                             within_sec=600)
+            advance(13)
+
+    result, paths = await run_with_jumps(
+        ANSWER, single(path, timeout_sec=60, idle_timeout_sec=30), tmp_path, job_label, jumps)
     assert result.error is not None and result.error.type == "agent_execution_timeout"
-    assert "wall-clock timeout of 3 s" in result.error.message
+    assert "wall-clock timeout of 60 s" in result.error.message
     assert result.reward is None and result.durations.verifier_sec is None
     assert result.durations.agent_execution_sec is not None
-    assert result.durations.agent_execution_sec < 15
     events = events_of(paths.trajectory)
     (error,) = errors(events)
     assert error.cancel_sent is True  # session/cancel went out...

@@ -94,7 +94,8 @@ async def rollout(task: Path, agent: str, jobs: Path, job: str, *, harden: bool 
 async def test_the_oracle_scores_one_hardened_with_the_image_plugin(tmp_path, job_label):
     result, run = await rollout(TASK, "oracle", tmp_path, job_label, harden=True)
     assert (result.reward, result.error) == (1.0, None), run.paths.root
-    assert result.hardened is True and result.warnings == []
+    assert result.hardened is True and [w for w in result.warnings
+                                        if "disk watchdog" not in w] == []
     report = json.loads((run.paths.verifier_dir / "hardening.json").read_text())
     assert report["pytest_plugins"] == ["ctrf.main"] and report["tampered"] == []
     ctrf = json.loads((run.paths.logs_dir / "verifier" / "ctrf.json").read_text())

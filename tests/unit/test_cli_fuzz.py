@@ -10,6 +10,7 @@ valid combinations run whole jobs in milliseconds.
 from __future__ import annotations
 
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,112 @@ def test_bad_options_name_the_option():
                                          "--preserve-env", "sometimes"])
     assert result.exit_code == 2 and "--preserve-env" in result.output
     assert "Traceback" not in result.output
+
+
+# -- job and task files ---------------------------------------------------------------------
+# Files generated from each format's fields: valid values, values out of their documented
+# range (benchflow.bounds), wrong types, unknown keys and `strict`. Whatever the mix: exit
+# 0, 1, 2 or 130, no traceback, and bad input is exactly one `error:` line on stderr.
+
+HUGE = int("9" * 401)
+JOB_FIELDS = {
+    "n_attempts": st.sampled_from([1, 2, 0, -1, 100_000_000, HUGE, "x", 1.5, None]),
+    "n_concurrent_trials": st.sampled_from([1, 4, 0, 10**9, "many"]),
+    "timeout_multiplier": st.sampled_from([1.0, 0.5, 0, -2, 1e308, float("inf"), "fast"]),
+    "retry": st.sampled_from([{"max_attempts": 0}, {"max_attempts": 10**9},
+                              {"initial_delay_ms": -1}, {"multiplier": 0.5}, {"retries": 1}, "x"]),
+    "environment": st.sampled_from([{"override_memory_mb": HUGE}, {"max_download_mb": 0},
+                                    {"override_cpus": 1e9}, {"type": "k8s"}, {"preserv_env": 1},
+                                    {"max_download_mb": 64}]),
+    "verifier": st.sampled_from([{"max_timeout_sec": -1}, {"override_timeout_sec": 1e300},
+                                 {"disable": True}]),
+    "log_level": st.sampled_from(["LOUD", 3]),  # valid levels: the console handler outlives
+    # CliRunner's captured stderr between examples
+    "strict": st.sampled_from([True, False, "no"]),
+    "n_attemps": st.just(2),
+}
+
+
+def _job_file(root: Path, name: str, fields: dict[str, object]) -> Path:
+    import yaml
+
+    data = {"name": name, "jobs_dir": str(root / "jobs"), "agents": [{"name": "nop"}],
+            "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}], **fields}
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _check_bad_input_is_one_line(args: list[str], jobs: list[str]) -> None:
+    with warnings.catch_warnings():  # `strict: false` and Harbor-only keys warn, by design
+        warnings.simplefilter("ignore", UserWarning)
+        result = runner.invoke(build_app(), args)
+    assert result.exit_code in (0, 1, 2, 130), (args, result.exit_code, result.output)
+    assert "Traceback" not in result.output, (args, result.output)
+    if result.exception is not None:
+        assert isinstance(result.exception, SystemExit), (args, repr(result.exception))
+    if result.exit_code == 2:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error"), (args, result.stderr)
+    _no_container_left(jobs)
+
+
+@SETTINGS
+@given(fields=st.dictionaries(st.sampled_from(sorted(JOB_FIELDS)), st.none(), max_size=4).flatmap(
+    lambda keys: st.fixed_dictionaries({k: JOB_FIELDS[k] for k in keys})))
+def test_job_files(fields, fake_sandboxes, files):
+    job = f"fuzz-{uuid.uuid4().hex[:8]}"
+    _check_bad_input_is_one_line(["jobs", "run", str(_job_file(Path(files["root"]), job, fields))],
+                                 [job])
+
+
+TASK_FIELDS = {
+    "agent": st.sampled_from([{"timeout_sec": 30}, {"timeout_sec": 1e12}, {"timeout_sec": -1},
+                              {"timeout_sec": "soon"}, {"timout_sec": 5}]),
+    "sandbox": st.sampled_from([{"memory_mb": HUGE}, {"memory_mb": 512}, {"cpus": 1e9},
+                                {"pids_limit": 1}, {"pids_limit": 256}, {"gpus": 10**6},
+                                {"storage_mb": 0}, {"cpuz": 2}]),
+    "verifier": st.sampled_from([{"timeout_sec": 60}, {"timeout_sec": float("nan")},
+                                 {"hardening": {"nope": True}}]),
+    "strict": st.sampled_from([True, False, "no"]),
+    "colour": st.just("red"),
+}
+TOML_LINES = st.sampled_from(['[agent]\ntimeout_sec = 30\n', '[agent]\ntimeout_sec = 1e12\n',
+                              f'[environment]\nmemory_mb = {HUGE}\n', '[environment]\ncpus = 2\n',
+                              '[environment]\npids_limit = 8\n', 'sauce = "x"\n',
+                              'strict = false\n', '[environment]\nos = "linux"\n',
+                              '[environment]\ngpu_types = ["a100"]\n', 'strict = "no"\n'])
+
+
+def _task_dir(root: Path, fields: dict[str, object] | None, toml: list[str] | None) -> Path:
+    import shutil
+
+    import yaml
+
+    task = root / f"task-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(REPO / "tasks" / "hello-world", task)
+    if toml is None:
+        (task / "task.md").write_text(f"---\n{yaml.safe_dump(fields)}---\nWrite hello.txt.\n")
+    else:
+        (task / "task.md").unlink()
+        (task / "verifier").rename(task / "tests")
+        (task / "oracle").rename(task / "solution")
+        (task / "instruction.md").write_text("Write hello.txt.\n")
+        seen: dict[str, str] = {}  # one line per table: TOML refuses a table twice
+        for line in toml:
+            seen.setdefault(line.split("\n", 1)[0], line)
+        (task / "task.toml").write_text("".join(sorted(seen.values(),
+                                                       key=lambda x: x.startswith("["))))
+    return task
+
+
+@SETTINGS
+@given(fields=st.dictionaries(st.sampled_from(sorted(TASK_FIELDS)), st.none(), max_size=3).flatmap(
+    lambda keys: st.fixed_dictionaries({k: TASK_FIELDS[k] for k in keys})),
+       toml=st.one_of(st.none(), st.lists(TOML_LINES, max_size=3)), run=st.booleans())
+def test_task_files(fields, toml, run, fake_sandboxes, files):
+    task = _task_dir(Path(files["root"]), fields, toml)
+    job = f"fuzz-{uuid.uuid4().hex[:8]}"
+    args = (["run", str(task), "-a", "nop", "--jobs-dir", files["root"] + "/jobs",
+             "--job-name", job] if run else ["tasks", "check", str(task)])
+    _check_bad_input_is_one_line(args, [job])

@@ -10,7 +10,8 @@ from benchflow.sandbox.cloud import DaytonaCredentials as _DaytonaCredentials
 from benchflow.sandbox.daytona.config import DaytonaConfig
 from benchflow.sandbox.daytona.errors import map_daytona_errors
 from benchflow.sandbox.daytona.sandbox import CAPABILITIES, DaytonaSandbox, client_factory
-from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
+from benchflow.sandbox.labels import LABEL_MANAGED
+from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.spec import SandboxSpec
 
 
@@ -38,17 +39,28 @@ class DaytonaSandboxProvider(_DaytonaCredentials):
         return DaytonaSandbox(spec, self.config)
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
-        """Delete every sandbox labelled by benchflow (of `job_name`); returns their ids."""
+        """Delete the leftover sandboxes labelled by benchflow (of `job_name`); their ids."""
+        return (await self.sweep(CleanupScope(job_name=job_name))).removed
+
+    async def sweep(self, scope: CleanupScope) -> CleanupReport:
+        """Delete the sandboxes in `scope` whose owner lease allows it (see `CleanupScope`)."""
         import daytona
 
         client = client_factory(self.config)()
-        labels = {LABEL_MANAGED: "true", **({LABEL_JOB: job_name} if job_name else {})}
-        removed: list[str] = []
+        report = CleanupReport()
         with map_daytona_errors(SandboxTeardownError):
-            async for box in client.list(daytona.ListSandboxesQuery(labels=labels)):
+            query = daytona.ListSandboxesQuery(labels={LABEL_MANAGED: "true"})
+            async for box in client.list(query):
+                labels = dict(box.labels or {})
+                if not scope.matches(labels):
+                    continue
+                reason = scope.skip_reason(labels)
+                if reason is not None:
+                    report.skipped.append((str(box.id), reason))
+                    continue
                 await client.delete(box)
-                removed.append(str(box.id))
-        return removed
+                report.removed.append(str(box.id))
+        return report
 
     async def cleanup_ids(self, sandbox_ids: list[str]) -> list[str]:
         return await _delete_ids(client_factory(self.config)(), sandbox_ids)

@@ -11,10 +11,11 @@ import anyio
 
 from benchflow.errors import ConfigError, SandboxTeardownError
 from benchflow.sandbox.cloud import ModalCredentials
-from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
+from benchflow.sandbox.labels import LABEL_MANAGED
 from benchflow.sandbox.modal.config import ModalConfig
 from benchflow.sandbox.modal.errors import map_modal_errors
 from benchflow.sandbox.modal.sandbox import CAPABILITIES, ModalSandbox, lookup_app, sdk
+from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -56,20 +57,35 @@ class ModalSandboxProvider(ModalCredentials):
         return removed
 
     async def cleanup(self, job_name: str | None = None) -> list[str]:
-        """Terminate every running sandbox of the app tagged by benchflow (of `job_name`)."""
+        """Terminate the leftover sandboxes of the app tagged by benchflow (of `job_name`)."""
+        return (await self.sweep(CleanupScope(job_name=job_name))).removed
+
+    async def sweep(self, scope: CleanupScope) -> CleanupReport:
+        """Terminate the running sandboxes in `scope` whose owner lease allows it."""
         from modal import exception
 
-        tags = {LABEL_MANAGED: "true", **({LABEL_JOB: job_name} if job_name else {})}
-        removed: list[str] = []
+        report = CleanupReport()
         with map_modal_errors(SandboxTeardownError):
             try:
                 app = await lookup_app(self.config, create=False)
             except exception.NotFoundError:
-                return []  # no app: nothing was ever made
+                return report  # no app: nothing was ever made
+            tags = {LABEL_MANAGED: "true"}
+            if scope.job_name is not None and scope.job_id is None:
+                from benchflow.sandbox.labels import LABEL_JOB
+
+                tags[LABEL_JOB] = scope.job_name
             async for box in sdk(self.config).Sandbox.list.aio(app_id=app.app_id, tags=tags):
+                labels = await box.get_tags.aio()
+                if not scope.matches(labels):
+                    continue
+                reason = scope.skip_reason(labels)
+                if reason is not None:
+                    report.skipped.append((str(box.object_id), reason))
+                    continue
                 await box.terminate.aio()
-                removed.append(str(box.object_id))
-        return removed
+                report.removed.append(str(box.object_id))
+        return report
 
     async def cleanup_ids(self, sandbox_ids: list[str]) -> list[str]:
         """Terminate the sandboxes with these ids that still run; returns those."""
@@ -89,15 +105,19 @@ class ModalSandboxProvider(ModalCredentials):
         return removed
 
     def cleanup_now(self, job_name: str) -> list[str]:
-        """Blocking cleanup while the process exits (a fresh event loop in a thread, at most
+        return self.sweep_now(CleanupScope(job_name=job_name)).removed
+
+    def sweep_now(self, scope: CleanupScope) -> CleanupReport:
+        """Blocking sweep while the process exits (a fresh event loop in a thread, at most
         30 s); never raises."""
-        found: list[str] = []
+        found = CleanupReport()
 
         def run() -> None:
             try:
-                found.extend(anyio.run(self.cleanup, job_name))
+                found.extend(anyio.run(self.sweep, scope))
             except Exception as exc:  # noqa: BLE001 - best effort on the way out
-                log.warning("could not terminate the modal sandboxes of %s: %s", job_name, exc)
+                log.warning("could not terminate the modal sandboxes of %s: %s",
+                            scope.job_id or scope.job_name, exc)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import sys
-import time
+from typing import Any
 
 import anyio
 import pytest
 
 from benchflow.acp import AcpTimeouts, AgentExitedError
 from benchflow.errors import AgentExecutionError, AgentProtocolError, AgentTimeout
+from benchflow.acp.session import AcpSession
+from tests.fakes.clock import advance, wait_until
 from tests.unit.acp.conftest import Harness
 
 pytestmark = pytest.mark.anyio
+
+# Timeouts here are minutes long and fire when the test jumps the loop's clock past them
+# (tests/fakes/clock.py), once the agent is where the test wants it: no outcome depends on
+# how fast a loaded machine runs the agent.
+
+
+async def prompt_into(session: AcpSession, box: dict[str, Any]) -> None:
+    box["outcome"] = await session.prompt("go")
+
+
+async def expect_timeout(session: AcpSession, box: dict[str, Any]) -> None:
+    with pytest.raises(AgentTimeout) as info:
+        await session.prompt("go")
+    box["timeout"] = info.value
 
 
 async def test_crash_mid_prompt_gives_exit_code_and_stderr_tail(harness: Harness) -> None:
@@ -43,14 +59,15 @@ async def test_crash_mid_prompt_gives_exit_code_and_stderr_tail(harness: Harness
 
 async def test_hang_hits_idle_timeout_and_cancel_is_sent_and_recorded(harness: Harness) -> None:
     harness.script({"actions": [{"type": "message", "text": "working on it"}, {"type": "hang"}]})
-    timeouts = AcpTimeouts(idle_sec=0.5, wall_sec=30, cancel_grace_sec=3)
-    async with harness.session(timeouts=timeouts) as session:
-        started = time.monotonic()
-        with pytest.raises(AgentTimeout) as info:
-            await session.prompt("go")
-        assert time.monotonic() - started < 3
-    assert info.value.error_type == "agent_execution_timeout"
-    assert info.value.phase == "agent_idle" and info.value.timeout_sec == 0.5
+    timeouts = AcpTimeouts(idle_sec=60, wall_sec=None, cancel_grace_sec=600)
+    async with harness.session(timeouts=timeouts) as session, anyio.create_task_group() as tg:
+        tg.start_soon(expect_timeout, session, box := {})
+        await wait_until(lambda: harness.of_type("agent_message"), "the agent's message")
+        advance(60)  # then nothing more for the idle limit
+        await wait_until(lambda: "timeout" in box, "the idle timeout")
+    info = box["timeout"]
+    assert info.error_type == "agent_execution_timeout"
+    assert info.phase == "agent_idle" and info.timeout_sec == 60
     (error,) = harness.of_type("error")
     assert error.cancel_sent is True
     assert error.stop_reason == "cancelled"  # the agent honoured session/cancel before the kill
@@ -58,39 +75,58 @@ async def test_hang_hits_idle_timeout_and_cancel_is_sent_and_recorded(harness: H
 
 
 async def test_running_tool_call_is_not_idle(harness: Harness) -> None:
+    go = harness.workdir / "go"
     harness.script(
         {
             "actions": [
-                {"type": "shell", "command": "sleep 0.9; echo slept"},
+                {"type": "shell", "command": "while [ ! -e go ]; do sleep 0.02; done; echo done"},
                 {"type": "message", "text": "ok"},
             ]
         }
     )
-    async with harness.session(timeouts=AcpTimeouts(idle_sec=0.3, wall_sec=30)) as session:
-        outcome = await session.prompt("go")
+    async with harness.session(timeouts=AcpTimeouts(idle_sec=60, wall_sec=None)) as session:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt_into, session, box := {})
+            await wait_until(lambda: harness.of_type("tool_call"), "the tool call")
+            advance(120)  # twice the idle limit passes while the command runs
+            await anyio.wait_all_tasks_blocked()  # the session looked at its clock again
+            go.touch()
+    outcome = box["outcome"]
     assert outcome.agent_text == "ok" and outcome.n_tool_calls == 1
+    assert harness.of_type("error") == []
 
 
 async def test_wall_clock_timeout_while_streaming(harness: Harness) -> None:
-    harness.script({"actions": [{"type": "slow_stream", "count": 1000, "interval": 0.1}]})
-    timeouts = AcpTimeouts(idle_sec=0.5, wall_sec=1.5, cancel_grace_sec=2)
-    async with harness.session(timeouts=timeouts) as session:
-        with pytest.raises(AgentTimeout) as info:
-            await session.prompt("go")
-    assert info.value.phase == "agent" and info.value.timeout_sec == 1.5
-    ticks = harness.of_type("agent_message", merged=False)
-    assert 3 <= len(ticks) < 20  # kept updating (never idle) until the wall clock hit
+    harness.script({"actions": [{"type": "slow_stream", "count": 100_000, "interval": 0.01}]})
+    timeouts = AcpTimeouts(idle_sec=60, wall_sec=120, cancel_grace_sec=600)
+
+    def ticks() -> int:
+        return len(harness.of_type("agent_message", merged=False))
+
+    async with harness.session(timeouts=timeouts) as session, anyio.create_task_group() as tg:
+        tg.start_soon(expect_timeout, session, box := {})
+        for _ in range(5):  # 5 x 25 s: never 60 s without an update, yet past the 120 s budget
+            seen = ticks()
+            await wait_until(lambda: ticks() > seen, "a new update")
+            advance(25)
+        await wait_until(lambda: "timeout" in box, "the wall-clock timeout")
+    info = box["timeout"]
+    assert info.phase == "agent" and info.timeout_sec == 120
+    assert 3 <= ticks() < 100_000  # it kept updating (never idle) until the wall clock hit
     (error,) = harness.of_type("error")
     assert error.cancel_sent and "wall-clock" in error.message
+    assert error.stop_reason == "cancelled"
 
 
 async def test_cancel_during_a_terminal_command_kills_it(harness: Harness) -> None:
-    harness.script({"actions": [{"type": "shell", "command": "sleep 30"}]})
-    timeouts = AcpTimeouts(idle_sec=0.3, wall_sec=1.2, cancel_grace_sec=3)
-    async with harness.session(timeouts=timeouts) as session:
-        with pytest.raises(AgentTimeout) as info:
-            await session.prompt("go")  # the running tool call keeps the idle timer off
-    assert info.value.phase == "agent"
+    harness.script({"actions": [{"type": "shell", "command": "sleep 600"}]})
+    timeouts = AcpTimeouts(idle_sec=60, wall_sec=120, cancel_grace_sec=600)
+    async with harness.session(timeouts=timeouts) as session, anyio.create_task_group() as tg:
+        tg.start_soon(expect_timeout, session, box := {})
+        await wait_until(lambda: len(harness.sandbox.processes) > 1, "the terminal command")
+        advance(120)  # the running tool call kept the idle timer off; the wall clock fires
+        await wait_until(lambda: "timeout" in box, "the wall-clock timeout")
+    assert box["timeout"].phase == "agent"
     (error,) = harness.of_type("error")
     assert error.cancel_sent and error.stop_reason == "cancelled"
     statuses = [e.status for e in harness.of_type("tool_call_update")]
@@ -100,14 +136,13 @@ async def test_cancel_during_a_terminal_command_kills_it(harness: Harness) -> No
 
 
 async def test_handshake_timeout_when_the_agent_never_answers(harness: Harness) -> None:
-    timeouts = AcpTimeouts(handshake_sec=0.5)
-    started = time.monotonic()
+    timeouts = AcpTimeouts(handshake_sec=0.5)  # real time: the agent never answers at all
     with pytest.raises(AgentTimeout) as info:
-        async with harness.session(argv=["sleep", "30"], timeouts=timeouts):
+        async with harness.session(argv=["sleep", "3600"], timeouts=timeouts):
             pytest.fail("handshake should not succeed")
-    assert info.value.phase == "agent_handshake"
-    assert time.monotonic() - started < 5
+    assert info.value.phase == "agent_handshake" and info.value.timeout_sec == 0.5
     assert harness.of_type("error")[0].error_type == "agent_execution_timeout"
+    assert harness.sandbox.processes[0].returncode is not None  # killed, not left sleeping
 
 
 async def test_program_that_is_not_an_agent_exits_during_handshake(harness: Harness) -> None:

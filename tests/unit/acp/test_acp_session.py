@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from benchflow.acp import AcpTimeouts
+from benchflow.errors import AgentTimeout
+from tests.fakes.clock import advance
 from tests.unit.acp.conftest import AGENT, Harness
 
 pytestmark = pytest.mark.anyio
@@ -244,10 +246,14 @@ async def test_python_agent_argv_is_the_launched_program(harness: Harness) -> No
 
 
 async def test_wall_budget_counts_from_open(harness: Harness) -> None:
-    harness.script({"actions": [{"type": "message", "text": "x"}]})
-    async with harness.session(timeouts=AcpTimeouts(wall_sec=30)) as session:
-        assert session._deadline is not None
+    harness.script({"actions": [{"type": "message", "text": "x"}], "repeat": True})
+    timeouts = AcpTimeouts(wall_sec=120, cancel_grace_sec=600)
+    async with harness.session(timeouts=timeouts) as session:
         await session.prompt("go")
+        advance(120)  # the budget is spent between prompts (tests/fakes/clock.py)
+        with pytest.raises(AgentTimeout) as info:
+            await session.prompt("again")
+    assert info.value.phase == "agent" and info.value.timeout_sec == 120
 
 
 async def test_new_session_on_the_same_process_forgets_earlier_prompts(harness: Harness) -> None:

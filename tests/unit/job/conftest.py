@@ -4,10 +4,16 @@
 dict, `exec` answers from a `Behaviour` (per-script exit codes, a delay, the
 verifier's reward), `start` can fail a given number of times. `fake_sandboxes`
 routes every rollout's `create_sandbox` to it, so whole jobs run in milliseconds.
+
+Agent commands take `delay_sec` on the jump clock (`tests/fakes/clock.py`): the clock
+moves by the delay at once, so timeouts fire exactly when the fake time says, on any
+machine. `delay_sec = math.inf` is a command that hangs until its timeout or until the
+test cancels it; `Behaviour.running` counts those in flight, for tests to wait on.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +27,7 @@ from benchflow.sandbox import registry
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
+from tests.fakes.clock import elapse
 
 TASK_MD = """---
 task:
@@ -68,11 +75,17 @@ class Behaviour:
     exit_codes: dict[str, int] = field(default_factory=dict)
     """Exit code by script name suffix (`install.sh`, `execute.sh`, `solve.sh`)."""
     delay_sec: float = 0.0
-    """How long agent commands take."""
+    """How long agent commands take (fake time); `math.inf`: they hang."""
+    hang_after: int | None = None
+    """Agent commands after this many hang (as with `delay_sec = math.inf`)."""
     reward: str = "1"
     starts: int = 0
     stops: int = 0
     execs: list[tuple[list[str], str | None, dict[str, str]]] = field(default_factory=list)
+    agent_commands: int = 0
+    """Agent commands (install, execute, solve) started so far."""
+    running: int = 0
+    """Agent commands in flight now."""
     sandboxes: list[FakeSandbox] = field(default_factory=list)
 
     @property
@@ -122,19 +135,29 @@ class FakeSandbox:
             return ExecResult(0, b"verified\n", b"")
         for suffix, code in self.behaviour.exit_codes.items():
             if suffix in joined:
-                await self._wait(timeout)
-                if timeout is not None and self.behaviour.delay_sec >= timeout:
+                if await self._run(timeout):
                     return ExecResult(124, b"", b"killed", timed_out=True)
                 return ExecResult(code, f"ran {suffix}\n".encode(), b"some stderr\n")
-        if any(s in joined for s in ("execute.sh", "solve.sh")):
-            await self._wait(timeout)
-            if timeout is not None and self.behaviour.delay_sec >= timeout:
-                return ExecResult(124, b"", b"killed", timed_out=True)
+        if any(s in joined for s in ("execute.sh", "solve.sh")) and await self._run(timeout):
+            return ExecResult(124, b"", b"killed", timed_out=True)
         return ExecResult(0, b"ok\n", b"")
 
-    async def _wait(self, timeout: float | None) -> None:
-        delay = self.behaviour.delay_sec
-        await anyio.sleep(min(delay, timeout) if timeout is not None else delay)
+    async def _run(self, timeout: float | None) -> bool:
+        """Take the agent command's time (see the module docstring); True if it timed out."""
+        b = self.behaviour
+        delay = b.delay_sec
+        if b.hang_after is not None and b.agent_commands >= b.hang_after:
+            delay = math.inf
+        b.agent_commands += 1
+        b.running += 1
+        try:
+            if timeout is None or delay < timeout:
+                await (anyio.sleep_forever() if math.isinf(delay) else elapse(delay))
+                return False
+            await (anyio.sleep(timeout) if math.isinf(delay) else elapse(timeout))
+            return True
+        finally:
+            b.running -= 1
 
     async def upload(self, src: Path, dst: str) -> None:
         for path in Path(src).rglob("*"):

@@ -100,10 +100,12 @@ def test_dataset_kinds_and_version_as_string():
 ])
 def test_every_bad_field_is_named_with_its_fix(data, where, says):
     message = error_of(data)
-    assert message.startswith("job.yaml: invalid job file:")
-    line = next((ln for ln in message.splitlines() if ln.strip().startswith(where + ":")), None)
-    assert line is not None, message
-    assert says in line
+    assert message.startswith("job.yaml: invalid job file: ") and "\n" not in message
+    problems = message.removeprefix("job.yaml: invalid job file: ")
+    start = next((i for i in range(len(problems)) if problems.startswith(where + ":", i)
+                  and (i == 0 or problems[i - 2:i] == "; ")), None)
+    assert start is not None, message
+    assert says in problems[start:]
 
 
 def test_filter_duplicates_dropped_order_kept():

@@ -82,6 +82,10 @@ def test_is_final():
     failed = base.model_copy(update={"error": ErrorInfo(type="agent_execution_failed",
                                                         message="m")})
     assert is_final(failed) and not is_final(failed, retry_errors=True)
+    # a transient infrastructure failure (a daemon restart) runs again by default
+    lost = base.model_copy(update={"error": ErrorInfo(type="environment_exec_failed",
+                                                      message="m", retryable=True)})
+    assert not is_final(lost) and not is_final(lost, retry_errors=True)
 
 
 async def test_resume_refuses_changed_tasks_agents_and_models(tmp_path, dataset, behaviour,

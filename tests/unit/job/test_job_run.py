@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import anyio
 import pytest
@@ -14,6 +15,7 @@ from benchflow.job.store import iter_trial_results
 from benchflow.rollout.events import RolloutEventKind
 from benchflow.rollout.result import RolloutResult
 from benchflow.trajectory import load
+from tests.fakes.clock import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -137,20 +139,17 @@ async def test_an_invalid_task_is_a_trial_without_a_sandbox(tmp_path, dataset, b
 
 
 async def test_cancel_stops_running_trials_and_skips_queued_ones(tmp_path, dataset, behaviour):
-    behaviour.delay_sec = 10
+    behaviour.delay_sec = math.inf  # agents run until cancelled
     config = make_config(tmp_path, dataset, n_attempts=2, n_concurrent_trials=2)
     prepared = prepare_job(config)
     start_new_job(prepared)
     job = make_job(prepared)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            async def cancel_when_busy() -> None:
-                while behaviour.starts < 2:
-                    await anyio.sleep(0.01)
-                await anyio.sleep(0.05)
-                job.cancel()
-            tg.start_soon(cancel_when_busy)
-            result = await job.run()
+    async with anyio.create_task_group() as tg:
+        async def cancel_when_busy() -> None:
+            await wait_until(lambda: behaviour.running == 2, "two trials in their agent phase")
+            job.cancel()
+        tg.start_soon(cancel_when_busy)
+        result = await job.run()
     assert result.cancelled and behaviour.live == 0
     assert (result.total_trials, result.skipped_trials, len(result.skipped)) == (6, 4, 4)
     assert [r.error.type for r in job.results] == ["cancelled", "cancelled"]
@@ -161,11 +160,13 @@ async def test_cancel_stops_running_trials_and_skips_queued_ones(tmp_path, datas
 
 
 async def test_cancelling_the_caller_still_writes_the_job_result(tmp_path, dataset, behaviour):
-    behaviour.delay_sec = 10
+    behaviour.delay_sec = math.inf
     prepared = prepare_job(make_config(tmp_path, dataset))
     job = make_job(prepared)
-    with anyio.move_on_after(0.3):
-        await job.run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(job.run)
+        await wait_until(lambda: behaviour.running > 0, "a trial in its agent phase")
+        tg.cancel_scope.cancel()
     saved = JobResult.model_validate_json((tmp_path / "jobs/job1/result.json").read_text())
     assert saved.cancelled and saved.total_trials == 3 and behaviour.live == 0
 

@@ -3,7 +3,6 @@ and cancellation when the consumer stops."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 
 import pytest
@@ -14,6 +13,7 @@ from benchflow.errors import ConfigError
 from benchflow.job.config import parse_job_config
 from benchflow.job.models import JobResult
 from benchflow.rollout.result import RolloutResult
+from tests.fakes.clock import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +52,7 @@ async def test_every_trial_is_yielded_once_with_the_job_files(tmp_path, dataset,
 
 
 async def test_leaving_the_block_early_cancels_and_cleans_up(tmp_path, dataset, behaviour):
-    behaviour.delay_sec = 0.3
+    behaviour.hang_after = 1  # the first trial ends; the next one runs until cancelled
     async with bf.stream(job_config(tmp_path, dataset), concurrency=1) as results:
         async for first in results:
             break
@@ -65,14 +65,13 @@ async def test_leaving_the_block_early_cancels_and_cleans_up(tmp_path, dataset, 
 
 
 async def test_a_dropped_stream_is_cancelled(tmp_path, dataset, behaviour):
-    behaviour.delay_sec = 0.3
+    behaviour.hang_after = 1
     async for _ in bf.stream(job_config(tmp_path, dataset), concurrency=1):
         break
     gc.collect()
-    for _ in range(100):  # the job cancels on the loop, without the consumer waiting
-        if (tmp_path / "jobs" / "stream1" / "result.json").exists() and behaviour.live == 0:
-            break
-        await asyncio.sleep(0.02)
+    # the job cancels on the loop, without the consumer waiting
+    await wait_until(lambda: (tmp_path / "jobs" / "stream1" / "result.json").exists()
+                     and behaviour.live == 0, "the job's result after cancelling")
     assert saved(tmp_path).cancelled and behaviour.live == 0
 
 

@@ -4,6 +4,8 @@ deadline (stragglers cancelled, their sandboxes removed, and reported)."""
 
 from __future__ import annotations
 
+import math
+
 import anyio.lowlevel
 import pytest
 
@@ -47,7 +49,7 @@ async def test_backpressure_bounds_started_and_unconsumed_rollouts(tmp_path, beh
 
 
 async def test_deadline_cancels_and_reports_stragglers(tmp_path, behaviour):
-    behaviour.delay_sec = 120.0  # every agent outlives the step's 0.3 s deadline
+    behaviour.delay_sec = math.inf  # every agent outlives the step's 0.3 s deadline
     configs = _configs(tmp_path / "bench", 3)
     async with RolloutBatch(configs, concurrency=2, deadline_sec=0.3, job_name="late",
                             jobs_dir=tmp_path / "jobs") as batch:

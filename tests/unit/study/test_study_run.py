@@ -115,7 +115,7 @@ def test_bad_study_files(tmp_path, data, expected):
 def test_an_arm_key_the_job_file_does_not_know_names_the_arm(tmp_path, dataset, behaviour):
     path = study_file(tmp_path, dataset, arms=[
         {"name": "a", "agent": "nop"}, {"name": "b", "agent": "oracle", "hardne": True}])
-    with pytest.raises(ConfigError, match=r"arms\[1\] \(b\): invalid arm:\n  hardne: unknown"):
+    with pytest.raises(ConfigError, match=r"arms\[1\] \(b\): invalid arm: hardne: unknown"):
         prepare_study(path)
 
 
@@ -168,7 +168,7 @@ def test_an_arm_can_bring_a_simulated_user_and_each_trial_gets_its_own(tmp_path,
     assert all(isinstance(u, LLMUser) and u.persona == "a busy maintainer" for u in users)
     assert len({id(u) for u in users}) == len(users) == 4
     assert study.record.arm("with-user").config["user"] == user
-    with pytest.raises(ConfigError, match=r"arms\[1\] \(b\): invalid arm:\n  user: .*persona"):
+    with pytest.raises(ConfigError, match=r"arms\[1\] \(b\): invalid arm: user: .*persona"):
         prepare_study(study_file(tmp_path, dataset, arms=[
             {"name": "a", "agent": "oracle"}, {"name": "b", "agent": "oracle",
                                                "user": {"type": "llm"}}]))

@@ -14,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchflow import bounds
 from benchflow.errors import TaskInvalidError, TaskNotFoundError
 from benchflow.task import Task, TaskConfig, TaskConfigWarning, load_task
 from benchflow.task.models import (
@@ -234,11 +235,11 @@ def test_yaml_bombs_and_cycles_are_invalid_not_crashes(native) -> None:
     assert isinstance(_load(deep), (Task, TaskInvalidError))
 
 
-_positive = st.floats(min_value=0.001, max_value=1e6, allow_nan=False)
+_positive = st.floats(min_value=0.001, max_value=bounds.MAX_SECONDS, allow_nan=False)
 valid_sandbox = st.fixed_dictionaries(
     {},
     optional={
-        "cpus": _positive,
+        "cpus": st.floats(min_value=0.001, max_value=bounds.MAX_CPUS, allow_nan=False),
         "memory_mb": st.integers(1, 10**6),
         "storage_mb": st.integers(1, 10**6),
         "gpus": st.integers(0, 8),

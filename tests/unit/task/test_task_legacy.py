@@ -123,8 +123,20 @@ def test_harbor_1_2_honours_and_warns(legacy, harbor_toml) -> None:
     assert all(m.startswith(str(task.path.parent / "v12" / "task.toml")) for m in messages)
 
 
-def test_unknown_keys_warn_with_a_suggestion(legacy) -> None:
-    toml = 'version = "1.0"\nsauce = "x"\n[environment]\nmemroy_mb = 4\n[agent]\ntimeout_sec = 5\n'
+def test_unknown_keys_are_errors_with_a_suggestion(legacy) -> None:
+    toml = 'version = "1.0"\n[environment]\nmemroy_mb = 4\n'
+    with pytest.raises(TaskInvalidError, match="unknown key 'environment.memroy_mb' — did you "
+                       "mean 'memory_mb'?.*strict = false"):
+        load_task(legacy("typo", toml=toml))
+    with pytest.raises(TaskInvalidError, match="unknown key 'sauce'"):
+        load_task(legacy("top", toml='version = "1.0"\nsauce = "x"\n'))
+    with pytest.raises(TaskInvalidError, match="'strict' must be true or false"):
+        load_task(legacy("bad", toml='strict = "no"\n'))
+
+
+def test_unknown_keys_warn_with_strict_false(legacy) -> None:
+    toml = ('version = "1.0"\nstrict = false\nsauce = "x"\n[environment]\nmemroy_mb = 4\n'
+            '[agent]\ntimeout_sec = 5\n')
     task, messages = _warnings_of(legacy("typo", toml=toml))
     assert task.config.sandbox.memory_mb == 2048 and task.config.agent.timeout_sec == 5
     assert any(

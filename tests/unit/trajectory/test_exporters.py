@@ -1,10 +1,12 @@
 """`benchflow export` on a jobs folder written with benchflow's own models: SFT messages that
 parse as OpenAI chat messages with paired tool calls, ShareGPT, ATIF (our mirror, and
-Harbor's own models when the `harbor` package is importable), filters, secrets."""
+Harbor's own models in a Python 3.12 venv: slow), filters, secrets."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +89,52 @@ def test_atif_validates(job: Path, tmp_path: Path) -> None:
     assert coder.final_metrics is not None and coder.final_metrics.total_completion_tokens == 30
 
 
-def test_atif_validates_against_harbor_when_installed(job: Path, tmp_path: Path) -> None:
-    harbor = pytest.importorskip("harbor.models.trajectories",
-                                 reason="harbor needs Python >= 3.12 (pip install harbor)")
+HARBOR = "harbor==0.24.0"  # the version labs/harbor-parity compares against
+HARBOR_VENV = Path(__file__).resolve().parents[3] / ".harbor-venv"
+VALIDATE = """
+import json, sys
+from harbor.models.trajectories import Trajectory
+for line in open(sys.argv[1]):
+    Trajectory.model_validate(json.loads(line))
+print("harbor accepts", sum(1 for _ in open(sys.argv[1])), "trajectories")
+"""
+
+
+def _python_312() -> str | None:
+    """A Python >= 3.12 that runs (pyenv's shims exist without the version selected)."""
+    pyenv = sorted(map(str, Path.home().glob(".pyenv/versions/3.1[2-9].*/bin/python3")))
+    found = [shutil.which(f"python3.{minor}") for minor in (12, 13, 14)]
+    for python in [*pyenv, *filter(None, found)]:
+        probe = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                               capture_output=True, check=False)
+        if probe.returncode == 0:
+            return python
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first run installs Harbor and its dependencies
+def test_atif_validates_against_harbor(job: Path, tmp_path: Path) -> None:
+    """Harbor's own models accept our ATIF. Harbor needs Python >= 3.12, so it runs in its
+    own venv (`.harbor-venv/`, made once from PyPI with a Python 3.12+ found on PATH or in
+    pyenv), whatever Python runs the tests."""
+    python = HARBOR_VENV / "bin" / "python"
+    if not python.exists():
+        base = _python_312()
+        if base is None:
+            pytest.skip("no Python >= 3.12 on PATH or in pyenv for Harbor's venv")
+        subprocess.run([base, "-m", "venv", str(HARBOR_VENV)], check=True)
+    version = HARBOR.split("==")[1]
+    have = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
+                           f"assert m.version('harbor') == {version!r}"], capture_output=True,
+                          check=False)
+    if have.returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", HARBOR], check=True)
     export_job(job, "atif", tmp_path / "atif.jsonl")
-    for record in lines(tmp_path / "atif.jsonl"):
-        harbor.Trajectory.model_validate(record)
+    checked = subprocess.run([str(python), "-c", VALIDATE, str(tmp_path / "atif.jsonl")],
+                             capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert checked.stdout.strip() == "harbor accepts 2 trajectories"
 
 
 def test_atif_mirror_rejects_what_harbor_rejects() -> None:

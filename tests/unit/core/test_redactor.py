@@ -1,0 +1,65 @@
+"""The one redactor: injected values masked in text, JSON lines, models and files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchflow.agents.command import CommandAgent
+from benchflow.agents.http import HttpAgent
+from benchflow.config import Role, Scene, Turn
+from benchflow.rollout import secrets as secrets_mod
+from benchflow.rollout.redaction import mask_folder, rollout_redactor
+from benchflow.rollout.result import ErrorInfo, RolloutResult
+from benchflow.rollout.secrets import REDACTED, Redactor
+
+SECRET = 'k3y-with"quote\\and-slash'
+
+
+def test_values_are_masked_raw_and_json_escaped():
+    redact = Redactor([SECRET, "short"], host=False)
+    assert redact.text(f"printed {SECRET}!") == f"printed {REDACTED}!"
+    line = json.dumps({"output": f"key={SECRET}"}).encode()
+    assert SECRET.encode() not in redact.bytes(line)
+    assert json.loads(redact.bytes(line))["output"] == f"key={REDACTED}"
+    assert redact.text("x" * 5 + " 1") == "xxxxx 1"  # short values are never secrets
+    assert Redactor(["abc"], host=False).text("abc") == "abc"
+
+
+def test_a_model_is_masked_in_every_string():
+    result = RolloutResult(job_name="j", rollout_name="r", task_name="t", dataset_name="d",
+                           agent_name="a", attempt=1, warnings=[f"saw {SECRET}"],
+                           error=ErrorInfo(type="agent_execution_failed", message=SECRET))
+    masked = Redactor([SECRET], host=False).model(result)
+    assert masked.error.message == REDACTED and masked.warnings == [f"saw {REDACTED}"]
+    assert result.error.message == SECRET  # the original is left alone
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 64, 1 << 20])
+def test_a_file_is_masked_in_chunks_even_across_chunk_borders(tmp_path: Path, monkeypatch, chunk):
+    monkeypatch.setattr(secrets_mod, "_CHUNK", chunk)
+    path = tmp_path / "out.txt"
+    path.write_bytes(b"".join(f"{i} {SECRET} ".encode() for i in range(200)))
+    redact = Redactor([SECRET], host=False)
+    assert redact.file(path)
+    assert path.read_bytes() == b"".join(f"{i} {REDACTED} ".encode() for i in range(200))
+    assert not redact.file(path)  # nothing left: not rewritten
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_rollout_collects_what_it_injects(tmp_path: Path):
+    scenes = [Scene(roles=[Role(name="r", agent="cmd", env={
+                  "BENCHFLOW_PROVIDER_API_KEY": "model-key-123", "MODEL": "not-a-secret"})],
+                    turns=[Turn(role="r")])]
+    drivers = {"cmd": CommandAgent("cmd", "true", env={"MY_TOKEN": "job-var-456"}),
+               "web": HttpAgent("web", "http://x", headers={"X-Custom": "header-789"})}
+    redact = rollout_redactor({"task-env-000"}, scenes, drivers)
+    text = "model-key-123 job-var-456 header-789 task-env-000 not-a-secret"
+    assert redact.text(text) == f"{REDACTED} {REDACTED} {REDACTED} {REDACTED} not-a-secret"
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "agent.txt").write_text("job-var-456\n")
+    (tmp_path / "rollout.log").write_text("job-var-456\n")  # masked live, left to its writer
+    assert mask_folder(redact, tmp_path) == [tmp_path / "logs" / "agent.txt"]
+    assert (tmp_path / "logs" / "agent.txt").read_text() == f"{REDACTED}\n"
