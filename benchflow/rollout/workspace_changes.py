@@ -2,7 +2,7 @@
 
 Before the first turn the workspace's files are hashed (sha256, size; `.git` left out)
 and a root-only copy of the small ones is kept. After each turn a stat walk lists every
-file's status (size, mtime, ctime, inode; nothing read) and only the files whose status
+file's status (size, ctime, inode; nothing read) and only the files whose status
 changed since they were last hashed (or is not to be trusted, see `Listing`) are hashed
 again; for each whose hash changed, a unified diff against its copy is printed (files of
 at most `DIFF_MAX_BYTES`; binary files get none) and the copy updated. A turn that
@@ -83,7 +83,7 @@ class FileState:
     sha256: str
     size: int | None
     status: bytes | None = field(default=None, compare=False)
-    """"<size> <mtime> <ctime> <inode>" as listed when the file was hashed; None when
+    """"<size> <ctime> <inode>" as listed when the file was hashed; None when
     that status cannot be trusted to show the next change (`Listing`)."""
 
 
@@ -96,17 +96,18 @@ class Manifest:
 
 @dataclass
 class Listing:
-    """`workspace_scan.sh list`: each file's status (size, mtime, ctime, inode), no content.
+    """`workspace_scan.sh list`: each file's status (size, ctime, inode), no content.
 
     A file whose status is the one it had when last hashed is not hashed again. Any write
     sets a file's ctime to the (coarse: a clock tick) current time, and nothing an agent
-    can do sets it back (`touch -d` sets mtime, not ctime), so a status listed before the
-    stamp's ctime (`stamp_ns`: the stamp is written just before the walk) changes with any
-    later write. A status listed with a ctime in the stamp's own tick or later could be
-    followed by a write in that same tick that leaves size and times as they were: such a
-    status is not trusted (None) and its file is hashed again at the next scan (what git
-    does with its "racily clean" entries). Not caught, as by git, make or rsync: a write
-    through a shared memory map the kernel has not stamped yet, or a clock set back.
+    can do sets it back (`touch -d` sets the mtime and, to now, the ctime: the mtime is
+    not needed), so a status listed before the stamp's ctime (`stamp_ns`: the stamp is
+    written just before the walk) changes with any later write. A status listed with a
+    ctime in the stamp's own tick or later could be followed by a write in that same tick
+    that leaves size and ctime as they were: such a status is not trusted (None) and its
+    file is hashed again at the next scan (what git does with its "racily clean"
+    entries). Not caught, as by git, make or rsync: a write through a shared memory map
+    the kernel has not stamped yet, or a clock set back.
     """
 
     stamp_ns: int | None
@@ -121,25 +122,32 @@ def _ns(stamp: bytes) -> int:
 
 
 def parse_listing(data: bytes) -> Listing:
-    """The status records of `workspace_scan.sh list` (or `init`, before its hashes)."""
-    stamp: int | None = None
-    found: list[tuple[str, int, int, bytes]] = []  # (path, size, ctime ns, status)
-    for record in data.split(b"\0--hashes--\0", 1)[0].split(b"\0"):
-        fields = record.split(b" ", 4)
-        if len(fields) != 5 or not fields[0].isdigit():
+    """The status records of `workspace_scan.sh list` (or `init`, before its hashes): the
+    stamp's first, then "<size> <ctime> <inode> ./<path>". Thousands of files a turn:
+    each record is split once, and ctimes are compared as floats (rounding never makes a
+    later ctime look earlier: at worst a status is not trusted)."""
+    records = data.split(b"\0--hashes--\0", 1)[0].split(b"\0")
+    stamp_ns: int | None = None
+    stamp = float("-inf")  # no stamp: nothing is trusted
+    first = records[0].split(b" ", 3) if records else []
+    if len(first) == 4 and not first[3].startswith(b"./"):
+        try:
+            stamp_ns, stamp = _ns(first[1]), float(first[1])
+        except ValueError:
+            pass
+    files: dict[str, tuple[int, bytes | None]] = {}
+    for record in records:
+        status, sep, path = record.partition(b" ./")  # the status has no "/"
+        fields = status.split(b" ")
+        if not sep or len(fields) != 3 or not fields[0].isdigit():
             continue
         try:
-            ctime_ns = _ns(fields[2])
+            trusted = float(fields[1]) < stamp
         except ValueError:
             continue
-        path = fields[4]
-        if not path.startswith(b"./"):  # the stamp
-            stamp = ctime_ns
-            continue
-        found.append((path[2:].decode("utf-8", "surrogateescape"), int(fields[0]), ctime_ns,
-                      record[:len(record) - len(path) - 1]))
-    return Listing(stamp, {path: (size, status if stamp is not None and ctime_ns < stamp
-                                  else None) for path, size, ctime_ns, status in found})
+        files[path.decode("utf-8", "surrogateescape")] = (int(fields[0]),
+                                                           status if trusted else None)
+    return Listing(stamp_ns, files)
 
 
 def parse_hashes(data: bytes) -> dict[str, str]:

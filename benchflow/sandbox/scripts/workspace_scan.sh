@@ -5,7 +5,7 @@
 # scanned. STATE (root-only) keeps a stamp file and a copy of every file of at most
 # MAX_BYTES. Few processes: between two turns this is on the critical path.
 #   list   touch STATE/stamp, then print the stamp's status and every workspace file's:
-#          "<size> <mtime> <ctime> <inode> <path>" records ending in a NUL (the stamp's path
+#          "<size> <ctime> <inode> <path>" records ending in a NUL (the stamp's path
 #          is absolute, workspace paths start with "./"). Nothing is read: a stat walk.
 #   init   start STATE afresh: `list`, a "--hashes--" record, then "<sha256>  ./<path>"
 #          lines of every file; keeps a copy of every file of at most MAX_BYTES.
@@ -38,7 +38,7 @@ hash_present() {  # hash_present ARG...: sha256sum of the present ones, in one p
 walk() {  # walk ACTION...: every regular file below the workspace, .git and odd names left out
     find . -xdev \( -path ./.git -o -name "*$nl*" -o -name '*\\*' \) -prune -o -type f "$@"
 }
-status='%s %T@ %C@ %i %p\000'
+status='%s %C@ %i %p\000'  # no mtime: any change to it changes the ctime
 
 case $mode in
     list)

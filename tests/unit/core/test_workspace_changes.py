@@ -76,28 +76,30 @@ def test_test_verifier_and_config_files_are_flagged():
 
 # -- the stat walk ----------------------------------------------------------------------
 
-STAMP = b"0 100.500000000 100.500000000 7 /tmp/state/stamp\0"
+STAMP = b"0 100.500000000 7 /tmp/state/stamp\0"
 
 
 def test_a_status_is_trusted_only_when_listed_before_the_stamps_clock_tick():
-    data = (STAMP + b"3 100.1 100.499999999 11 ./old.txt\0"
-            b"5 99.0 100.500000000 12 ./same tick.txt\0"
-            b"8 100.6 100.6 13 ./dir/later\0")
+    data = (STAMP + b"3 100.499999999 11 ./old.txt\0"
+            b"5 100.500000000 12 ./same tick.txt\0"
+            b"8 100.6 13 ./dir/later\0"
+            b"9 100.4 14 ./a ./b\0")
     listing = parse_listing(data)
     assert listing.stamp_ns == 100_500_000_000
-    assert listing.files == {"old.txt": (3, b"3 100.1 100.499999999 11"),
-                             "same tick.txt": (5, None), "dir/later": (8, None)}
+    assert listing.files == {"old.txt": (3, b"3 100.499999999 11"),
+                             "same tick.txt": (5, None), "dir/later": (8, None),
+                             "a ./b": (9, b"9 100.4 14")}
 
 
 def test_without_a_stamp_no_status_is_trusted():
-    listing = parse_listing(b"3 100.1 100.1 11 ./a\0")
+    listing = parse_listing(b"3 100.1 11 ./a\0")
     assert listing.stamp_ns is None and listing.files == {"a": (3, None)}
 
 
 def test_init_output_holds_the_listing_then_the_hashes():
-    data = (STAMP + b"1 1.0 1.0 5 ./a b\0--hashes--\0"
+    data = (STAMP + b"1 1.0 5 ./a b\0--hashes--\0"
             + f"{sha(b'x')}  ./a b\n\\{sha(b'y')}  ./odd\\\\name\n".encode())
-    assert parse_listing(data).files == {"a b": (1, b"1 1.0 1.0 5")}
+    assert parse_listing(data).files == {"a b": (1, b"1 1.0 5")}
     assert parse_hashes(data) == {"a b": sha(b"x")}  # sha256sum's escaped names: skipped
 
 
