@@ -400,14 +400,17 @@ class Rollout:
         await self.open_agent_phase()
         if self.turns is None:
             assert self.ctx is not None and self.task is not None and self.skills is not None
-            ctx, skills = self.ctx, self.skills
+            ctx = self.ctx
             budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
             ctx.agent_deadline = time.monotonic() + budget
-            self.turns = Turns(ctx, self.drivers, self.scenes,
-                               place_skills=lambda driver, step: skills.place(ctx, driver, step),
+            self.turns = Turns(ctx, self.drivers, self.scenes, place_skills=self._place_skills,
                                before_step=self._before_step, after_step=self._after_step,
                                prompts=self.task.prompts, instruction=self.task.instruction)
         return self.turns
+
+    async def _place_skills(self, driver: AgentDriver, step: Step) -> tuple[str, ...]:
+        assert self.ctx is not None and self.skills is not None
+        return await self.skills.place(self.ctx, driver, step)
 
     async def end_agent_phase(self, error: BaseException | None = None) -> None:
         """Close every role's session (their agents stop) and end the phase's budget.

@@ -51,7 +51,8 @@ class DockerProvider(SandboxProvider):
 
     async def remove_snapshots(self, names: list[str]) -> list[str]:
         """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
-        from benchflow.sandbox.docker import docker_call
+        from benchflow.errors import BenchflowError
+        from benchflow.sandbox.docker import docker_call, docker_client
 
         client = docker_client()
         removed = []
