@@ -177,6 +177,53 @@ for (const [label, v] of Object.entries(VERSIONS)) {
         < events.findIndex((e) => e.type === "trace.end"));
     });
 
+    test("streamText with an error part mid-stream: the error is recorded, the rest of the stream too", async () => {
+      const { rollout, memory } = make();
+      const wrapped = wrapAISDK(v.ai, { client: rollout });
+      const [open, first, second, close] = text("t5", "par", "tial");
+      const model = streaming([open, first, { type: "error", error: new Error("provider hiccup") },
+        second, close, finish("stop", 4, 2)]);
+      await rollout.trace("t", async () => {
+        await wrapped.streamText({ model, prompt: "hi", onError: () => undefined }).consumeStream();
+      });
+      await rollout.flush();
+      const events = eventsOf(memory);
+      assert.deepEqual(events.map((e) => e.type), ["trace.start", "llm.stream_start", "span.update",
+        "llm.stream_chunk", "error", "llm.stream_chunk", "llm.stream_end", "trace.end"]);
+      const end = events[6];
+      assert.equal(end.data.status, "error");
+      assert.equal(end.data.output, "partial");
+      assert.deepEqual(end.data.usage, { input_tokens: 4, output_tokens: 2, total_tokens: 6 });
+    });
+
+    test("generateText with a tool: the tool's call and result under the LLM span", async () => {
+      const { rollout, memory } = make();
+      const wrapped = wrapAISDK(v.ai, { client: rollout });
+      let n = 0;
+      const model = new v.Mock({ provider: "mock", modelId: "mock-1", doGenerate: async () => (n++ === 0
+        ? { content: [{ type: "tool-call", toolCallId: "call_7", toolName: "lookup_order",
+          input: JSON.stringify({ order_id: "7" }) }], finishReason: v.reason("tool-calls"),
+          usage: v.usage(8, 2), warnings: [] }
+        : { content: [{ type: "text", text: "Order 7 shipped." }], finishReason: v.reason("stop"),
+          usage: v.usage(15, 4), warnings: [] }) });
+      const lookupOrder = v.ai.tool({ inputSchema: z.object({ order_id: z.string() }),
+        execute: async ({ order_id }) => ({ order_id, status: "shipped" }) });
+      await rollout.trace("t", async () => {
+        const result = await wrapped.generateText({ model, prompt: "Order 7?",
+          tools: { lookup_order: lookupOrder }, stopWhen: v.ai.stepCountIs(3) });
+        assert.equal(result.text, "Order 7 shipped.");
+      });
+      await rollout.flush();
+      const events = eventsOf(memory);
+      assert.deepEqual(events.map((e) => e.type), ["trace.start", "span.start", "span.update",
+        "tool.call", "tool.result", "span.end", "trace.end"]);
+      assert.equal(events[3].parent_span_id, events[1].span_id);
+      assert.deepEqual(events[3].data.arguments, { order_id: "7" });
+      assert.deepEqual(events[4].data.output, { order_id: "7", status: "shipped" });
+      assert.equal(events[5].data.output, "Order 7 shipped.");
+      assert.deepEqual(events[5].data.usage, { input_tokens: 23, output_tokens: 6, total_tokens: 29 });
+    });
+
     test("generateObject: an LLM span with the object as output and the usage", async () => {
       const { rollout, memory } = make();
       const wrapped = wrapAISDK(v.ai, { client: rollout });
