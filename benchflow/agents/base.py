@@ -25,7 +25,7 @@ from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox
 from benchflow.steps import Step
 from benchflow.task import Task
-from benchflow.telemetry.ids import TraceIds
+from benchflow.trace_ids import TraceIds
 
 if TYPE_CHECKING:
     from benchflow.agents.python_wheels import SandboxPlatform

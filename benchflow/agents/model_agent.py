@@ -112,7 +112,7 @@ def check_tools(names: list[str], where: str = "tools") -> list[str]:
 
 def unknown_tool(name: str) -> str:
     """Why `name` is not a model-agent tool, naming the nearest and every known tool."""
-    from benchflow.task._suggest import suggest
+    from benchflow._suggest import suggest
 
     known = [*TOOL_NAMES, *SERVER_TOOLS]
     near = suggest(name, known)

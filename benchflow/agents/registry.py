@@ -48,7 +48,8 @@ def get_driver(name: str) -> AgentDriver:
     if name.startswith(ACPX_PREFIX):
         from benchflow.agents.acpx_driver import AcpxDriver  # ACP machinery only when routed
 
-        return AcpxDriver(_acp_driver(name.removeprefix(ACPX_PREFIX), routed=name))
+        inner = _acp_driver(name.removeprefix(ACPX_PREFIX), routed=name)
+        return AcpxDriver(inner, name=ACPX_PREFIX + inner.name)
     catalog = load_catalog()
     canonical = catalog.resolve(name)
     if canonical is None:

@@ -29,11 +29,12 @@ from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.fork import ForkPlan
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.task import Task
-from benchflow.telemetry.ids import new_run_id
+from benchflow.trace_ids import new_run_id
 
 log = logging.getLogger(__name__)
 
@@ -283,3 +284,11 @@ def _rollout_class(task: Task | None) -> type[Rollout]:
 
         return rollout_class(task)
     return Rollout
+
+
+async def run_fork(plan: ForkPlan, *, concurrency: int = 4) -> list[RolloutResult]:
+    """Run a fork's rollouts (`benchflow fork`) as one job; returns their results."""
+    job = Job(name=plan.job_name, jobs_dir=plan.jobs_dir,
+              trials=[Trial(config=c) for c in plan.configs], concurrency=concurrency)
+    await job.run()
+    return job.all_results()

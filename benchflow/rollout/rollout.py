@@ -72,7 +72,7 @@ from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
 from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.cost import sandbox_cost
-from benchflow.sandbox.healthcheck import wait_healthy
+from benchflow.rollout.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_ROLLOUT
 from benchflow.sandbox.owner import job_instance_id, owner_labels
@@ -83,7 +83,7 @@ from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
 from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
-from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
+from benchflow.trace_ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools

@@ -9,7 +9,8 @@ from __future__ import annotations
 import docker.errors
 
 from benchflow.errors import SandboxTeardownError
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
+from benchflow.sandbox.docker_errors import docker_call, docker_client
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.network import cleanup_networks, sweep_networks
 from benchflow.sandbox.owner import LABEL_JOB_ID, CleanupReport, CleanupScope
 

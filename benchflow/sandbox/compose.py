@@ -49,7 +49,8 @@ from benchflow.sandbox import images
 from benchflow.sandbox.archive import extract
 from benchflow.sandbox.base import ExecResult
 from benchflow.sandbox.compose_mounts import main_can_write
-from benchflow.sandbox.docker import DockerSandbox, docker_call, docker_client
+from benchflow.sandbox.docker import DockerSandbox
+from benchflow.sandbox.docker_errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.owner import CleanupScope

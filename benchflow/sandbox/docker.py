@@ -8,24 +8,20 @@ runs it in a worker thread and maps Docker's exceptions to benchflow's.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import re
 import secrets
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import docker
 import docker.errors
-import requests.exceptions
-import urllib3.exceptions
 
 from benchflow.errors import (
-    BenchflowError,
     ResourceAllocationError,
     SandboxError,
     SandboxExecError,
@@ -37,7 +33,7 @@ from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
-from benchflow.sandbox.docker_errors import is_transient
+from benchflow.sandbox.docker_errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.process import DockerProcess
@@ -59,43 +55,8 @@ _pending_removal: set[str] = set()
 """Containers whose removal failed because the daemon was unreachable: `reclaim()` removes
 them once it answers again."""
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
-_docker_limiter = anyio.CapacityLimiter(32)
 _build_locks: dict[str, anyio.Lock] = {}
 _known_images: set[str] = set()  # tags seen locally in this process: skip the inspect call
-
-
-@contextlib.contextmanager
-def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[None]:
-    """Translate Docker SDK and transport failures into `error` (a SandboxError).
-
-    `transient` (what retries read) comes from the exception's type and HTTP status:
-    see `docker_errors.is_transient`.
-    """
-    try:
-        yield
-    except BenchflowError:
-        raise
-    except docker.errors.APIError as exc:
-        raise error(f"docker API error: {exc.explanation or exc}",
-                    transient=is_transient(exc)) from exc
-    except docker.errors.DockerException as exc:
-        raise error(f"docker error: {exc}", transient=is_transient(exc)) from exc
-    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
-        raise error(f"lost connection to the docker daemon: {exc}", transient=True) from exc
-
-
-@functools.cache
-def docker_client() -> docker.DockerClient:
-    """The process-wide Docker client (one connection pool for every sandbox)."""
-    with map_docker_errors(SandboxStartError):
-        return docker.from_env(max_pool_size=64)
-
-
-async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError] = SandboxExecError,
-                **kwargs: Any) -> T:
-    with map_docker_errors(error):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
-                                              limiter=_docker_limiter)
 
 
 _storage_quotas: bool | None = None
@@ -302,12 +263,24 @@ class DockerSandbox:
     # -- volumes (the per-agent install layers; docker_volumes.py) ----------------------
 
     @contextlib.asynccontextmanager
-    async def scratch(self) -> AsyncIterator[Sandbox]:
-        """A short-lived container of this image (public network, no files), removed on exit."""
-        from benchflow.sandbox import docker_volumes  # the volume code, when volumes are used
-
-        async with docker_volumes.scratch(self) as box:
+    async def scratch(self, volumes: dict[str, str] | None = None
+                      ) -> AsyncIterator[DockerSandbox]:
+        """A started container of this sandbox's image on the public network, without its
+        files, with `volumes` (name -> path) mounted read-write; removed on exit."""
+        spec = self.spec.model_copy(update={
+            "name": f"{self.spec.name}-scratch", "network": None, "network_policy": "public",
+            "egress_allowlist": (), "files": {}, "trees": (),
+            "volumes": {n: {"bind": path, "mode": "rw"} for n, path in (volumes or {}).items()}})
+        box = DockerSandbox(spec)
+        # the image this sandbox prepared (or its snapshot), not a build of its own
+        box.image = self.image or await self.prepare_image()
+        box._ca_in_image = self._ca_in_image
+        try:
+            await box.start()
             yield box
+        finally:
+            with anyio.CancelScope(shield=True):
+                await box.stop(delete=True)
 
     async def volume_ready(self, name: str) -> bool:
         from benchflow.sandbox import docker_volumes

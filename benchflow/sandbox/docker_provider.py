@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from benchflow._models import FrozenModel
+from benchflow.errors import SandboxError
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, preflight
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
 
+if TYPE_CHECKING:
+    import docker
+
 log = logging.getLogger(__name__)
+
+
+def _remove_image(client: docker.DockerClient, name: str) -> bool:
+    """Remove image `name`; False when there is none."""
+    import docker.errors
+
+    try:
+        client.images.remove(name, force=True)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 class DockerProviderConfig(FrozenModel):
@@ -50,18 +66,15 @@ class DockerProvider(SandboxProvider):
 
     async def remove_snapshots(self, names: list[str]) -> list[str]:
         """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
-        from benchflow.sandbox.docker import docker_call
+        from benchflow.sandbox.docker_errors import docker_call, docker_client
 
-        client = docker_client()
         removed = []
         for name in names:
             try:
-                await docker_call(client.images.remove, name, force=True)
-            except BenchflowError as exc:
-                if "No such image" not in str(exc) and "404" not in str(exc):
-                    log.warning("could not remove snapshot %s: %s", name, exc)
-                continue
-            removed.append(name)
+                if await docker_call(_remove_image, docker_client(), name):
+                    removed.append(name)
+            except SandboxError as exc:
+                log.warning("could not remove snapshot %s: %s", name, exc)
         return removed
 
     def cleanup_now(self, job_name: str) -> list[str]:

@@ -22,7 +22,7 @@ from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult, record_endpoint_score
 from benchflow.steps import desugar
 from benchflow.task import load_task
-from benchflow.telemetry.ids import TRACE_ID, TraceIds
+from benchflow.trace_ids import TRACE_ID, TraceIds
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.reader import iter_events
 from benchflow.trajectory.writer import TrajectoryWriter
