@@ -21,8 +21,6 @@ from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
     AgentConfig,
-    CommandAgentConfig,
-    HttpAgentConfig,
     JobConfig,
     RegisteredAgentConfig,
     RolesAgentConfig,
@@ -41,14 +39,13 @@ def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
     """The scenes one job-file agent runs on `task`: its scenes file, else the task's own
     scenes (unset roles filled with this agent), else one turn of the agent."""
     env = dict(env or {})
-    scenes_file = getattr(agent, "scenes", None)
-    model = agent.model if isinstance(agent, RegisteredAgentConfig | RolesAgentConfig) else None
-    assigned = agent.assigned() if isinstance(agent, RolesAgentConfig) else None
-    fills = agent.agent if isinstance(agent, RolesAgentConfig) else agent.name
+    scenes_file = agent.scenes if agent.kind in ("builtin", "registered", "roles") else None
+    with_model = agent.kind in ("registered", "roles")
+    model = agent.model if with_model else None
+    assigned = agent.assigned() if agent.kind == "roles" else None
+    fills = agent.agent if agent.kind == "roles" else agent.name
     if scenes_file is None:
-        return task_scenes(task, fills, model,
-                           env if isinstance(agent, RegisteredAgentConfig | RolesAgentConfig)
-                           else None, assigned)
+        return task_scenes(task, fills, model, env if with_model else None, assigned)
     scenes = []
     for scene in load_scenes(scenes_file):
         roles = [role.model_copy(update={"model": role.model or model,
@@ -62,10 +59,10 @@ def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
 def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
                   ) -> dict[str, AgentDriver]:
     """Per-job drivers a rollout needs beyond the registry: one per command or http agent."""
-    if isinstance(agent, CommandAgentConfig):
+    if agent.kind == "command":
         return {agent.name: CommandAgent(agent.name, agent.execute, agent.install,
                                           env=env or {}, description=agent.description)}
-    if isinstance(agent, HttpAgentConfig):  # `env` holds its expanded headers
+    if agent.kind == "http":  # `env` holds its expanded headers
         return {agent.name: HttpAgent(agent.name, agent.endpoint, headers=env or {},
                                       timeout_sec=agent.timeout_sec)}
     return {}

@@ -44,12 +44,9 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 from pydantic import ValidationError
 
-from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV
-from benchflow.agents.base import AgentDriver
-from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.base import AgentDriver, driver_capabilities
 from benchflow.agents.catalog import load_catalog
-from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.rollout.roles import role_identities
@@ -235,15 +232,7 @@ def _on_loopback(url: str) -> bool:
 def needs_network_install(drivers: Iterable[AgentDriver]) -> bool:
     """Whether installing these agents downloads anything in the sandbox: registered
     agents with a package (npm), and agents benchflow cannot see into (command agents)."""
-    for driver in drivers:
-        if isinstance(driver, (OracleAgent, NopAgent, ModelAgent)):
-            continue
-        if isinstance(driver, AcpAgentDriver):
-            if driver.manifest.install.package:
-                return True
-            continue
-        return True
-    return False
+    return any(driver_capabilities(d).network_install for d in drivers)
 
 
 class RolloutNetwork:

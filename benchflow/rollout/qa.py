@@ -93,8 +93,8 @@ class QaRollout(Rollout):
             await self._start_without_sandbox()
         assert self.ctx is not None
         item = self.qa.item
-        self.ctx.extras.update(task_input=dict(item.kwargs),
-                               task_metadata={**item.metadata, "item_id": item.id})
+        self.ctx.task_input = dict(item.kwargs)
+        self.ctx.task_metadata = {**item.metadata, "item_id": item.id}
 
     async def _start_without_sandbox(self) -> None:
         assert self.task is not None

@@ -16,9 +16,8 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
+from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome, driver_capabilities
 from benchflow.agents.builtin import solution_placed, solution_tree
-from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
 from benchflow.agents.layers import LayerPlan, prepare_layers
@@ -301,7 +300,7 @@ class Rollout:
         """
         assert self.ctx is not None
         self._emit(RolloutEventKind.AGENT_INSTALL)
-        cached = [d for d in self.drivers.values() if isinstance(d, AcpAgentDriver)]
+        cached = [d for d in self.drivers.values() if driver_capabilities(d).cached_install]
         for driver in cached:
             await driver.install(self.ctx)
         if cached:
@@ -677,8 +676,8 @@ class Rollout:
                 if not self.config.verifier_disabled:
                     await self.verify()
             if self.ctx is not None:
-                record_endpoint_score(self.result, self.ctx.extras.get("endpoint_score"),
-                                      self.ctx.extras.get("endpoint_passed"),
+                record_endpoint_score(self.result, self.ctx.endpoint_score,
+                                      self.ctx.endpoint_passed,
                                       verified=not self.config.verifier_disabled)
         except anyio.get_cancelled_exc_class() as exc:
             self._phases.record_error(RolloutCancelled("cancelled"), "cancel", exc)
