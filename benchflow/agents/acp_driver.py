@@ -307,7 +307,8 @@ class AcpAgentDriver:
         """
         m = self.manifest
         user = await role_user(ctx, role.name)
-        credentials = resolve_credentials(m, role.model, role.env)
+        endpoint = ctx.agent_endpoint.for_role(role.name) if ctx.agent_endpoint else None
+        credentials = resolve_credentials(m, role.model, role.env, endpoint)
         model = format_model(m, role.model)
         if m.model.upload_file and model and Path(model).expanduser().is_file():
             model = await self._upload_model_file(ctx, Path(model).expanduser())
@@ -315,7 +316,8 @@ class AcpAgentDriver:
         plan = launch_plan(
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
-            python_path=ctx.python_paths.get(m.name), credentials=credentials)
+            python_path=ctx.python_paths.get(m.name), credentials=credentials,
+            endpoint=endpoint)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         from benchflow.acp import AcpTimeouts  # the ACP SDK only when an ACP agent runs
 

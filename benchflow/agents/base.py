@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from benchflow.agents.agent_env import AgentEndpoint
 from benchflow.config import ModelEndpoint, Role
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
@@ -110,6 +111,8 @@ class AgentContext:
     model_endpoint: ModelEndpoint | None = None
     """The model endpoint as the host reaches it (base_url, key variable), for drivers that
     call a model themselves (the model agent)."""
+    agent_endpoint: AgentEndpoint | None = None
+    """The model endpoint as the agents in the sandbox call it (URL, each role's key)."""
     model_keys: Mapping[str, str] = field(default_factory=dict)
     """Each role's key for benchflow's model server or relay (calls are attributed by it)."""
     resume_sessions: dict[str, str] = field(default_factory=dict)

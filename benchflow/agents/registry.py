@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping, Sequence
 
 from benchflow.agents.acp_driver import AcpAgentDriver
-from benchflow.agents.agent_env import resolve_credentials
+from benchflow.agents.agent_env import AgentEndpoint, resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
 from benchflow.agents.catalog import load_catalog
@@ -70,10 +70,12 @@ def _acp_driver(name: str, *, routed: str) -> AcpAgentDriver:
 
 
 def check_credentials(agent_name: str, model: str | None = None,
-                      env: Mapping[str, str] | None = None) -> None:
+                      env: Mapping[str, str] | None = None,
+                      endpoint: AgentEndpoint | None = None) -> None:
     """Fail before any container starts when `agent_name` cannot authenticate for `model`.
 
-    Looks in `env` (the role's env), benchflow's provider key and the host environment.
+    Looks in `env` (the role's env), benchflow's provider key (the role's `endpoint`, the
+    host's) and the host environment.
     Built-in agents and entry-point drivers need nothing here.
 
     Raises:
@@ -90,7 +92,7 @@ def check_credentials(agent_name: str, model: str | None = None,
         raise ConfigError(catalog.unknown_message(agent_name, extra=list(BUILTIN_AGENTS)))
     if canonical in catalog.factories:
         return
-    resolve_credentials(catalog.manifest(canonical), model, env or {})
+    resolve_credentials(catalog.manifest(canonical), model, env or {}, endpoint)
 
 
 def check_task(task: Task, agents: Iterable[str]) -> None:
@@ -103,8 +105,10 @@ def check_task(task: Task, agents: Iterable[str]) -> None:
         OracleAgent.check_task(task)
 
 
-def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
-    """Every role of `scenes` names a known agent whose credentials are present.
+def check_scenes(scenes: Sequence[Scene], given: Container[str] = (),
+                 endpoint: AgentEndpoint | None = None) -> None:
+    """Every role of `scenes` names a known agent whose credentials are present (its own,
+    or the model `endpoint`'s key for its role).
 
     Agents in `given` (drivers a job supplies, such as command agents) are taken as they are.
 
@@ -115,7 +119,8 @@ def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
         for role in scene.roles:
             if role.agent not in given:
                 get_driver(role.agent)
-                check_credentials(role.agent, role.model, role.env)
+                check_credentials(role.agent, role.model, role.env,
+                                  endpoint.for_role(role.name) if endpoint else None)
 
 
 __all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "check_task",

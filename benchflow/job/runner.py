@@ -22,7 +22,7 @@ from benchflow.job.plan import plan_trials
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
 from benchflow.rollout.events import RolloutListener
-from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
+from benchflow.rollout.model_endpoint import check_endpoint, model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
@@ -74,7 +74,8 @@ def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
             env template needs, before anything starts.
     """
     for trial in trials:
-        check_scenes(scenes_for_check(trial.config), given=trial.drivers)
+        check_scenes(scenes_for_check(trial.config), given=trial.drivers,
+                     endpoint=check_endpoint(trial.config))
     for servers in {id(t.config.mcp_servers): t.config.mcp_servers for t in trials}.values():
         resolve_mcp_servers(servers, lookup)  # MCP server env templates, likewise
     for task in {id(t.task): t.task for t in trials if t.task is not None}.values():

@@ -205,13 +205,17 @@ class Rollout:
         if self.network.traffic is not None:  # role keys: masked like the task's secrets
             self._secrets |= self.network.traffic.tokens
             mask_in_rollout_log(self.network.traffic.tokens)
+        endpoint = self.network.agent_endpoint
+        if endpoint is not None and endpoint.api_key:  # the real key a direct backend gets
+            self._secrets |= {endpoint.api_key}
+            mask_in_rollout_log({endpoint.api_key})
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
         self._step_index = {(s.scene_index, s.turn_index): i for i, s in enumerate(self.steps)}
         if config.fork is not None:  # steps from the fork's on, with each role's history
             self.steps = fork_steps(config.fork, self.steps)
-        check_scenes(self.scenes, given=self._given_drivers)
+        check_scenes(self.scenes, given=self._given_drivers, endpoint=endpoint)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
         judge = task.verifier_doc.agent if task.verifier_doc.strategy == "agent-judge" else None
@@ -272,18 +276,20 @@ class Rollout:
             self.result.warnings.append(watchdog_warning(limit))
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
+        endpoint = self.network.agent_endpoint if self.network else None
         self.ctx = AgentContext(
             sandbox=self.sandbox, task=self.task, paths=self.paths,
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
             agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
-            env={**(self.network.env if self.network else {}),
+            env={**(endpoint.sandbox_env() if endpoint else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
+            agent_endpoint=endpoint,
             model_keys=self.network.role_keys if self.network else {},
         )
         if self._solution_tree is not None:
