@@ -55,13 +55,15 @@ def sandbox_for(task: Task, job: str, name: str = "acp-agents") -> DockerSandbox
 
 
 def context_for(sandbox: DockerSandbox, task: Task, root: Path,
-                user: AgentUser | None = None) -> AgentContext:
+                user: AgentUser | None = None,
+                python_paths: dict[str, str | None] | None = None) -> AgentContext:
     """An AgentContext writing under `root`, with a fresh trajectory."""
     paths = RolloutPaths(root)
     writer = TrajectoryWriter(paths.trajectory, TrajectoryHeader(job_name="t", rollout_name="r"))
     return AgentContext(sandbox=sandbox, task=task, paths=paths, workdir=sandbox.workdir,
                         agent_user=None, instruction_path="/tmp/instruction.md",
-                        trajectory=writer, created_user=user)
+                        trajectory=writer, created_user=user,
+                        python_paths=dict(python_paths or {}))
 
 
 def close_ctx(ctx: AgentContext) -> None:
@@ -82,16 +84,17 @@ def step(role: Role, prompt: str, turn: int = 0) -> Step:
 class Rig:
     """The shared sandbox with the scripted agent installed."""
 
-    def __init__(self, sandbox: DockerSandbox, task: Task, user: AgentUser | None,
+    def __init__(self, sandbox: DockerSandbox, task: Task, installed: AgentContext,
                  wheel_uploads: tuple[int, int]) -> None:
-        self.sandbox, self.task, self.user = sandbox, task, user
+        self.sandbox, self.task = sandbox, task
+        self.user, self.python_paths = installed.created_user, installed.python_paths
         self.wheel_uploads = wheel_uploads
         """Uploads of the agent's Python packages by the first and the second install."""
         self.driver = AcpAgentDriver(get_manifest("scripted"))
         self.opened: list[AgentContext] = []
 
     def ctx(self, root: Path) -> AgentContext:
-        ctx = context_for(self.sandbox, self.task, root, self.user)
+        ctx = context_for(self.sandbox, self.task, root, self.user, self.python_paths)
         self.opened.append(ctx)
         return ctx
 
@@ -121,7 +124,7 @@ async def rig(job_label: str, tmp_path_factory: pytest.TempPathFactory) -> Async
             first = len(uploads)
             await driver.install(ctx)
         close_ctx(ctx)
-        yield Rig(sandbox, task, ctx.created_user, (first, len(uploads) - first))
+        yield Rig(sandbox, task, ctx, (first, len(uploads) - first))
     finally:
         await sandbox.stop()
 

@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     {"tools"},
     {"sandbox", "skills", "tracing"},
     {"mcp", "_config_files", "_lenient", "bounds", "paths", "trace_ids"},
-    {"_models", "_extras", "settings", "_suggest", "_version"},
+    {"_models", "_extras", "settings", "_suggest", "_version", "_service"},
     {"errors"},
 ]
 
