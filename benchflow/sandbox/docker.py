@@ -28,7 +28,7 @@ from benchflow.errors import (
     SandboxStartError,
     SandboxTeardownError,
 )
-from benchflow.sandbox import certs, images
+from benchflow.sandbox import certs, docker_images, images
 from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
@@ -108,11 +108,11 @@ class DockerSandbox:
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             lock = _build_locks.setdefault(tag, anyio.Lock())
             async with lock:
-                exists = tag in _known_images or await docker_call(images.image_exists, client, tag,
+                exists = tag in _known_images or await docker_call(docker_images.image_exists, client, tag,
                                                              error=SandboxStartError)
                 if spec.force_build or not exists:
                     log.info("building %s", tag)
-                    await docker_call(images.build_image, client, tag, spec.environment_dir, self._pems,
+                    await docker_call(docker_images.build_image, client, tag, spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path, _owner(spec.labels),
                                 error=SandboxStartError)
             # the tag covers the CA digest: the final stage installed these certificates
@@ -120,8 +120,8 @@ class DockerSandbox:
                 spec.environment_dir)
         else:
             tag = spec.docker_image or ""
-            if not await docker_call(images.image_exists, client, tag, error=SandboxStartError):
-                await docker_call(images.pull_image, client, tag, error=SandboxStartError)
+            if not await docker_call(docker_images.image_exists, client, tag, error=SandboxStartError):
+                await docker_call(docker_images.pull_image, client, tag, error=SandboxStartError)
         _known_images.add(tag)
         self.image = tag
         return tag
@@ -246,7 +246,7 @@ class DockerSandbox:
         return (await docker_call(docker_client().images.get, base)).id
 
     async def snapshot_exists(self, name: str) -> bool:
-        return await docker_call(images.image_exists, docker_client(), name)
+        return await docker_call(docker_images.image_exists, docker_client(), name)
 
     def start_from_snapshot(self, name: str) -> None:
         self.image = name

@@ -180,3 +180,18 @@ def test_the_package_itself_is_not_imported() -> None:
     bad = [f"{m} (line {ts['benchflow']})" for m, ts in import_graph().items()
            if "benchflow" in ts and m != "benchflow"]
     assert not bad, bad
+
+
+def test_backend_neutral_sandbox_modules_import_no_sdk() -> None:
+    """Image helpers and the cloud backends' modules load without the Docker SDK (and the
+    cloud SDKs load only when a sandbox is made)."""
+    import subprocess
+    import sys
+
+    modules = ["benchflow.sandbox.images", "benchflow.sandbox.cloud_sandbox",
+               "benchflow.sandbox.daytona.sandbox", "benchflow.sandbox.modal.sandbox"]
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
+            + "print(' '.join(k for k in ('docker', 'daytona', 'modal') if k in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == []
