@@ -13,7 +13,7 @@ from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import AgentEndpoint, resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
-from benchflow.agents.catalog import load_catalog
+from benchflow.agents.catalog import AgentCatalog, load_catalog
 from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
@@ -37,6 +37,20 @@ def known_agents() -> list[str]:
     return sorted({*BUILTIN_AGENTS, *load_catalog().names()})
 
 
+def lookup_agent(name: str) -> tuple[AgentCatalog, str]:
+    """The catalog and the canonical name of `name` (a manifest name or alias, or an entry
+    point; not a built-in).
+
+    Raises:
+        ConfigError: unknown agent; the message lists every known agent.
+    """
+    catalog = load_catalog()
+    canonical = catalog.resolve(name)
+    if canonical is None:
+        raise ConfigError(catalog.unknown_message(name, extra=list(BUILTIN_AGENTS)))
+    return catalog, canonical
+
+
 def get_driver(name: str) -> AgentDriver:
     """The driver for `name` (a built-in, a manifest name or alias, or an entry point).
 
@@ -50,10 +64,7 @@ def get_driver(name: str) -> AgentDriver:
 
         inner = _acp_driver(name.removeprefix(ACPX_PREFIX), routed=name)
         return AcpxDriver(inner, name=ACPX_PREFIX + inner.name)
-    catalog = load_catalog()
-    canonical = catalog.resolve(name)
-    if canonical is None:
-        raise ConfigError(catalog.unknown_message(name, extra=list(BUILTIN_AGENTS)))
+    catalog, canonical = lookup_agent(name)
     if canonical in catalog.factories:
         driver: AgentDriver = catalog.factories[canonical]()
         return driver
@@ -86,10 +97,7 @@ def check_credentials(agent_name: str, model: str | None = None,
         return
     if agent_name.startswith(ACPX_PREFIX):
         agent_name = _acp_driver(agent_name.removeprefix(ACPX_PREFIX), routed=agent_name).name
-    catalog = load_catalog()
-    canonical = catalog.resolve(agent_name)
-    if canonical is None:
-        raise ConfigError(catalog.unknown_message(agent_name, extra=list(BUILTIN_AGENTS)))
+    catalog, canonical = lookup_agent(agent_name)
     if canonical in catalog.factories:
         return
     resolve_credentials(catalog.manifest(canonical), model, env or {}, endpoint)
@@ -124,4 +132,4 @@ def check_scenes(scenes: Sequence[Scene], given: Container[str] = (),
 
 
 __all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "check_task",
-           "get_driver", "known_agents"]
+           "get_driver", "known_agents", "lookup_agent"]

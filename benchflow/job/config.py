@@ -397,7 +397,7 @@ class JobConfig(FrozenModel):
                          "of errors (a file written for a newer benchflow)")
     jobs_dir: Path = Path("jobs")
     n_attempts: int = Field(default=1, ge=1, le=B.MAX_ATTEMPTS)
-    n_concurrent_trials: int = Field(default=4, ge=1, le=B.MAX_CONCURRENCY)
+    n_concurrent_trials: int = Field(default=B.DEFAULT_CONCURRENCY, ge=1, le=B.MAX_CONCURRENCY)
     timeout_multiplier: float = Field(default=1.0, gt=0, le=B.MAX_TIMEOUT_MULTIPLIER,
                                       allow_inf_nan=False)
     retry: RetryConfig = RetryConfig()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 
+from benchflow import bounds as B
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
 from benchflow.errors import ResultsWriteError
@@ -27,7 +28,7 @@ from benchflow.job.limits import ensure_fd_limit, job_gc
 from benchflow.job.metrics import compute_metrics
 from benchflow.job.models import JobResult, TrialRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
-from benchflow.paths import rollout_name
+from benchflow.paths import rollout_name, task_and_dataset
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.fork import ForkPlan
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
@@ -57,9 +58,9 @@ class Trial:
     def ref(self) -> TrialRef:
         """The trial's identity as the job result lists it (task = the task folder name)."""
         c = self.config
-        folder = c.task_path.expanduser().resolve()
-        task = self.task_folder or (self.task.path.name if self.task else folder.name)
-        return TrialRef(task_name=task, dataset_name=c.dataset_name or folder.parent.name,
+        task, dataset = task_and_dataset(
+            self.task.path if self.task else c.task_path.expanduser().resolve(), c.dataset_name)
+        return TrialRef(task_name=self.task_folder or task, dataset_name=dataset,
                         agent_name=c.agent_name, attempt=c.attempt)
 
     @property
@@ -91,7 +92,7 @@ class Job:
     name: str
     jobs_dir: Path
     trials: Sequence[Trial]
-    concurrency: int = 4
+    concurrency: int = B.DEFAULT_CONCURRENCY
     listener: RolloutListener | None = None
     retry: RetryPolicy = NO_RETRY
     metrics: Sequence[MetricConfig] = ()
@@ -286,7 +287,7 @@ def _rollout_class(task: Task | None) -> type[Rollout]:
     return Rollout
 
 
-async def run_fork(plan: ForkPlan, *, concurrency: int = 4) -> list[RolloutResult]:
+async def run_fork(plan: ForkPlan, *, concurrency: int = B.DEFAULT_CONCURRENCY) -> list[RolloutResult]:
     """Run a fork's rollouts (`benchflow fork`) as one job; returns their results."""
     job = Job(name=plan.job_name, jobs_dir=plan.jobs_dir,
               trials=[Trial(config=c) for c in plan.configs], concurrency=concurrency)

@@ -18,9 +18,6 @@ from dataclasses import dataclass
 from benchflow.job.config import RetryConfig
 from benchflow.rollout.result import RolloutResult
 
-_NEVER: frozenset[str] = frozenset({"environment_teardown_failed", "cancelled"})
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff: `initial_delay * multiplier**(n-1)` before retry n, capped."""
@@ -38,9 +35,9 @@ class RetryPolicy:
 
     @staticmethod
     def is_retryable(result: RolloutResult) -> bool:
-        """Whether the result's error is a transient infrastructure failure."""
-        error = result.error
-        return error is not None and error.retryable and error.type not in _NEVER
+        """Whether the result's error is a transient infrastructure failure (its exception
+        class decided, `errors.py`: never a teardown error nor a cancellation)."""
+        return result.error is not None and result.error.retryable
 
     def should_retry(self, result: RolloutResult, attempt: int) -> bool:
         """Whether to run the trial again after its `attempt`-th (1-based) try ended so."""

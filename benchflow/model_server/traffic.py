@@ -181,10 +181,6 @@ class ModelTraffic:
             seen = self._models.get(role)
             return max(seen, key=lambda m: seen[m]) if seen else None
 
-    def n_calls(self, role: str) -> int:
-        with self._lock:
-            return self._calls.get(role, 0)
-
     # -- tool results ------------------------------------------------------------------
 
     def note_tools(self, role: str | None, path: str, request: Any) -> None:

@@ -30,7 +30,7 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.mcp import McpServer, merge_servers
-from benchflow.paths import RolloutPaths, rollout_name
+from benchflow.paths import RolloutPaths, rollout_name, task_and_dataset
 from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
@@ -112,10 +112,8 @@ class Rollout:
         self.job_name = config.job_name or default_job_name()
         self.listener = listener
         self._given_drivers = dict(drivers or {})
-        # The task folder's name, as the job spec's layout uses it (a task.md name may hold "/").
-        folder = task.path if task else config.task_path.expanduser().resolve()
-        task_name = folder.name
-        self.dataset_name = config.dataset_name or folder.parent.name
+        task_name, self.dataset_name = task_and_dataset(
+            task.path if task else config.task_path.expanduser().resolve(), config.dataset_name)
         self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
                                             self.dataset_name, task_name, config.attempt)
         self.rollout_name = rollout_name(config.agent_name, self.dataset_name, task_name,
