@@ -172,18 +172,15 @@ class DockerSandbox:
         global _storage_quotas
         if storage_mb and _storage_quotas is not False:
             try:
-                container = await docker_call(client.containers.create,
-                                              storage_opt={"size": f"{storage_mb}M"},
-                                              error=SandboxStartError, **kwargs)
+                container = await docker_call(_create_with_quota, client, kwargs, storage_mb,
+                                              error=SandboxStartError)
+            except SandboxStartError as exc:
+                raise _classify_start(exc) from exc
+            if container is not None:
                 _storage_quotas = self.storage_quota = True
                 return container
-            except SandboxStartError as exc:
-                # storage quotas need overlay2 on xfs with pquota: best effort only
-                if "storage" not in str(exc).lower():
-                    raise _classify_start(exc) from exc
-                log.info("the daemon has no storage quota (%s): the disk watchdog enforces "
-                         "storage_mb", exc)
-                _storage_quotas = False  # the daemon's storage driver: ask once per process
+            log.info("the daemon has no storage quota: the disk watchdog enforces storage_mb")
+            _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
             return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
         except SandboxStartError as exc:
@@ -226,16 +223,12 @@ class DockerSandbox:
             return
         container_id, api = self.container_id, docker_client().api
         try:  # by id: no lookup round trip first
-            if delete:
-                await docker_call(api.remove_container, container_id, force=True, v=True,
-                                  error=SandboxTeardownError)
-            else:
-                await docker_call(api.stop, container_id, timeout=5, error=SandboxTeardownError)
+            await docker_call(_remove_or_stop, api, container_id, delete,
+                              error=SandboxTeardownError)
         except SandboxTeardownError as exc:
-            if "No such container" not in str(exc) and "404" not in str(exc):
-                if delete and exc.transient:  # the daemon is away: remove it once it is back
-                    _pending_removal.add(container_id)
-                raise
+            if delete and exc.transient:  # the daemon is away: remove it once it is back
+                _pending_removal.add(container_id)
+            raise
         self.container_id = None if delete else container_id
 
     # -- snapshots (the agent install cache) and network policy ------------------------
@@ -476,6 +469,29 @@ def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> No
     for name in attached:
         if name != target or policy != "model-only":
             client.networks.get(name).disconnect(container_id, force=True)
+
+
+def _create_with_quota(client: docker.DockerClient, kwargs: dict[str, Any],
+                       storage_mb: int) -> Any:
+    """The container, with a disk quota; None when the daemon's storage driver has none
+    (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
+    try:
+        return client.containers.create(storage_opt={"size": f"{storage_mb}M"}, **kwargs)
+    except docker.errors.APIError as exc:
+        if "storage" in str(exc.explanation or exc).lower():
+            return None
+        raise
+
+
+def _remove_or_stop(api: Any, container_id: str, delete: bool) -> None:
+    """Remove (or stop) the container; one already gone is fine."""
+    try:
+        if delete:
+            api.remove_container(container_id, force=True, v=True)
+        else:
+            api.stop(container_id, timeout=5)
+    except docker.errors.NotFound:
+        pass
 
 
 def _classify_start(exc: SandboxStartError) -> SandboxError:
