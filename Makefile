@@ -119,8 +119,9 @@ parity: setup
 test-agent-judge: setup
 	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
 
-# Claude Code uses the tool server's web:search over MCP on a QA item (model-only sandbox,
-# scripted model server); slow on the first run (claude's npm install, then cached).
+# claude, codex, gemini and opencode use the tool server's web:search over MCP on a QA item
+# (one job, in parallel; model-only sandbox, scripted model server); about a minute once the
+# agents' npm installs are cached (slow on the first run).
 test-acp-tools: setup
 	$(BIN)/pytest -m slow tests/conformance/test_real_agent_acp_tools.py
 

@@ -241,7 +241,8 @@ class AcpSession:
                 raise ConfigError(
                     f"agent {name} does not accept MCP servers over {needed[0].transport}, "
                     f"so it cannot get the required MCP server {needed[0].name!r}: use an "
-                    "agent that accepts them (e.g. claude, scripted)")
+                    "agent whose ACP mcpCapabilities accept them (claude, codex, gemini, "
+                    "opencode and scripted take http)")
             if dropped:
                 logger.warning("agent %s does not accept MCP servers over %s: not given %s",
                                name, ", ".join(sorted({s.transport for s in dropped})),

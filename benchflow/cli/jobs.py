@@ -245,10 +245,11 @@ def resume_command(
 
 
 def summary_table(results: Sequence[RolloutResult], title: str = "job") -> Table:
-    """One row per agent and dataset: trials, completed, failed, pass rate, mean reward, cost."""
+    """One row per agent and dataset: trials, completed (done), failed, pass rate, mean
+    reward, cost. Short headers: the table fits an 80-column terminal."""
     table = Table(title=title)
-    for column in ("agent", "dataset", "trials", "completed", "failed", "pass rate",
-                   "mean reward", "cost", "errors"):
+    for column in ("agent", "dataset", "trials", "done", "failed", "pass", "reward",
+                   "cost", "errors"):
         table.add_column(column, justify="left" if column in ("agent", "dataset", "errors")
                          else "right")
     groups: dict[tuple[str, str], list[RolloutResult]] = {}

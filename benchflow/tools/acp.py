@@ -4,8 +4,10 @@ A rollout with `acp_tools` gets its own tool server: benchflow starts it on the 
 network's gateway (under `model-only`, exactly its port is allowed, as the model
 endpoint's is), opens one session with these settings and the item's `kwargs`, and
 gives that session to every ACP session of the rollout as the streamable-HTTP MCP server
-named `benchflow` (`benchflow/rollout/acp_tools.py`). Models see the tools as
-`web_search`, `doc_read`, ... (claude: `mcp__benchflow__web_search`).
+named `benchflow` (`benchflow/rollout/acp_tools.py`). Each agent names the tools its own
+way to the model: `web:search` is claude's `mcp__benchflow__web_search`, codex's
+`web_search` in the namespace `mcp__benchflow`, gemini's `mcp_benchflow_web_search`,
+opencode's `benchflow_web_search` (all four take HTTP MCP servers; `make test-acp-tools`).
 
 ```python
 RolloutConfig(..., acp_tools=AcpTools(tools=["web:search"],

@@ -166,6 +166,8 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1",
                                            json_response=True, stateless=True)
     closed_door = JSONResponse({"error": "this server serves given sessions only"},
                                status_code=403)
+    no_stream = JSONResponse({"error": "MCP over POST only (stateless, no GET stream)"},
+                             status_code=405, headers={"Allow": "POST"})
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "tools": list(TOOL_NAMES)})
@@ -212,6 +214,13 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1",
         return JSONResponse({"closed": closed}, status_code=200 if closed else 404)
 
     async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("method") != "POST":
+            # No GET stream (MCP allows 405: a stateless server sends nothing unasked). The
+            # SDK's would be sse-starlette 2's (openreward pins it), whose shutdown event is
+            # bound to the first event loop: every other tool server of the process (a
+            # job's parallel rollouts) failed its streams.
+            await no_stream(scope, receive, send)
+            return
         await manager.handle_request(scope, receive, send)
 
     @contextlib.asynccontextmanager
