@@ -3,7 +3,7 @@
 Only transient infrastructure failures are retried: an error recorded with
 `retryable: true`, which a `SandboxError` gets when the backend's failure may pass on
 a second try (a daemon 5xx, a lost connection, a timeout; see
-`sandbox/docker_errors.py`), or a `ProviderError` marked transient. A Dockerfile that
+`sandbox/docker/errors.py`), or a `ProviderError` marked transient. A Dockerfile that
 does not build, an image that does not exist, an agent or verifier outcome, a
 teardown error and a cancellation are never retried.
 

@@ -6,7 +6,7 @@ Dockerfile is built unchanged except that, when CA certificates are given, each 
 gets them installed right after its FROM (pip and npm inside RUN steps then work behind
 a TLS-intercepting proxy), and that `COPY --chmod` of a single file, which the Engine API's
 legacy builder rejects, becomes a COPY plus a chmod (`legacy_chmod`). No SDK is imported
-here: docker builds and pulls with these in `docker_images.py`, Daytona and Modal upload
+here: docker builds and pulls with these in `docker/images.py`, Daytona and Modal upload
 the same context.
 """
 

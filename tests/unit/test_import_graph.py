@@ -195,3 +195,11 @@ def test_backend_neutral_sandbox_modules_import_no_sdk() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == []
+
+
+def test_only_the_sandbox_package_imports_the_docker_backend() -> None:
+    """Nothing outside `benchflow/sandbox/` knows which backend runs (design.md)."""
+    bad = [f"{m} -> {t} (line {line})" for m, ts in import_graph().items()
+           for t, line in ts.items()
+           if t.startswith("benchflow.sandbox.docker") and not m.startswith("benchflow.sandbox")]
+    assert not bad, bad

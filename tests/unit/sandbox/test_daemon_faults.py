@@ -9,7 +9,7 @@ import urllib3.exceptions
 
 from benchflow.errors import SandboxBuildError, SandboxBuildTimeout, SandboxTeardownError
 from benchflow.job import signals
-from benchflow.sandbox.docker_images import _until_read_timeout
+from benchflow.sandbox.docker.images import _until_read_timeout
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 

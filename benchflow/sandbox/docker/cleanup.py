@@ -9,7 +9,7 @@ from __future__ import annotations
 import docker.errors
 
 from benchflow.errors import SandboxTeardownError
-from benchflow.sandbox.docker_errors import docker_call, docker_client
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.owner import LABEL_JOB_ID, CleanupReport, CleanupScope
 

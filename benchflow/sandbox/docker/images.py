@@ -15,7 +15,7 @@ import requests.exceptions
 import urllib3.exceptions
 
 from benchflow.errors import ImagePullError, SandboxBuildError, SandboxBuildTimeout
-from benchflow.sandbox.docker_errors import is_transient
+from benchflow.sandbox.docker.errors import is_transient
 from benchflow.sandbox.images import build_context
 
 

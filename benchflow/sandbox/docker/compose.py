@@ -45,12 +45,13 @@ import anyio
 import docker.errors
 
 from benchflow.errors import ConfigError, SandboxExecError, SandboxStartError, SandboxTeardownError
-from benchflow.sandbox import docker_images, images
+from benchflow.sandbox import images
+from benchflow.sandbox.docker import images as docker_images
 from benchflow.sandbox.archive import extract
 from benchflow.sandbox.base import ExecResult
-from benchflow.sandbox.compose_mounts import main_can_write
-from benchflow.sandbox.docker import DockerSandbox
-from benchflow.sandbox.docker_errors import docker_call, docker_client
+from benchflow.sandbox.docker.compose_mounts import main_can_write
+from benchflow.sandbox.docker.sandbox import DockerSandbox
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.owner import CleanupScope

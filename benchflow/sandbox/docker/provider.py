@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from benchflow._models import FrozenModel
 from benchflow.errors import SandboxError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, preflight
+from benchflow.sandbox.docker.sandbox import CAPABILITIES, DockerSandbox, preflight
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
@@ -53,7 +53,7 @@ class DockerProvider(SandboxProvider):
         keys = {k: v for k, v in self.provider_config.items() if k in DockerProviderConfig.model_fields}
         spec = spec.model_copy(update=keys) if keys else spec
         if spec.compose_file is not None:  # a multi-container task
-            from benchflow.sandbox.compose import ComposeSandbox
+            from benchflow.sandbox.docker.compose import ComposeSandbox
 
             return ComposeSandbox(spec)
         return DockerSandbox(spec)
@@ -66,7 +66,7 @@ class DockerProvider(SandboxProvider):
 
     async def remove_snapshots(self, names: list[str]) -> list[str]:
         """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
-        from benchflow.sandbox.docker_errors import docker_call, docker_client
+        from benchflow.sandbox.docker.errors import docker_call, docker_client
 
         removed = []
         for name in names:
@@ -81,12 +81,12 @@ class DockerProvider(SandboxProvider):
         return self.sweep_now(CleanupScope(job_name=job_name)).removed
 
     async def sweep(self, scope: CleanupScope) -> CleanupReport:
-        from benchflow.sandbox.cleanup import sweep_containers
+        from benchflow.sandbox.docker.cleanup import sweep_containers
 
         return await sweep_containers(scope)
 
     async def sweep_extras(self, scope: CleanupScope) -> CleanupReport:
-        from benchflow.sandbox.compose import cleanup_compose_networks
+        from benchflow.sandbox.docker.compose import cleanup_compose_networks
         from benchflow.sandbox.network import sweep_networks
 
         report = CleanupReport(removed=await cleanup_compose_networks(scope))
@@ -94,13 +94,13 @@ class DockerProvider(SandboxProvider):
         return report
 
     async def reclaim(self) -> list[str]:
-        from benchflow.sandbox.docker import reclaim
+        from benchflow.sandbox.docker.sandbox import reclaim
 
         return await reclaim()
 
     def sweep_now(self, scope: CleanupScope) -> CleanupReport:
-        from benchflow.sandbox.cleanup import sweep_containers_now
-        from benchflow.sandbox.compose import cleanup_compose_networks_now
+        from benchflow.sandbox.docker.cleanup import sweep_containers_now
+        from benchflow.sandbox.docker.compose import cleanup_compose_networks_now
 
         try:
             report = sweep_containers_now(scope)

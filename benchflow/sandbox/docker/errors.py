@@ -47,7 +47,7 @@ def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[
     """Translate Docker SDK and transport failures into `error` (a SandboxError).
 
     `transient` (what retries read) comes from the exception's type and HTTP status:
-    see `docker_errors.is_transient`.
+    see `is_transient`.
     """
     try:
         yield

@@ -28,15 +28,16 @@ from benchflow.errors import (
     SandboxStartError,
     SandboxTeardownError,
 )
-from benchflow.sandbox import certs, docker_images, images
+from benchflow.sandbox import certs, images
+from benchflow.sandbox.docker import images as docker_images
 from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
-from benchflow.sandbox.docker_errors import docker_call, docker_client
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
-from benchflow.sandbox.process import DockerProcess
+from benchflow.sandbox.docker.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ from benchflow.sandbox.owner import LABEL_JOB_ID, LABEL_OWNER  # noqa: E402
 LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
 
-_SCRIPTS = Path(__file__).parent / "scripts"
+_SCRIPTS = Path(__file__).parents[1] / "scripts"
 _KILLED_CODES = (128 + 9, 128 + 15, -1)
 """Exit codes of a command whose container may have stopped under it (SIGKILL, SIGTERM)."""
 _pending_removal: set[str] = set()
@@ -253,7 +254,7 @@ class DockerSandbox:
                           conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
                                            LABEL_SNAPSHOT_OF: self.image or ""}})
 
-    # -- volumes (the per-agent install layers; docker_volumes.py) ----------------------
+    # -- volumes (the per-agent install layers; volumes.py) ----- ----------------------
 
     @contextlib.asynccontextmanager
     async def scratch(self, volumes: dict[str, str] | None = None
@@ -276,7 +277,7 @@ class DockerSandbox:
                 await box.stop(delete=True)
 
     async def volume_ready(self, name: str) -> bool:
-        from benchflow.sandbox import docker_volumes
+        from benchflow.sandbox.docker import volumes as docker_volumes
 
         return await docker_volumes.volume_ready(name)
 
@@ -285,7 +286,7 @@ class DockerSandbox:
                           ttl_sec: float = 3600.0) -> bool:
         """Fill volume `name` once (see `VolumeSandbox.fill_volume`); a lock left by a
         killed process is honoured for at most `ttl_sec`."""
-        from benchflow.sandbox import docker_volumes
+        from benchflow.sandbox.docker import volumes as docker_volumes
 
         return await docker_volumes.fill_volume(self, name, target, fill, ttl_sec)
 

@@ -26,10 +26,10 @@ import docker.errors
 
 from benchflow.errors import SandboxStartError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker_errors import docker_call, docker_client
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 
 if TYPE_CHECKING:
-    from benchflow.sandbox.docker import DockerSandbox
+    from benchflow.sandbox.docker.sandbox import DockerSandbox
 from benchflow.sandbox.labels import LABEL_MANAGED
 
 log = logging.getLogger(__name__)
