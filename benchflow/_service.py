@@ -1,14 +1,8 @@
-"""A service in a daemon thread of this process: the model server, the relay, the tool
-server. One lifecycle for all three:
-
-```python
-with ModelRelay(upstream, host=gateway) as relay:   # start(): bind, serve, return the URL
-    relay.url                                     # http://HOST:PORT (port 0: a free one)
-# stop(): stop serving, close open connections, release the port (idempotent)
-```
-
-`ThreadedService` is the lifecycle; `HttpService` adds a `ThreadingHTTPServer` that tracks
-its connections, so `stop()` never waits on a client that stays connected.
+"""One lifecycle for the services benchflow runs in a daemon thread (the model server, the
+relay, the tool server, the trace listener): `start()` binds (port 0: a free one) and
+returns the URL, `stop()` releases the port, both idempotent, `with` does both.
+`HttpService` serves `http.server` handlers and closes open connections at `stop()`, so a
+client that stays connected never holds it up.
 """
 
 from __future__ import annotations
@@ -25,11 +19,7 @@ log = logging.getLogger(__name__)
 
 
 class ThreadedService:
-    """Start/stop and the URL of a server running in a daemon thread.
-
-    Subclasses implement `_serve()` (bind, start the thread; may raise OSError) and
-    `_shutdown()`; `what` names the service in errors and thread names.
-    """
+    """Start/stop and the URL of a server in a daemon thread; `what` names it in errors."""
 
     what: ClassVar[str] = "the service"
     listen_hint: ClassVar[str] = ""
@@ -83,10 +73,10 @@ class ThreadedService:
             self._thread.join(timeout=60)
             self._thread = None
 
-    def _serve(self) -> None:
+    def _serve(self) -> None:  # bind and start the thread (OSError: cannot bind)
         raise NotImplementedError
 
-    def _shutdown(self) -> None:
+    def _shutdown(self) -> None:  # make the thread end
         raise NotImplementedError
 
     def _run_thread(self, target: Any, **kwargs: Any) -> None:

@@ -26,7 +26,7 @@ from benchflow.errors import ResultsWriteError
 from benchflow.job.config import MetricConfig
 from benchflow.job.limits import ensure_fd_limit, job_gc
 from benchflow.job.metrics import compute_metrics
-from benchflow.job.models import JobResult, TrialRef, build_job_result
+from benchflow.job.models import JobResult, RolloutRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name, task_and_dataset
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Trial:
+class PlannedRollout:
     """One planned rollout of the job.
 
     `task` is None when the task did not load: the rollout then records task_invalid
@@ -55,17 +55,17 @@ class Trial:
     task_folder: str | None = None
 
     @property
-    def ref(self) -> TrialRef:
-        """The trial's identity as the job result lists it (task = the task folder name)."""
+    def ref(self) -> RolloutRef:
+        """The rollout's identity as the job result lists it (task = the task folder name)."""
         c = self.config
         task, dataset = task_and_dataset(
             self.task.path if self.task else c.task_path.expanduser().resolve(), c.dataset_name)
-        return TrialRef(task_name=self.task_folder or task, dataset_name=dataset,
-                        agent_name=c.agent_name, attempt=c.attempt)
+        return RolloutRef(task_name=self.task_folder or task, dataset_name=dataset,
+                          agent_name=c.agent_name, attempt=c.attempt)
 
     @property
-    def trial_name(self) -> str:
-        """`<agent>/<dataset>/<task>__<n>`, the trial's folder under the job."""
+    def rollout_name(self) -> str:
+        """`<agent>/<dataset>/<task>__<n>`, the rollout's folder under the job."""
         r = self.ref
         return rollout_name(r.agent_name, r.dataset_name, r.task_name, r.attempt)
 
@@ -91,7 +91,7 @@ class Job:
 
     name: str
     jobs_dir: Path
-    trials: Sequence[Trial]
+    trials: Sequence[PlannedRollout]
     concurrency: int = B.DEFAULT_CONCURRENCY
     listener: RolloutListener | None = None
     retry: RetryPolicy = NO_RETRY
@@ -157,7 +157,7 @@ class Job:
                 async with anyio.create_task_group() as tg:
                     for index, trial in enumerate(self.trials):
                         tg.start_soon(self._run_trial, index, trial, limiter,
-                                      name=trial.trial_name)
+                                      name=trial.rollout_name)
         except anyio.get_cancelled_exc_class():
             self.cancelled = True
             raise
@@ -184,7 +184,7 @@ class Job:
         """Finished results of earlier runs, then this run's in plan order."""
         return [*self.finished, *(self._by_index[i] for i in sorted(self._by_index))]
 
-    def skipped(self, *, include_running: bool = False) -> list[TrialRef]:
+    def skipped(self, *, include_running: bool = False) -> list[RolloutRef]:
         """Trials that never started (and, for an abrupt exit, those without a result)."""
         return [t.ref for i, t in enumerate(self.trials)
                 if i not in self._started or (include_running and i not in self._by_index)]
@@ -233,7 +233,7 @@ class Job:
         self._by_index[index] = result
         self.results.append(result)
 
-    async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
+    async def _run_trial(self, index: int, trial: PlannedRollout, limiter: anyio.CapacityLimiter) -> None:
         config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir,
                                                  "run_id": self.run_id,
                                                  "job_id": trial.config.job_id or self.job_id})
@@ -290,6 +290,6 @@ def _rollout_class(task: Task | None) -> type[Rollout]:
 async def run_fork(plan: ForkPlan, *, concurrency: int = B.DEFAULT_CONCURRENCY) -> list[RolloutResult]:
     """Run a fork's rollouts (`benchflow fork`) as one job; returns their results."""
     job = Job(name=plan.job_name, jobs_dir=plan.jobs_dir,
-              trials=[Trial(config=c) for c in plan.configs], concurrency=concurrency)
+              trials=[PlannedRollout(config=c) for c in plan.configs], concurrency=concurrency)
     await job.run()
     return job.all_results()

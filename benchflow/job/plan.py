@@ -1,4 +1,4 @@
-"""Trial planning: a job file's agents x tasks x attempts as rollout configs.
+"""Rollout planning: a job file's agents x tasks x attempts as rollout configs.
 
 Trials are ordered agent by agent, then dataset, task and attempt, and each gets the
 job-wide settings (timeouts, overrides, instruction path, environment). Agents map to
@@ -26,7 +26,7 @@ from benchflow.job.config import (
     RolesAgentConfig,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
-from benchflow.job.job import Trial
+from benchflow.job.job import PlannedRollout
 from benchflow.mcp import McpServer
 from benchflow.roles import assign_roles
 from benchflow.rollout.scenes import task_scenes
@@ -146,7 +146,7 @@ def _user(config: JobConfig) -> object | None:
 
 
 def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
-                agent_env: Mapping[str, Mapping[str, str]] | None = None) -> list[Trial]:
+                agent_env: Mapping[str, Mapping[str, str]] | None = None) -> list[PlannedRollout]:
     """Every trial of the job: agents x tasks x attempts, in that nesting order.
 
     Raises:
@@ -158,7 +158,7 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
         raise ConfigError(f"the job has {total:,} trials (agents x tasks x attempts), more than "
                           f"{MAX_TRIALS:,}: lower n_attempts, filter the datasets (tasks, "
                           "max_tasks) or split the job")
-    trials: list[Trial] = []
+    trials: list[PlannedRollout] = []
     labels: dict[str, str] = {}
     mcp_servers = config.all_mcp_servers()
     for agent in config.agents:
@@ -173,7 +173,7 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
                 for attempt in range(1, config.n_attempts + 1):
                     rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
                                              mcp_servers, tools)
-                    trials.append(Trial(rollout, entry.task, drivers=trial_drivers(
+                    trials.append(PlannedRollout(rollout, entry.task, drivers=trial_drivers(
                                             agent, drivers, entry.task),
                                         task_folder=entry.name))
         if not scenes:

@@ -17,7 +17,7 @@ from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig
 from benchflow.job.datasets import ResolvedDataset, resolve_datasets
 from benchflow.job.envvars import EnvLookup, expand_agent_env
-from benchflow.job.job import Job, Trial
+from benchflow.job.job import Job, PlannedRollout
 from benchflow.job.plan import plan_trials
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
@@ -35,17 +35,17 @@ class PreparedJob:
 
     config: JobConfig
     datasets: list[ResolvedDataset]
-    trials: list[Trial]
+    trials: list[PlannedRollout]
     manifest: Manifest
-    to_run: list[Trial] = field(default_factory=list)
+    to_run: list[PlannedRollout] = field(default_factory=list)
     finished: list[RolloutResult] = field(default_factory=list)
 
     @property
     def job_dir(self) -> Path:
         return self.config.jobs_dir / self.config.name
 
-    def trial_dir(self, trial: Trial) -> Path:
-        return self.job_dir / trial.trial_name
+    def trial_dir(self, trial: PlannedRollout) -> Path:
+        return self.job_dir / trial.rollout_name
 
     @property
     def needs_sandboxes(self) -> bool:
@@ -54,7 +54,7 @@ class PreparedJob:
         return any(trial_needs_sandbox(trial) for trial in self.to_run)
 
 
-def trial_needs_sandbox(trial: Trial) -> bool:
+def trial_needs_sandbox(trial: PlannedRollout) -> bool:
     """Whether `trial` starts a sandbox (see `QaRollout`)."""
     from benchflow.agents.base import driver_needs_sandbox
     from benchflow.agents.registry import get_driver
@@ -65,7 +65,7 @@ def trial_needs_sandbox(trial: Trial) -> bool:
     return any(driver_needs_sandbox(trial.drivers.get(a) or get_driver(a)) for a in agents)
 
 
-def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
+def check_agents(trials: list[PlannedRollout], lookup: EnvLookup = host_env) -> None:
     """Every agent a trial names resolves to a driver and has its credentials, and every
     task's (and MCP server's) env templates resolve.
 

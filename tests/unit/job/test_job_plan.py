@@ -1,4 +1,4 @@
-"""Trial planning: the product, its order, and the job settings each rollout gets."""
+"""Rollout planning: the product, its order, and the job settings each rollout gets."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ def test_trials_are_agents_x_tasks_x_attempts_in_order(dataset):
     config = config_for(dataset, n_attempts=2)
     trials = plan_trials(config, resolve_datasets(config))
     assert len(trials) == 2 * 3 * 2
-    assert [t.trial_name for t in trials[:4]] == [
+    assert [t.rollout_name for t in trials[:4]] == [
         "oracle/bench/alpha__1", "oracle/bench/alpha__2", "oracle/bench/bravo__1",
         "oracle/bench/bravo__2"]
-    assert trials[-1].trial_name == "cmd/bench/charlie__2"
-    assert len({t.trial_name for t in trials}) == 12
+    assert trials[-1].rollout_name == "cmd/bench/charlie__2"
+    assert len({t.rollout_name for t in trials}) == 12
     assert trials[0].drivers == {}
     driver = trials[-1].drivers["cmd"]
     assert isinstance(driver, CommandAgent) and driver.execute == "true"
