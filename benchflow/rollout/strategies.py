@@ -45,7 +45,7 @@ async def strategy_rewards(rollout: Rollout) -> dict[str, float] | None:
              "rewards_seen": episode.rewards_seen, "rewards": rewards}, indent=2))
         return rewards
     if strategy == "agent-judge":
-        from benchflow.verify.agent_judge import agent_judge
+        from benchflow.rollout.agent_judge import agent_judge
 
         return await agent_judge(rollout)
     return None
