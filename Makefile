@@ -65,12 +65,13 @@ test-train: install
 
 # benchflow as a verifiers environment (the benchflow-env package), run by vf-eval and by
 # verifiers' own API against benchflow's scripted model server. verifiers pins openai<3 and
-# mcp==2.0.0, so it gets its own venv ($(VF_VENV)) and the dev venv keeps its openai.
+# mcp==2.0.0, so it gets its own venv ($(VF_VENV)) and the dev venv keeps its openai; only
+# pytest, not the dev extra, goes in (dev's mcp<2 for the tool server conflicts with verifiers).
 VF_VENV ?= .venv-vf
 test-verifiers:
 	$(PYTHON) -m venv $(VF_VENV)
 	$(VF_VENV)/bin/pip install --quiet --upgrade pip
-	$(VF_VENV)/bin/pip install --quiet -e '.[dev,verifiers]'
+	$(VF_VENV)/bin/pip install --quiet -e '.[verifiers]' 'pytest>=8' 'pytest-timeout>=2.3'
 	$(VF_VENV)/bin/pip install --quiet -e environments/benchflow_env
 	$(VF_VENV)/bin/pytest -m "slow or not slow" tests/train/test_verifiers_env.py
 

@@ -57,8 +57,10 @@ class Role(FrozenModel):
     agent: str
     model: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    timeout_sec: float | None = Field(default=None, gt=0, description="wall clock per prompt")
-    idle_timeout_sec: float | None = Field(default=None, gt=0)
+    timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False,
+                                      description="wall clock per prompt")
+    idle_timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS,
+                                           allow_inf_nan=False)
     skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
                                "of skills) on the host, for this role only")
     workspace: Literal["read-write", "read-only"] = Field(
@@ -219,7 +221,7 @@ class RolloutConfig(FrozenModel):
     model: str | None = Field(default=None, description="the model when `scenes` is empty")
     environment: EnvironmentType = "docker"
     user: Any = Field(default=None, exclude=True, description="a BaseUser driving several rounds")
-    max_user_rounds: int = Field(default=5, ge=1)
+    max_user_rounds: int = Field(default=5, ge=1, le=B.MAX_TURNS)
     oracle_access: bool = False
     jobs_dir: Path = Path("jobs")
     job_name: str | None = None

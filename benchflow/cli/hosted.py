@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from benchflow import bounds as B
 from benchflow.cli._common import EXIT_ROLLOUT_ERROR, console, err_console, user_errors
 from benchflow.errors import ConfigError
 
@@ -138,8 +139,9 @@ def run_command(
     header: Annotated[list[str] | None, typer.Option(
         "--header", help="'Name: value' forwarded to the endpoint (default: the login's "
         "token as Authorization: Bearer); repeatable")] = None,
-    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1)] = None,
-    timeout_seconds: Annotated[float, typer.Option("--timeout-seconds", min=0.001)] = 60.0,
+    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, max=B.MAX_TASKS)] = None,
+    timeout_seconds: Annotated[float, typer.Option("--timeout-seconds", min=0.001,
+                                                   max=B.MAX_SECONDS)] = 60.0,
     registry: RegistryOption = None,
     workspace: WorkspaceOption = None,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),

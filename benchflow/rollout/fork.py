@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from benchflow.bounds import MAX_ATTEMPTS
 from benchflow.config import ForkSource, RolloutConfig
 from benchflow.errors import ConfigError
 from benchflow.roles import RoleAgent, assign_roles
@@ -80,8 +81,8 @@ async def plan_fork(rollout_dir: Path, at_turn: int, roles: Mapping[str, RoleAge
             the rollout does not have, a bad `k`, or a snapshot that no longer exists.
     """
     rollout_dir = rollout_dir.expanduser()
-    if k < 1:
-        raise ConfigError(f"-k {k}: give at least 1 fork")
+    if not 1 <= k <= MAX_ATTEMPTS:
+        raise ConfigError(f"-k {k}: give 1 to {MAX_ATTEMPTS:,} forks")
     original, config = _read(rollout_dir)
     record = read_snapshots(rollout_dir)
     if record is None or not record.snapshots:

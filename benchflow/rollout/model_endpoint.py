@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -235,7 +235,8 @@ class RolloutNetwork:
     """One rollout's network policy and model endpoint, from `open()` to `aclose()`."""
 
     def __init__(self, config: RolloutConfig, *, allow_internet: bool, job_name: str,
-                 log_dir: Path, capture_path: Path | None = None) -> None:
+                 log_dir: Path, capture_path: Path | None = None,
+                 verifier_scenes: Sequence[Scene] = ()) -> None:
         self.endpoint = config.model_endpoint
         self.capture: ModelCallLog | None = capture_log(config, capture_path)
         self.tool_server = config.acp_tools is not None
@@ -250,7 +251,8 @@ class RolloutNetwork:
         self.log_dir = log_dir
         self.network: netpolicy.ModelOnlyNetwork | None = None
         self.agent_endpoint: AgentEndpoint | None = None
-        self.identities = role_identities(config.scenes, self.endpoint)
+        # the verifier's roles (an agent-judge) get keys too: calls need one, and are theirs
+        self.identities = role_identities([*config.scenes, *verifier_scenes], self.endpoint)
         self.traffic: ModelTraffic | None = None
         """Per-role keys and counts, when benchflow's server or relay serves the endpoint."""
         self.url: str | None = None

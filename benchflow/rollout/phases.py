@@ -61,6 +61,7 @@ class PhaseBook:
             try:
                 self._log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
             except OSError as exc:  # nothing started yet: the job stops here (a full disk)
+                rollout._storage_failure = rollout._storage_failure or exc
                 raise rollout._write_failure(rollout.paths.config, exc) from exc
         self._log_scope.enter_context(rollout_log(self._log_file, rollout.rollout_name))
         rollout.clock.begin()
@@ -100,16 +101,20 @@ class PhaseBook:
         rollout's redactor. A full disk is not the agent's fault: it is kept apart, and
         `finish()` stops the job with it once the sandbox is gone."""
         rollout, result = self.rollout, self.rollout.result
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+        storage = isinstance(exc, ResultsWriteError) or (
+            isinstance(exc, OSError) and exc.errno in NO_SPACE)
+        if storage and isinstance(exc, OSError):
             rollout._storage_failure = rollout._storage_failure or exc
         if result.error is not None:
             return
         error = ErrorInfo.from_exception(exc, phase)
-        result.error = error.model_copy(
-            update={"message": rollout.redactor.text(error.message)})
+        # a full disk is no verdict on the trial: if this result gets written at all,
+        # `jobs resume` runs the trial again
+        result.error = error.model_copy(update={"message": rollout.redactor.text(error.message),
+                                                **({"retryable": True} if storage else {})})
         result.reward = None
         result.rewards = None
-        if rollout._storage_failure is exc:
+        if storage:
             log.info("%s: cannot write its files: %s", rollout.rollout_name, exc)
         elif not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", rollout.rollout_name, phase,

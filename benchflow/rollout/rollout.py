@@ -85,6 +85,7 @@ from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
 from benchflow.trace_ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
+from benchflow.rollout.agent_judge import judge_scene
 from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
@@ -193,10 +194,12 @@ class Rollout:
         check_task(task, [role.agent for scene in config.scenes for role in scene.roles])
         # the job instance, not its name: a job of the same name elsewhere is another job
         self.job_id = config.job_id or job_instance_id(config.jobs_dir / self.job_name)
+        judging = judge_scene(task.verifier_doc)
         self.network = RolloutNetwork(config, allow_internet=task.config.sandbox.allow_internet,
                                       job_name=self.job_id,
                                       log_dir=self.paths.root / "model_server",
-                                      capture_path=self.paths.model_calls)
+                                      capture_path=self.paths.model_calls,
+                                      verifier_scenes=[judging] if judging else [])
         require_sandbox(config, task, self.network.policy, self._given_drivers)
         await self.network.open()
         self.ledger.traffic = self.network.traffic

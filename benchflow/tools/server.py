@@ -35,10 +35,11 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchflow import bounds as B
 from benchflow._service import ThreadedService
 from benchflow.errors import BenchflowError, ConfigError
 from benchflow.tools.base import TOOL_NAMES, load_spec
-from benchflow.tools.session import ToolSession
+from benchflow.tools.session import ToolSession, unwrap_config
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,35 @@ def load_server_config(path: str | Path | None) -> dict[str, Any]:
             not isinstance(data.get("resources", {}), dict):
         raise ConfigError(f"{path}: a tool server config is {{\"resources\": {{\"<type>\": "
                           "{...settings}}}}")
-    return dict(data.get("resources", {}))
+    resources = dict(data.get("resources", {}))
+    _check_numbers(resources, path)
+    return resources
+
+
+_NUMBERS = {"cpus": (float, 0.0, B.MAX_CPUS), "memory_mb": (int, 1, B.MAX_MEMORY_MB),
+            "timeout_sec": (float, 0.0, B.MAX_SECONDS)}
+"""A resource's numeric settings: type, exclusive low (floats) or lowest (ints), highest."""
+
+
+def _check_numbers(resources: Mapping[str, Any], source: object) -> None:
+    """Each resource type's `cpus`, `memory_mb` and `timeout_sec` within their ranges
+    (docs/reference/bounds.md).
+
+    Raises:
+        ConfigError: one is not a number or out of range, naming `source` and the key.
+    """
+    for kind, settings in resources.items():
+        for key, value in unwrap_config(settings).items():
+            if key not in _NUMBERS:
+                continue
+            typ, low, high = _NUMBERS[key]
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                typ is float or isinstance(value, int))
+            if not number or not (low < value <= high if typ is float else low <= value <= high):
+                span = (f"above {low:g}, up to {high:,}" if typ is float
+                        else f"from {low} to {high:,}")
+                raise ConfigError(f"{source}: resources.{kind}.{key} {value!r}: give a number "
+                                  f"{span}")
 
 
 class ToolHost:

@@ -185,6 +185,8 @@ class ComposeSandbox(DockerSandbox):
             main["cpus"] = spec.cpus
         if spec.memory_mb:
             main["mem_limit"] = f"{spec.memory_mb}m"
+        if spec.pids_limit:  # the agent's fork bomb stops here, as in a single container
+            main["pids_limit"] = spec.pids_limit
         if spec.runtime:
             main["runtime"] = spec.runtime
         networks: dict[str, Any] = {"default": {

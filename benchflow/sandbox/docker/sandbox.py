@@ -331,8 +331,8 @@ class DockerSandbox:
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
         api = docker_client().api
         started = time.monotonic()
-        exec_id = (await docker_call(api.exec_create, self._require(), argv, user=user or "",
-                               workdir=cwd, environment={**self._ca_env, **(env or {})}))["Id"]
+        exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
+                                          environment={**self._ca_env, **(env or {})})
         await docker_call(_pump, exec_id, capture)
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
@@ -340,6 +340,22 @@ class DockerSandbox:
         if not timed_out and (code is None or code in _KILLED_CODES):
             await self._check_still_running()
         return capture.result(code if code is not None else -1, timed_out)
+
+    async def _exec_create(self, argv: list[str], **kwargs: Any) -> str:
+        """A new exec's id. The daemon refuses one (409) only when the container is not
+        running, which benchflow never causes before teardown: the container stopped under
+        the rollout (a daemon restart), a transient SandboxExecError."""
+        try:
+            created = await docker_call(docker_client().api.exec_create, self._require(), argv,
+                                        **kwargs)
+        except SandboxExecError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, docker.errors.APIError) and cause.status_code == 409:
+                raise SandboxExecError(f"the sandbox stopped under benchflow ({exc}): the "
+                                       "Docker daemon restarted or the container was stopped",
+                                       transient=True) from cause
+            raise
+        return created["Id"]
 
     async def _check_still_running(self) -> None:
         """A command killed because its container stopped (a daemon restart, someone's
@@ -356,14 +372,14 @@ class DockerSandbox:
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
                            ) -> DockerProcess:
-        container_id, api = self._require(), docker_client().api
+        api = docker_client().api
         proc_id = secrets.token_hex(8)
         pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
         # setsid: the command leads its own process group, so kill() reaches its children.
         argv = ["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
         environment = {**self._ca_env, **(env or {}), "BENCHFLOW_PROC_ID": proc_id}
-        exec_id = (await docker_call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
-                               environment=environment, stdin=True))["Id"]
+        exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
+                                          environment=environment, stdin=True)
         sock = await docker_call(api.exec_start, exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
 
