@@ -152,8 +152,9 @@ def load_scenes(path: Path) -> list[Scene]:
 class ModelEndpoint(FrozenModel):
     """The model API the rollout's agents use: a scripted model server benchflow starts for
     the rollout (`script`), or a real endpoint (`base_url`, its key in the host variable
-    `api_key_env`). Every role gets `BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY`, which each
-    agent's manifest maps to its own settings (see docs/how-to/test-agents-offline.md)."""
+    `api_key_env`). The rollout hands its agents the endpoint as an `AgentEndpoint` (URL,
+    each role's key), which each agent's manifest maps to its own settings; in the sandbox
+    it reads as `BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY` (docs/how-to/test-agents-offline.md)."""
 
     script: Path | None = Field(default=None, description="YAML script of a scripted model")
     base_url: str | None = Field(default=None, pattern=r"^https?://",

@@ -228,10 +228,6 @@ class AgentManifest(FrozenModel):
     def names(self) -> list[str]:
         return [self.name, *self.aliases]
 
-    def required_env_names(self) -> list[str]:
-        """Every env var any credentials option reads (for `agents show` and credential checks)."""
-        return list(dict.fromkeys(n for option in self.credentials for n in option.env))
-
     def digest(self) -> str:
         """A hash of everything that shapes the install: the agent's folder and shared scripts."""
         h = hashlib.sha256(self.model_dump_json().encode())

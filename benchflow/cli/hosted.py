@@ -150,7 +150,7 @@ def run_command(
         "--trace-listen", help="HOST:PORT for the endpoint's OTLP traces, or none")] = None,
 ) -> None:
     """Pull BENCHMARK if needed, then POST each task to the endpoint (`run -a http`)."""
-    from benchflow.cli.main import build_app
+    from benchflow.cli.run import run_command
     from benchflow.hosted.login import load_login
     from benchflow.hosted.workspace import pull_benchmark
 
@@ -173,6 +173,8 @@ def run_command(
         if value is not None:
             args += [option, str(value)]
     err_console.print(f"running {pulled.key} against {endpoint}", highlight=False)
-    command = typer.main.get_command(build_app("run"))
-    code = command.main(args=args, prog_name="rollout", standalone_mode=False)
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.command("run")(run_command)
+    command = typer.main.get_command(app)  # one command: the app is `run` itself
+    code = command.main(args=args[1:], prog_name="rollout run", standalone_mode=False)
     raise typer.Exit(code or 0)

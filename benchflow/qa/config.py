@@ -26,7 +26,7 @@ from benchflow.agents.model_agent import check_tools
 from benchflow.settings import define_secret
 from benchflow.tools.base import RESOURCE_TYPES, TOOL_NAMES as SERVER_TOOLS
 from benchflow.errors import ConfigError
-from benchflow.task._suggest import suggest
+from benchflow._suggest import suggest
 from benchflow.verify.metrics import METRICS
 from benchflow import bounds as B
 

@@ -199,15 +199,4 @@ async def fork_baseline(sandbox: Sandbox | None, fork: ForkSource) -> Baseline |
     return baseline.model_copy(update={"digest": str(data["digest"])})
 
 
-async def run_fork(plan: ForkPlan, *, concurrency: int = 4) -> list[RolloutResult]:
-    """Run the plan's rollouts as one job; returns their results."""
-    from benchflow.job.job import Job, Trial
-
-    job = Job(name=plan.job_name, jobs_dir=plan.jobs_dir,
-              trials=[Trial(config=c) for c in plan.configs], concurrency=concurrency)
-    await job.run()
-    return job.all_results()
-
-
-__all__ = ["ForkPlan", "fork_baseline", "fork_steps", "plan_fork", "run_fork",
-           "start_from_fork"]
+__all__ = ["ForkPlan", "fork_baseline", "fork_steps", "plan_fork", "start_from_fork"]

@@ -27,8 +27,8 @@ from pydantic import Field, ValidationError
 from benchflow._models import FrozenModel
 from benchflow.config import Role, Scene, Turn, WorkspacePaths
 from benchflow.errors import ConfigError, TaskInvalidError
-from benchflow.task._suggest import describe
 from benchflow import bounds as B
+from benchflow._suggest import describe
 
 if TYPE_CHECKING:
     from benchflow.roles import RoleAgent

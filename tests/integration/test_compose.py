@@ -32,7 +32,7 @@ from benchflow import RolloutConfig, Scene
 from benchflow.agents.command import CommandAgent
 from benchflow.rollout import Rollout
 from benchflow.rollout.result import RolloutResult
-from benchflow.sandbox.compose import LABEL_GROUP, ComposeSandbox
+from benchflow.sandbox.docker.compose import LABEL_GROUP, ComposeSandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.spec import SandboxSpec
 

@@ -62,7 +62,7 @@ async def test_a_full_disk_at_one_write_stops_the_job_and_resume_finishes_it(
     monkeypatch.setattr(phases, "write_json_atomic", write_json_atomic)  # room again
     monkeypatch.setattr(rollout, "write_json_atomic", write_json_atomic)
     resumed = prepare_resume(job_dir)
-    assert [t.trial_name for t in resumed.to_run] == ["oracle/bench/bravo__1",
+    assert [t.rollout_name for t in resumed.to_run] == ["oracle/bench/bravo__1",
                                                       "oracle/bench/charlie__1"]
     reset_unfinished(resumed)
     job = make_job(resumed)

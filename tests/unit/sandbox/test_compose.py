@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from benchflow.errors import ConfigError
-from benchflow.sandbox import compose
-from benchflow.sandbox.compose import LABEL_GROUP, ComposeSandbox, project_name
+from benchflow.sandbox.docker import compose
+from benchflow.sandbox.docker.compose import LABEL_GROUP, ComposeSandbox, project_name
 from benchflow.sandbox.spec import SandboxSpec
 
 

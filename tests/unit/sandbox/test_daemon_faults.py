@@ -10,7 +10,7 @@ import urllib3.exceptions
 
 from benchflow.errors import SandboxBuildError, SandboxBuildTimeout, SandboxTeardownError
 from benchflow.job import signals
-from benchflow.sandbox.images import _until_read_timeout
+from benchflow.sandbox.docker.images import _until_read_timeout
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 
@@ -91,7 +91,7 @@ class _StoppedContainerApi:
 @pytest.mark.anyio
 async def test_a_command_in_a_container_that_stopped_under_it_is_retryable(monkeypatch):
     from benchflow.errors import SandboxExecError
-    from benchflow.sandbox import docker as docker_sandbox
+    from benchflow.sandbox.docker import sandbox as docker_sandbox
     from benchflow.sandbox.spec import SandboxSpec
 
     client = type("Client", (), {"api": _StoppedContainerApi()})()
