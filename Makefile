@@ -69,12 +69,13 @@ test-train: install
 
 # benchflow as a verifiers environment (the benchflow-env package), run by vf-eval and by
 # verifiers' own API against benchflow's scripted model server. verifiers pins openai<3 and
-# mcp==2.0.0, so it gets its own venv ($(VF_VENV)) and the dev venv keeps its openai.
+# mcp==2.0.0, so it gets its own venv ($(VF_VENV)) and the dev venv keeps its openai; only
+# pytest, not the dev extra, goes in (dev's mcp<2 for the tool server conflicts with verifiers).
 VF_VENV ?= .venv-vf
 test-verifiers:
 	$(PYTHON) -m venv $(VF_VENV)
 	$(VF_VENV)/bin/pip install --quiet --upgrade pip
-	$(VF_VENV)/bin/pip install --quiet -e '.[dev,verifiers]'
+	$(VF_VENV)/bin/pip install --quiet -e '.[verifiers]' 'pytest>=8' 'pytest-timeout>=2.3'
 	$(VF_VENV)/bin/pip install --quiet -e environments/benchflow_env
 	$(VF_VENV)/bin/pytest -m "slow or not slow" tests/train/test_verifiers_env.py
 
@@ -123,8 +124,9 @@ parity: setup
 test-agent-judge: setup
 	$(BIN)/pytest -m slow tests/conformance/test_agent_judge_offline.py
 
-# Claude Code uses the tool server's web:search over MCP on a QA item (model-only sandbox,
-# scripted model server); slow on the first run (claude's npm install, then cached).
+# claude, codex, gemini and opencode use the tool server's web:search over MCP on a QA item
+# (one job, in parallel; model-only sandbox, scripted model server); about a minute once the
+# agents' npm installs are cached (slow on the first run).
 test-acp-tools: setup
 	$(BIN)/pytest -m slow tests/conformance/test_real_agent_acp_tools.py
 

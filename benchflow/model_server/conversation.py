@@ -33,12 +33,17 @@ class ToolSpec:
     `kind` is "function" for ordinary function tools, "local_shell" for the Responses
     API's built-in shell, "custom" for free-form tools and "builtin" for provider-defined
     tools without a schema (e.g. Anthropic's `bash_20250124`).
+
+    A member of a Responses API `namespace` tool (codex offers each MCP server's tools as
+    one: `mcp__benchflow` holding `web_search`) has the `namespace`, and `name` is
+    `<namespace>__<member>` (`mcp__benchflow__web_search`), the name scripts and logs use.
     """
 
     name: str
     schema: dict[str, Any] | None = None
     kind: str = "function"
     type: str | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,10 +134,32 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     kind: str = "function"
+    namespace: str | None = None
+    """The tool's Responses API namespace (see `ToolSpec`); `name` is then qualified."""
 
     @property
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False)
+
+    @property
+    def member(self) -> str:
+        """The name within the namespace (`web_search`), else the name."""
+        return member_name(self.namespace, self.name)
+
+
+def qualified_name(namespace: str | None, member: str) -> str:
+    """A namespace member's name as scripts see it: `mcp__benchflow` + `web_search` ->
+    `mcp__benchflow__web_search` (a namespace ending in `__` is not doubled)."""
+    if not namespace:
+        return member
+    return f"{namespace}{member}" if namespace.endswith("__") else f"{namespace}__{member}"
+
+
+def member_name(namespace: str | None, name: str) -> str:
+    """The inverse of `qualified_name`."""
+    if not namespace:
+        return name
+    return name.removeprefix(qualified_name(namespace, ""))
 
 
 @dataclass(frozen=True)

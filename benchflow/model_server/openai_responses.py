@@ -17,6 +17,7 @@ from benchflow.model_server.conversation import (
     RequestError,
     ToolSpec,
     progress_of,
+    qualified_name,
     require,
     sse,
     stable_id,
@@ -99,32 +100,42 @@ def parse_request(body: dict[str, Any]) -> Conversation:
     )
 
 
-def _tools(tools: Any) -> list[ToolSpec]:
+def _tools(tools: Any, namespace: str | None = None, where: str = "tools") -> list[ToolSpec]:
     out = []
     for i, tool in enumerate(tool_list(tools)):
         if not isinstance(tool, dict):
-            raise RequestError(f"`tools[{i}]` must be an object", param=f"tools[{i}]")
+            raise RequestError(f"`{where}[{i}]` must be an object", param=f"{where}[{i}]")
         kind = tool.get("type", "function")
-        if kind == "local_shell":
+        if kind == "namespace" and namespace is None:
+            # a group of tools (codex: one per MCP server), each called by its own name
+            # with the group's `namespace` beside it
+            name = tool.get("name")
+            if not isinstance(name, str) or not name:
+                raise RequestError(f"`{where}[{i}].name` is required for a namespace tool",
+                                   param=f"{where}[{i}]")
+            out.extend(_tools(tool.get("tools"), name, f"{where}[{i}].tools"))
+        elif kind == "local_shell":
             out.append(ToolSpec("local_shell", None, "local_shell", kind))
         elif kind == "function":
             if not isinstance(tool.get("name"), str):
                 raise RequestError(
-                    f"`tools[{i}].name` is required for a function tool", param=f"tools[{i}]"
+                    f"`{where}[{i}].name` is required for a function tool", param=f"{where}[{i}]"
                 )
             params = tool.get("parameters")
             out.append(
                 ToolSpec(
-                    tool["name"], params if isinstance(params, dict) else None, "function", kind
+                    qualified_name(namespace, tool["name"]),
+                    params if isinstance(params, dict) else None, "function", kind, namespace,
                 )
             )
         else:
             out.append(
                 ToolSpec(
-                    str(tool.get("name") or kind),
+                    qualified_name(namespace, str(tool.get("name") or kind)),
                     None,
                     "custom" if kind == "custom" else kind,
                     kind,
+                    namespace,
                 )
             )
     return out
@@ -182,7 +193,8 @@ def _output(reply: Reply, conv: Conversation) -> list[dict[str, Any]]:
                 "type": "function_call",
                 "id": "fc_" + key,
                 "call_id": "call_" + call.call_id,
-                "name": call.name,
+                "name": call.member,
+                **({"namespace": call.namespace} if call.namespace else {}),
                 "arguments": call.arguments_json,
                 "status": "completed",
             }

@@ -24,8 +24,10 @@ from benchflow.model_server.tools import (
     filler_value,
     find_shell_tool,
     find_tool,
+    is_tool_pattern,
     normalize_schema,
     shell_arguments,
+    tools_matching,
 )
 
 _PREFERRED_ENUM = ("user", "flash")
@@ -68,24 +70,30 @@ def _tool_call(step: ShellStep | ToolStep, index: int | None, conv: Conversation
     if isinstance(step, ToolStep):
         tool = find_tool(conv.tools, step.tool)
         if tool is None:
-            raise RequestError(
-                f"{where} calls tool `{step.tool}` but the request does not offer it (offered: {offered})"
-            )
+            raise RequestError(f"{where} calls tool `{step.tool}` but {_not_offered(step.tool, conv)}")
         args = dict(step.args)
         name = tool.name
     else:
         tool = find_tool(conv.tools, step.tool) if step.tool else find_shell_tool(conv.tools)
         if tool is None:
-            missing = (
-                f"does not offer the tool `{step.tool}`" if step.tool else "offers no shell tool"
-            )
-            raise RequestError(
-                f"{where} runs the shell command {step.shell!r} but the request {missing} (offered: {offered})"
-            )
+            missing = _not_offered(step.tool, conv) if step.tool else \
+                f"the request offers no shell tool (offered: {offered})"
+            raise RequestError(f"{where} runs the shell command {step.shell!r} but {missing}")
         args = {**shell_arguments(tool, step.shell), **step.args}
         name = tool.name
     call_id = stable_id(conv.api, index, name, json.dumps(args, sort_keys=True))
-    return ToolCall(call_id=call_id, name=name, arguments=args, kind=tool.kind)
+    return ToolCall(call_id=call_id, name=name, arguments=args, kind=tool.kind,
+                    namespace=tool.namespace)
+
+
+def _not_offered(name: str, conv: Conversation) -> str:
+    """Why the request has no tool `name` (an exact name or a glob pattern)."""
+    offered = ", ".join(t.name for t in conv.tools) or "none"
+    several = tools_matching(conv.tools, name) if is_tool_pattern(name) else []
+    if len(several) > 1:
+        return (f"the pattern matches several offered tools ({', '.join(t.name for t in several)}): "
+                "make it narrower")
+    return f"the request does not offer it (offered: {offered})"
 
 
 def side_text(script: Script, conv: Conversation) -> str:

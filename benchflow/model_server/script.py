@@ -64,6 +64,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, mod
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
+from benchflow import bounds as B
 
 
 class ShellStep(FrozenModel):
@@ -75,12 +76,19 @@ class ShellStep(FrozenModel):
 
     shell: str = Field(min_length=1)
     say: str | None = None
-    tool: str | None = None
+    tool: str | None = Field(default=None, description="the tool's name or a glob pattern "
+                             "(see `ToolStep`)")
     args: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolStep(FrozenModel):
-    """Call the offered tool named `tool` with exactly `args` (e.g. an agent's Write tool)."""
+    """Call the offered tool named `tool` with exactly `args` (e.g. an agent's Write tool).
+
+    `tool` may be a glob pattern (`*`, `?`, `[...]`, case-sensitive) naming the one offered
+    tool it matches: agents name MCP tools their own way (`*benchflow*web_search` is claude's
+    and codex's `mcp__benchflow__web_search`, gemini's `mcp_benchflow_web_search`,
+    opencode's `benchflow_web_search`). No match or several is a request error naming them.
+    """
 
     tool: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=dict)
@@ -188,7 +196,7 @@ class Fault(FrozenModel):
     """Answer the next `times` model requests with HTTP `status` (429, 500...) before any reply."""
 
     status: int = Field(ge=400, le=599)
-    times: int = Field(default=1, ge=1)
+    times: int = Field(default=1, ge=1, le=B.MAX_TURNS)
     message: str = "injected by the model-server script"
 
 

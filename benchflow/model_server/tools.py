@@ -8,6 +8,7 @@ built-in `local_shell`, gemini-cli `run_shell_command` {command}, opencode `bash
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 from benchflow.model_server.conversation import ToolSpec
@@ -39,8 +40,24 @@ SHELL_ARGV_PREFIX = ("bash", "-lc")
 
 
 def find_tool(tools: list[ToolSpec], name: str) -> ToolSpec | None:
-    """The offered tool called `name`, if any."""
-    return next((t for t in tools if t.name == name), None)
+    """The offered tool called `name`, else the one offered tool a glob pattern `name`
+    matches (`*benchflow*web_search`: agents prefix MCP tools each their own way); None
+    when none or several match (see `tools_matching`)."""
+    exact = next((t for t in tools if t.name == name), None)
+    if exact is not None or not is_tool_pattern(name):
+        return exact
+    matches = tools_matching(tools, name)
+    return matches[0] if len(matches) == 1 else None
+
+
+def is_tool_pattern(name: str) -> bool:
+    """Whether a script's tool name is a glob pattern (`*`, `?`, `[...]`)."""
+    return any(c in name for c in "*?[")
+
+
+def tools_matching(tools: list[ToolSpec], pattern: str) -> list[ToolSpec]:
+    """The offered tools whose names match the glob `pattern` (case-sensitive)."""
+    return [t for t in tools if fnmatchcase(t.name, pattern)]
 
 
 def find_shell_tool(tools: list[ToolSpec]) -> ToolSpec | None:

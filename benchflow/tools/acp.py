@@ -4,8 +4,10 @@ A rollout with `acp_tools` gets its own tool server: benchflow starts it on the 
 network's gateway (under `model-only`, exactly its port is allowed, as the model
 endpoint's is), opens one session with these settings and the item's `kwargs`, and
 gives that session to every ACP session of the rollout as the streamable-HTTP MCP server
-named `benchflow` (`benchflow/rollout/acp_tools.py`). Models see the tools as
-`web_search`, `doc_read`, ... (claude: `mcp__benchflow__web_search`).
+named `benchflow` (`benchflow/rollout/acp_tools.py`). Each agent names the tools its own
+way to the model: `web:search` is claude's `mcp__benchflow__web_search`, codex's
+`web_search` in the namespace `mcp__benchflow`, gemini's `mcp_benchflow_web_search`,
+opencode's `benchflow_web_search` (all four take HTTP MCP servers; `make test-acp-tools`).
 
 ```python
 RolloutConfig(..., acp_tools=AcpTools(tools=["web:search"],
@@ -23,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.tools.base import check_resource_types, check_tool_names
+from benchflow import bounds as B
 
 MCP_SERVER_NAME = "benchflow"
 """The name of the MCP server ACP agents get the tools from."""
@@ -36,7 +39,8 @@ class AcpTools(FrozenModel):
     tools: list[str] = Field(min_length=1)
     resource_types: list[str] = Field(default_factory=list)
     resource_init_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    timeout_sec: float = Field(default=120.0, gt=0, description="per tool call")
+    timeout_sec: float = Field(default=120.0, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False,
+                               description="per tool call")
 
     @field_validator("tools")
     @classmethod

@@ -113,3 +113,23 @@ def tool_results(api: str, body: dict[str, Any]) -> list[str]:
 
 def rollout_dir(jobs_dir: Path, job_name: str, agent: str) -> Path:
     return jobs_dir / job_name / agent / TASK.parent.name / f"{TASK.name}__1"
+
+
+def report_durations(request: Any, results: dict[str, Any], wall: float,
+                     title: str = "offline conformance") -> None:
+    """Print a table of the agents' rollouts (reward, install, agent and total seconds;
+    `results`: agent -> RolloutResult) after the test output, for `request`'s session."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{title}: {len(results)} agents in parallel, {wall:.1f} s wall clock",
+             f"{'agent':<9} {'reward':>6} {'install s':>9} {'agent s':>8} {'total s':>8}  error"]
+    for agent, result in results.items():
+        d = result.durations
+        error = result.error.type if result.error else ""
+        lines.append(f"{agent:<9} {result.reward!s:>6} {d.agent_setup_sec or 0:>9.1f} "
+                     f"{d.agent_execution_sec or 0:>8.1f} {d.total_sec or 0:>8.1f}  {error}")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("")
+            for line in lines:
+                reporter.write_line(line)

@@ -1,13 +1,15 @@
-"""A real agent (claude) uses the tool server's `web:search` over MCP.
+"""Real agents (claude, codex, gemini, opencode) use the tool server's `web:search` over MCP.
 
-A QA item run as a job file asks for it (`agents: [{name: claude, tools: [web:search]}]`):
-benchflow starts the rollout's tool server on the model-only network's gateway, with the
-item's `kwargs` (its corpus) in the session, and gives it to Claude Code as the MCP server
-`benchflow`. The scripted model server plays the model: it calls
-`mcp__benchflow__web_search`, then answers. Asserted: the tool was offered to the model;
-the call is a completed tool call in the trajectory with the search result as output; that
-result is what claude sent back to the model; the answer scores. Not in the default run
-(the first run installs Claude Code from npm):
+A QA item run as a job file asks for it (`agents: [{name: <agent>, tools: [web:search]}]`,
+the four agents in one job, in parallel): benchflow starts each rollout's tool server on
+the model-only network's gateway, with the item's `kwargs` (its corpus) in the session,
+and gives it to the agent as the streamable-HTTP MCP server `benchflow` at session/new.
+The scripted model server plays the model: it calls the offered tool matching
+`*benchflow*web_search` (each agent prefixes MCP tools its own way, see `TOOL_NAMES`),
+then answers. Asserted per agent: that name was offered and called; the call is a
+completed tool call in the trajectory with the search result as output; that result is
+what the agent sent back to the model; the answer scores. Not in the default run (the
+first run installs the agents from npm):
 
     make test-acp-tools     # pytest -m slow tests/conformance/test_real_agent_acp_tools.py
 """
@@ -15,6 +17,8 @@ result is what claude sent back to the model; the answer scores. Not in the defa
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -25,11 +29,21 @@ from tests.conformance import offline
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-TOOL = "mcp__benchflow__web_search"
+TOOL_PATTERN = "*benchflow*web_search"
+TOOL_NAMES = {  # agent -> (the name it offers the tool under, its wire API)
+    "claude": ("mcp__benchflow__web_search", "anthropic"),
+    "codex": ("mcp__benchflow__web_search", "openai-responses"),
+    "gemini": ("mcp_benchflow_web_search", "gemini"),
+    "opencode": ("benchflow_web_search", "openai-chat"),
+}
 QUERY = "lighthouse keeper cat"
 
 
-def test_claude_searches_the_items_corpus_through_the_tool_servers_mcp(tmp_path, job_label):
+@pytest.fixture(scope="module")
+def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory,
+         request: pytest.FixtureRequest) -> dict[str, Path]:
+    """The four agents' rollout folders, from one job run once for the module."""
+    tmp_path = tmp_path_factory.mktemp("acp-tools")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name, text in {"keeper.md": "The lighthouse keeper's cat is called Biscuit.",
@@ -43,28 +57,44 @@ def test_claude_searches_the_items_corpus_through_the_tool_servers_mcp(tmp_path,
     script = tmp_path / "model.yaml"
     script.write_text(yaml.safe_dump({"name": "search-then-answer", "answers": [
         {"match": "lighthouse keeper", "steps": [
-            {"tool": TOOL, "args": {"query": QUERY}}, {"text": "keeper.md"}]}]}))
-    job_name = f"{job_label}-claude-tools"
+            {"tool": TOOL_PATTERN, "args": {"query": QUERY}}, {"text": "keeper.md"}]}]}))
+    job_name = f"{job_label}-acp-tools"
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump({
-        "name": job_name, "jobs_dir": str(tmp_path / "jobs"),
+        "name": job_name, "jobs_dir": str(tmp_path / "jobs"), "n_concurrent_trials": 4,
         "model_endpoint": {"script": str(script)},
-        "agents": [{"name": "claude", "tools": ["web:search"]}],
+        "agents": [{"name": agent, "tools": ["web:search"]} for agent in TOOL_NAMES],
         "datasets": [{"qa": str(data), "metric": "exact_match"}]}))
-    assert run_job_file(job) == 0
-    (path,) = (tmp_path / "jobs" / job_name).glob("*/*/*/result.json")
-    result = RolloutResult.model_validate_json(path.read_text())
-    folder = path.parent
+    started = time.monotonic()
+    run_job_file(job)  # the per-agent tests below say which agent failed and why
+    wall = time.monotonic() - started
+    job_dir = tmp_path / "jobs" / job_name
+    folders = {path.relative_to(job_dir).parts[0]: path.parent  # <agent>/<dataset>/<item>
+               for path in job_dir.glob("*/*/*/result.json")}
+    offline.report_durations(request, {
+        agent: RolloutResult.model_validate_json((folder / "result.json").read_text())
+        for agent, folder in sorted(folders.items())}, wall, "tool server over MCP")
+    return folders
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("agent", sorted(TOOL_NAMES))
+def test_agent_searches_the_items_corpus_through_the_tool_servers_mcp(agent: str, runs) -> None:
+    folder = runs[agent]
+    tool, api = TOOL_NAMES[agent]
+    result = RolloutResult.model_validate_json((folder / "result.json").read_text())
     assert result.error is None, result.error
     assert result.answer == "keeper.md" and result.reward == 1.0
     requests = offline.requests(folder)
-    assert any(TOOL in json.dumps(r.get("body")) for r in requests), "the tool was not offered"
+    called = [r["summary"] for r in requests if r["summary"].get("tool")]
+    assert [(c["tool"], c["arguments"]) for c in called] == [(tool, {"query": QUERY})], called
+    assert tool in called[0]["tools"], "the tool was not offered under its expected name"
     calls = offline.tool_calls(offline.events(folder))
     searched = [c for c in calls.values() if c.mentions(QUERY)]
-    assert searched, calls
+    assert len(searched) == 1, calls
     assert searched[0].status == "completed", searched[0]
     assert "1. keeper.md (score" in searched[0].output and "Biscuit" in searched[0].output
-    sent_back = [text for r in requests for text in offline.tool_results("anthropic",
+    sent_back = [text for r in requests for text in offline.tool_results(api,
                                                                          r.get("body") or {})]
     assert any("1. keeper.md (score" in text for text in sent_back), sent_back
     assert "(web:search; network model-only)" in (folder / "rollout.log").read_text()

@@ -77,8 +77,9 @@ async def runs(job_label: str, tmp_path_factory: pytest.TempPathFactory,
         network_log.removeHandler(isolated)
         network_log.setLevel(level)
     wall = time.monotonic() - started
-    assert isolated.messages.count(f"sandbox isolated: model-only ({_network(job_label)})") == 4
-    _report(request, {a: results[a] for a in AGENTS}, wall)
+    network = model_only_names(rollouts["claude"].job_id)[0]  # one per job instance
+    assert isolated.messages.count(f"sandbox isolated: model-only ({network})") == 4
+    offline.report_durations(request, {a: results[a] for a in AGENTS}, wall)
     return {agent: (results[agent], rollouts[agent].paths.root) for agent in AGENTS}
 
 
@@ -89,28 +90,6 @@ class _Records(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
-
-
-def _network(job_name: str) -> str:
-    return model_only_names(job_name)[0]
-
-
-def _report(request: pytest.FixtureRequest, results: dict[str, RolloutResult],
-            wall: float) -> None:
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    lines = [f"offline conformance: 4 agents in parallel, {wall:.1f} s wall clock",
-             f"{'agent':<9} {'reward':>6} {'install s':>9} {'agent s':>8} {'total s':>8}  error"]
-    for agent, result in results.items():
-        d = result.durations
-        error = result.error.type if result.error else ""
-        lines.append(f"{agent:<9} {result.reward!s:>6} {d.agent_setup_sec or 0:>9.1f} "
-                     f"{d.agent_execution_sec or 0:>8.1f} {d.total_sec or 0:>8.1f}  {error}")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("")
-            for line in lines:
-                reporter.write_line(line)
 
 
 @pytest.mark.timeout(1200)

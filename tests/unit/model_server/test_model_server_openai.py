@@ -270,3 +270,44 @@ def test_responses_malformed_and_stateful_requests_are_400(client: openai.OpenAI
 def test_models_list(client: openai.OpenAI) -> None:
     assert "gpt-5-codex" in [m.id for m in client.models.list()]
     assert client.models.retrieve("gpt-5").id == "gpt-5"
+
+
+def test_responses_namespace_tools_are_called_by_member_and_namespace(
+    tmp_path: Any, codex_tools: list[dict[str, Any]]
+) -> None:
+    # codex offers each MCP server's tools as one `namespace` tool; the model calls a
+    # member by its own name with the namespace beside it (stream and plain alike)
+    from benchflow.model_server import parse_script
+
+    script = parse_script({"steps": [
+        {"tool": "*benchflow*web_search", "args": {"query": "cat"}}, {"text": "keeper.md"}]})
+    search = {"type": "function", "name": "web_search", "strict": False,
+              "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    tools = [*codex_tools, {"type": "web_search"},
+             {"type": "namespace", "name": "mcp__benchflow", "description": "MCP tools",
+              "tools": [search]}]
+    with ModelServer(script, host="127.0.0.1", port=0, log_dir=tmp_path) as srv, \
+            openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0) as client:
+        plain = client.responses.create(model="gpt-5-codex", input=CODEX_INPUT, tools=tools)
+        with client.responses.stream(model="gpt-5-codex", input=CODEX_INPUT,
+                                     tools=tools) as stream:
+            streamed = stream.get_final_response()
+        history = [*CODEX_INPUT, {"type": "function_call", "call_id": "c1", "name": "web_search",
+                                  "namespace": "mcp__benchflow", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c1", "output": "1. keeper.md"}]
+        answer = client.responses.create(model="gpt-5-codex", input=history, tools=tools)
+    for reply in (plain, streamed):
+        (call,) = [item for item in reply.output if item.type == "function_call"]
+        assert (call.name, call.namespace, json.loads(call.arguments)) == (
+            "web_search", "mcp__benchflow", {"query": "cat"})
+    assert answer.output_text == "keeper.md"
+    logged = [json.loads(line)["summary"] for line in
+              (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert logged[0]["tool"] == "mcp__benchflow__web_search"
+    assert "mcp__benchflow__web_search" in logged[0]["tools"] and "web_search" in logged[0]["tools"]
+
+
+def test_a_bad_namespace_tool_is_a_400(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match=r"`tools\[0\].tools\[0\].name` is required"):
+        client.responses.create(model="gpt-5-codex", input=CODEX_INPUT, tools=[
+            {"type": "namespace", "name": "mcp__x", "tools": [{"type": "function"}]}])

@@ -187,6 +187,29 @@ def test_plan_reply_steps_and_overrides(schemas: dict[str, dict[str, Any]]) -> N
     assert plan_reply(script, _conv(tools)).tool_call == first.tool_call
 
 
+@pytest.mark.parametrize("name", ["mcp__benchflow__web_search", "mcp_benchflow_web_search",
+                                  "benchflow_web_search"])
+def test_a_tool_pattern_calls_the_one_offered_tool_it_matches(name: str) -> None:
+    # each agent prefixes MCP tools its own way (claude, gemini, opencode above); the
+    # pattern skips gemini's own google_web_search
+    script = parse_script({"steps": [{"tool": "*benchflow*web_search", "args": {"query": "q"}},
+                                     {"shell": "ls", "tool": "[Bb]ash"}]})
+    tools = [ToolSpec("google_web_search", {}), ToolSpec(name, {}), ToolSpec("Bash", {})]
+    call = plan_reply(script, _conv(tools)).tool_call
+    assert call is not None and (call.name, call.arguments) == (name, {"query": "q"})
+    assert plan_reply(script, _conv(tools, 1)).tool_call.name == "Bash"
+
+
+def test_a_tool_pattern_matching_none_or_several_names_them() -> None:
+    script = parse_script({"steps": [{"tool": "*web_search"}, {"text": "ok"}]})
+    both = [ToolSpec("google_web_search", {}), ToolSpec("benchflow_web_search", {})]
+    with pytest.raises(RequestError, match=r"matches several offered tools \(google_web_search, "
+                       r"benchflow_web_search\): make it narrower"):
+        plan_reply(script, _conv(both))
+    with pytest.raises(RequestError, match=r"does not offer it \(offered: Bash\)"):
+        plan_reply(script, _conv([ToolSpec("Bash", {})]))
+
+
 def test_side_answers(schemas: dict[str, dict[str, Any]]) -> None:
     script = parse_script(
         {

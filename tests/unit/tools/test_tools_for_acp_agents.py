@@ -6,6 +6,7 @@ tests/integration/test_acp_tools.py."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,33 @@ async def test_a_closed_server_serves_only_the_sessions_opened_in_process(
             await mcp.list_tools()
 
 
+async def test_tool_servers_side_by_side_serve_mcp_without_errors(
+        corpus: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A job runs rollouts in parallel, each with its own server (thread, event loop). The
+    # MCP GET stream is refused (405, as MCP allows: the stateless server sends nothing
+    # unasked): sse-starlette 2's shutdown event, bound to the first loop that waited on
+    # it, failed the streams of every other server ("bound to a different event loop").
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    caplog.set_level(logging.WARNING)
+    with ToolServer(open_sessions=False) as first, ToolServer(open_sessions=False) as second:
+        for server in (first, second, first):
+            session_id = await anyio.to_thread.run_sync(server.open_session, {
+                "tools": ["web:search"], "kwargs": {"corpus": str(corpus)}})
+            url = f"{server.url}/mcp/?session={session_id}"
+            async with httpx.AsyncClient(trust_env=False) as http:
+                stream = await http.get(url, headers={"Accept": "text/event-stream"})
+            assert stream.status_code == 405 and stream.headers["allow"] == "POST", stream
+            async with streamable_http_client(url) as (read, write, _), \
+                    ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                found = await mcp.call_tool("web_search", {"query": "tallest mountain"})
+            assert found.content[0].text.startswith("1. mountains.html")
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
 async def test_open_session_refuses_an_unknown_tool(closed_server: ToolServer) -> None:
     with pytest.raises(ConfigError, match="unknown tool 'web:find'"):
         await anyio.to_thread.run_sync(closed_server.open_session, {"tools": ["web:find"]})
@@ -118,7 +146,7 @@ async def test_open_session_refuses_an_unknown_tool(closed_server: ToolServer) -
 
 async def test_the_tools_need_an_acp_agent() -> None:
     rollout = SimpleNamespace(config=SimpleNamespace(acp_tools=AcpTools(tools=["web:search"])),
-                              ctx=SimpleNamespace(extras={}), network=None,
+                              ctx=SimpleNamespace(tool_server=None), network=None,
                               drivers={"model": ModelAgent()})
     with pytest.raises(ConfigError, match="this rollout runs none"):
         await open_acp_tools(rollout)  # type: ignore[arg-type]

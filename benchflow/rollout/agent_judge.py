@@ -41,6 +41,7 @@ from benchflow.verify.rubric import Rubric, load_rubric
 
 if TYPE_CHECKING:
     from benchflow.rollout.rollout import Rollout
+    from benchflow.task.verifier_doc import VerifierDoc
 
 PROMPT = """You are the judge of another agent's work in this sandbox. You may read any file
 and run read-only commands; you cannot change the workspace ({workdir}), and you must not try.
@@ -125,6 +126,14 @@ def parse_judge_scores(text: str, names: list[str]) -> dict[str, float]:
     return out
 
 
+def judge_scene(doc: VerifierDoc) -> Scene | None:
+    """The agent-judge's one-role scene (role `judge`), or None for other strategies; the
+    rollout's model endpoint gives this role its own key from the start, as the solver's."""
+    if doc.strategy != "agent-judge" or not doc.agent:
+        return None
+    return Scene.single(agent=doc.agent, model=doc.model, role="judge")
+
+
 async def agent_judge(rollout: Rollout) -> dict[str, float]:
     """Harden, start the judge as its own read-only role, score from its answer.
 
@@ -133,7 +142,6 @@ async def agent_judge(rollout: Rollout) -> dict[str, float]:
         VerifierTimeout: the judge ran past `timeout_sec`. AgentError, ConfigError: as any
             agent's install and session.
     """
-    from benchflow.agents.acp_driver import _USER_KEY
     from benchflow.agents.registry import get_driver
     from benchflow.trajectory.events import TrajectoryHeader
     from benchflow.trajectory.writer import TrajectoryWriter
@@ -156,8 +164,8 @@ async def agent_judge(rollout: Rollout) -> dict[str, float]:
         (rollout.paths.verifier_dir / "hardening.json").write_text(
             report.model_dump_json(indent=2))
     user = await judge_user(sandbox, ctx.workdir)
-    scene = Scene.single(agent=doc.agent, model=doc.model,
-                         role="judge")
+    scene = judge_scene(task.verifier_doc)
+    assert scene is not None
     if rollout.network is not None:
         scene = rollout.network.scenes([scene])[0]
     role: Role = scene.roles[0]
@@ -168,7 +176,8 @@ async def agent_judge(rollout: Rollout) -> dict[str, float]:
                               span_id=rollout.trace.span_id)
     writer = TrajectoryWriter(out / "trajectory" / "acp_trajectory.jsonl", header)
     judge_ctx = dataclasses.replace(ctx, agent_user=user.name, trajectory=writer,
-                                    extras={_USER_KEY: user}, agent_deadline=None)
+                                    created_user=user, python_paths={}, oracle_placed=None,
+                                    agent_deadline=None)
     driver = get_driver(doc.agent)
     prompt = build_prompt(rubric, instruction=task.instruction, notes=doc.body,
                           workdir=ctx.workdir)
@@ -197,4 +206,5 @@ async def agent_judge(rollout: Rollout) -> dict[str, float]:
     return rewards
 
 
-__all__ = ["PROMPT", "agent_judge", "build_prompt", "parse_judge_scores", "task_rubric"]
+__all__ = ["PROMPT", "agent_judge", "build_prompt", "judge_scene", "parse_judge_scores",
+           "task_rubric"]
