@@ -27,8 +27,12 @@ demo: setup
 	$(BIN)/pip install --quiet -e '.[models]'  # the QA API and the model agent (benchflow.qa)
 	$(BIN)/benchflow run tasks/hello-world -a oracle
 
+# CI's command (.ci/run). Two pytest-xdist workers, each given whole files (a module's
+# fixtures run once, its tests in order); each worker is its own session with its own job
+# label, like two helpers on one Docker daemon. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: install
 	$(BIN)/pytest tests/unit

@@ -15,15 +15,6 @@ from importlib import import_module as _import_module
 import typing as _typing
 
 
-def _package_version() -> str:
-    # importlib.metadata costs ~40 ms to import: only when the version is asked for
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("benchflow")
-    except PackageNotFoundError:  # running from a source tree without install
-        return "0.0.0+unknown"
-
 _EXPORTS: dict[str, str] = {
     "BaseUser": "benchflow.users",
     "BenchflowError": "benchflow.errors",
@@ -64,7 +55,9 @@ if _typing.TYPE_CHECKING:
 
 def __getattr__(name: str) -> object:
     if name == "__version__":
-        value: object = _package_version()
+        from benchflow._version import package_version
+
+        value: object = package_version()
         globals()[name] = value
         return value
     module = _EXPORTS.get(name)

@@ -11,6 +11,8 @@ from __future__ import annotations
 MAX_ATTEMPTS = 10_000
 """`n_attempts` / `-k`: attempts per (agent, task)."""
 MAX_CONCURRENCY = 4_096
+DEFAULT_CONCURRENCY = 4
+"""Rollouts a job runs at once unless told (`n_concurrent_trials`, `-n`)."""
 """`n_concurrent_trials` / `-n`."""
 MAX_TRIALS = 1_000_000
 """Trials in one job: agents x tasks x attempts."""
@@ -38,8 +40,16 @@ MAX_TURNS = 10_000
 """The model agent's `max_turns`."""
 MAX_WORKERS = 10_000
 """`ray_workers`."""
+MAX_RESAMPLES = 1_000_000
+"""`compare --resamples`: bootstrap resamples and permutation draws."""
+MAX_SEED = 2**32 - 1
+"""`compare --seed` (numpy's seed range)."""
+MAX_PORT = 65_535
+MAX_NODE_MAJOR = 1_000
+"""agent.toml `install.node`: a Node.js major version."""
 
-__all__ = ["MAX_ATTEMPTS", "MAX_BACKOFF_MULTIPLIER", "MAX_CONCURRENCY", "MAX_CPUS",
+__all__ = ["DEFAULT_CONCURRENCY", "MAX_ATTEMPTS", "MAX_BACKOFF_MULTIPLIER", "MAX_CONCURRENCY", "MAX_CPUS",
            "MAX_DELAY_MS", "MAX_DOWNLOAD_MB", "MAX_GPUS", "MAX_MEMORY_MB", "MAX_PIDS",
-           "MAX_RETRIES", "MAX_SECONDS", "MAX_STORAGE_MB", "MAX_TASKS", "MAX_TIMEOUT_MULTIPLIER",
+           "MAX_NODE_MAJOR", "MAX_PORT", "MAX_RESAMPLES", "MAX_RETRIES",
+           "MAX_SECONDS", "MAX_SEED", "MAX_STORAGE_MB", "MAX_TASKS", "MAX_TIMEOUT_MULTIPLIER",
            "MAX_TRIALS", "MAX_TURNS", "MAX_WORKERS", "MIN_PIDS"]

@@ -57,8 +57,10 @@ class Role(FrozenModel):
     agent: str
     model: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    timeout_sec: float | None = Field(default=None, gt=0, description="wall clock per prompt")
-    idle_timeout_sec: float | None = Field(default=None, gt=0)
+    timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False,
+                                      description="wall clock per prompt")
+    idle_timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS,
+                                           allow_inf_nan=False)
     skills: list[Path] = Field(default_factory=list, description="skill folders (or folders "
                                "of skills) on the host, for this role only")
     workspace: Literal["read-write", "read-only"] = Field(
@@ -150,8 +152,9 @@ def load_scenes(path: Path) -> list[Scene]:
 class ModelEndpoint(FrozenModel):
     """The model API the rollout's agents use: a scripted model server benchflow starts for
     the rollout (`script`), or a real endpoint (`base_url`, its key in the host variable
-    `api_key_env`). Every role gets `BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY`, which each
-    agent's manifest maps to its own settings (see docs/how-to/test-agents-offline.md)."""
+    `api_key_env`). The rollout hands its agents the endpoint as an `AgentEndpoint` (URL,
+    each role's key), which each agent's manifest maps to its own settings; in the sandbox
+    it reads as `BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY` (docs/how-to/test-agents-offline.md)."""
 
     script: Path | None = Field(default=None, description="YAML script of a scripted model")
     base_url: str | None = Field(default=None, pattern=r"^https?://",
@@ -218,7 +221,7 @@ class RolloutConfig(FrozenModel):
     model: str | None = Field(default=None, description="the model when `scenes` is empty")
     environment: EnvironmentType = "docker"
     user: Any = Field(default=None, exclude=True, description="a BaseUser driving several rounds")
-    max_user_rounds: int = Field(default=5, ge=1)
+    max_user_rounds: int = Field(default=5, ge=1, le=B.MAX_TURNS)
     oracle_access: bool = False
     jobs_dir: Path = Path("jobs")
     job_name: str | None = None

@@ -43,7 +43,7 @@ BenchflowError
 Every class carries the `ErrorType` it is recorded as and whether the job layer may
 retry it. Retries read `retryable`, never message text: for sandbox errors it is the
 instance's `transient`, decided from the backend's exception type and status where it
-is mapped (`sandbox/docker.py::map_docker_errors`): daemon 5xx, lost connections and
+is mapped (`sandbox/docker/sandbox.py::map_docker_errors`): daemon 5xx, lost connections and
 timeouts are transient; a Dockerfile that does not build or an image that does not
 exist is not.
 """

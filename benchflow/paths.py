@@ -29,6 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def task_and_dataset(folder: Path, dataset_name: str | None = None) -> tuple[str, str]:
+    """A task's name and its dataset's as the job spec's layout uses them: the task
+    folder's name (a task.md `name` may hold "/") and, unless given, its parent's."""
+    return folder.name, dataset_name or folder.parent.name
+
+
 def rollout_name(agent: str, dataset: str, task: str, attempt: int) -> str:
     """`<agent>/<dataset>/<task>__<attempt>`: the rollout's name, and its folder under the job."""
     return f"{agent}/{dataset}/{task}__{attempt}"

@@ -19,12 +19,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from benchflow._models import StrictModel
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 
 ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 ROLE_OPTION_HELP = "--role NAME=AGENT[:MODEL], e.g. --role reviewer=codex:gpt-5.4"
+
+
+class RoleIdentity(StrictModel):
+    """Who plays a role: its agent and the model it uses (the agent's default when the run
+    named none; None when unknown, e.g. the oracle)."""
+
+    agent: str
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ def check_roles(assigned: Iterable[str], known: Sequence[str], *, source: str) -
     """
     for name in assigned:
         if name not in known:
-            from benchflow.task._suggest import suggest
+            from benchflow._suggest import suggest
 
             near = suggest(name, list(known))
             hint = f" (did you mean {near!r}?)" if near else ""
@@ -150,6 +159,7 @@ def assign_roles(scenes: Sequence[Scene], roles: Mapping[str, RoleAgent], *,
 __all__ = [
     "ROLE_OPTION_HELP",
     "RoleAgent",
+    "RoleIdentity",
     "assign_roles",
     "check_roles",
     "parse_agent_spec",

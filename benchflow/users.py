@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchflow.bounds import MAX_TURNS
 from benchflow.trajectory.events import Event
 from benchflow.verify.rewards import passes
 
@@ -190,7 +191,28 @@ def user_from_frontmatter(block: Any, source: str = "task.md") -> BaseUser:
                           f"(valid: type, {', '.join(sorted(known))})")
     if not isinstance(data.get("persona"), str) or not data["persona"].strip():
         raise ConfigError(f"{source}: user.persona is required (who the simulated user is)")
+    _check_number(source, data, "max_rounds", int, 1, MAX_TURNS)
+    _check_number(source, data, "temperature", float, 0.0, 2.0)
     try:
         return LLMUser(**data)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: user: {exc}") from exc
+
+
+def _check_number(source: object, data: dict[str, Any], key: str, kind: type, low: float,
+                  high: float) -> None:
+    """`user.<key>`, when given, is a `kind` within [low, high] (docs/reference/bounds.md).
+
+    Raises:
+        ConfigError: it is not.
+    """
+    from benchflow.errors import ConfigError
+
+    value = data.get(key)
+    if value is None:
+        return
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or (kind is int and not isinstance(value, int)) or not low <= value <= high:
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(f"{source}: user.{key} {value!r}: give {what} from {low:g} to "
+                          f"{high:g}")

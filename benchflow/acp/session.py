@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
-from acp import RequestError, connect_to_agent, text_block
+from acp import RequestError, text_block
 from acp.core import ClientSideConnection
 from acp.schema import PromptResponse
 from anyio.abc import TaskGroup
@@ -34,6 +34,7 @@ from benchflow.acp.handshake import (
 from benchflow.acp.permissions import PermissionPolicy
 from benchflow.acp.process import AgentProcess
 from benchflow.acp.recorder import UpdateRecorder
+from benchflow.acp.router import connect
 from benchflow.acp.terminals import TerminalManager
 from benchflow.acp.transport import ProcessTransport, StdoutNoise
 from benchflow.errors import AgentError, AgentProtocolError, AgentTimeout, ConfigError
@@ -211,7 +212,7 @@ class AcpSession:
                     agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
                     noise=session.noise,
                 )
-                session._conn = connect_to_agent(client, transport)
+                session._conn = connect(client, transport)  # one router object
                 try:
                     await session._handshake(model, credentials or {}, auth_method,
                                              list(mcp_servers), resume)

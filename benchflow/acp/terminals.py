@@ -1,7 +1,8 @@
 """The client's `terminal/*` methods, served by processes in the sandbox.
 
 An agent that asks its client to run a command gets a process in the sandbox, as
-the agent's user, whose stdout and stderr are drained continuously into a buffer
+the agent's user, whose stdout and stderr (one pipe, so their lines keep the order they
+were written in, as in a terminal) are drained continuously into a buffer
 capped at the requested byte limit (oldest output dropped first, cut at a UTF-8
 character boundary, as the ACP spec asks).
 """
@@ -104,6 +105,7 @@ class TerminalManager:
     ) -> str:
         """Start `command args...` (or `sh -c command` when no args are given); return its id."""
         argv = [command, *args] if args else ["sh", "-c", command]
+        argv = ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]  # one stream, in write order
         limit = min(
             output_byte_limit if output_byte_limit is not None else self._default_limit,
             self._max_limit,

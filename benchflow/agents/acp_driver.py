@@ -26,7 +26,13 @@ import anyio
 
 from benchflow.agents import python_wheels
 from benchflow.agents.agent_env import LaunchPlan, format_model, launch_plan, resolve_credentials
-from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
+from benchflow.agents.base import (
+    AgentConnection,
+    AgentContext,
+    AgentUser,
+    DriverCapabilities,
+    StepOutcome,
+)
 from benchflow.agents.manifest import AgentManifest
 from benchflow.agents.templates import render_file
 from benchflow.config import Role
@@ -44,22 +50,12 @@ MODEL_FILES_DIR = "/opt/benchflow/models"
 """Where model files (`model.upload_file`: the scripted agent's scripts) are uploaded."""
 CREATE_USER_SCRIPT = Path(__file__).parents[1] / "sandbox" / "scripts" / "create_user.sh"
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
-_USER_KEY = "agent_user"
 SESSION_MARKER_ENV = "BENCHFLOW_AGENT_SESSION"
 """Set in every agent's environment (inherited by its children) so that the session's
 processes can be found and killed when it ends."""
 _KILL_MARKED = (Path(__file__).parent / "scripts" / "kill_marked.sh").read_text()
 _KILL_TIMEOUT_SEC = 20.0
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AgentUser:
-    """The sandbox user agents run as, and the home it can write."""
-
-    name: str
-    uid: int
-    home: str
 
 
 @dataclass(frozen=True)
@@ -94,9 +90,8 @@ async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
         ConfigError: the user name is invalid.
         AgentInstallError: the user could not be created.
     """
-    known = ctx.extras.get(_USER_KEY)
-    if isinstance(known, AgentUser):
-        return known
+    if ctx.created_user is not None:
+        return ctx.created_user
     name = ctx.task.config.agent.user or ctx.agent_user or DEFAULT_AGENT_USER
     if not _USER_NAME.match(name):
         raise ConfigError(f"agent.user {name!r} is not a valid user name")
@@ -109,7 +104,7 @@ async def ensure_agent_user(ctx: AgentContext) -> AgentUser:
         raise AgentInstallError(f"cannot create the agent user {name!r}: {result.text(1000)}")
     info = json.loads(lines[-1])
     user = AgentUser(name=info["user"], uid=int(info["uid"]), home=info["home"])
-    ctx.extras[_USER_KEY] = user
+    ctx.created_user = user
     ctx.agent_user = user.name
     return user
 
@@ -182,6 +177,9 @@ class AcpAgentDriver:
     def __init__(self, manifest: AgentManifest) -> None:
         self.manifest = manifest
         self.name = manifest.name
+        self.capabilities = DriverCapabilities(
+            cached_install=True, mcp_sessions=True,
+            network_install=bool(manifest.install.package))
 
     @property
     def skills_dir(self) -> str | None:
@@ -235,7 +233,7 @@ class AcpAgentDriver:
                     ctx.platform = None  # node is linked now: the next install probes again
             if m.install.python:
                 python_path = await self._install_python(ctx, platform, mounted)
-        ctx.extras[f"acp:{m.name}:python_path"] = python_path
+        ctx.python_paths[m.name] = python_path
         if m.files and not mounted:
             assert m.folder is not None
             for name in m.files:
@@ -309,7 +307,8 @@ class AcpAgentDriver:
         """
         m = self.manifest
         user = await role_user(ctx, role.name)
-        credentials = resolve_credentials(m, role.model, role.env)
+        endpoint = ctx.agent_endpoint.for_role(role.name) if ctx.agent_endpoint else None
+        credentials = resolve_credentials(m, role.model, role.env, endpoint)
         model = format_model(m, role.model)
         if m.model.upload_file and model and Path(model).expanduser().is_file():
             model = await self._upload_model_file(ctx, Path(model).expanduser())
@@ -317,7 +316,8 @@ class AcpAgentDriver:
         plan = launch_plan(
             m, model=model, role=role.name, role_env=role.env, base_env=ctx.env,
             user=user.name, home=user.home, workdir=ctx.workdir,
-            python_path=ctx.extras.get(f"acp:{m.name}:python_path"), credentials=credentials)
+            python_path=ctx.python_paths.get(m.name), credentials=credentials,
+            endpoint=endpoint)
         idle = ctx.scaled(role.idle_timeout_sec) if role.idle_timeout_sec else None
         from benchflow.acp import AcpTimeouts  # the ACP SDK only when an ACP agent runs
 

@@ -46,7 +46,6 @@ from benchflow.sandbox.base import ExecResult
 from benchflow.settings import get_settings
 from benchflow.steps import Step
 
-from benchflow.agents.registry import ACPX_PREFIX  # noqa: E402 - one definition
 ACPX_PACKAGE = "acpx"
 ACPX_VERSION = "0.19.1"
 ACPX_NODE_MAJOR = 23
@@ -59,10 +58,10 @@ log = logging.getLogger(__name__)
 class AcpxDriver:
     """Runs the manifest agent `inner` through ACPX. One instance may serve many rollouts."""
 
-    def __init__(self, inner: AcpAgentDriver) -> None:
+    def __init__(self, inner: AcpAgentDriver, name: str) -> None:
         self.inner = inner
         self.manifest = inner.manifest
-        self.name = f"{ACPX_PREFIX}{inner.name}"
+        self.name = name  # `acpx/<inner>`
 
     @property
     def skills_dir(self) -> str | None:
@@ -214,4 +213,4 @@ def _json(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-__all__ = ["ACPX_PREFIX", "ACPX_VERSION", "AcpxConnection", "AcpxDriver"]
+__all__ = ["ACPX_VERSION", "AcpxConnection", "AcpxDriver"]

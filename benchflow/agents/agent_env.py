@@ -6,8 +6,9 @@ Pure functions over an `AgentManifest` (host values come only through
 Precedence of the agent's environment, lowest first: `BENCHFLOW_ROLE`, `HOME`, `USER`,
 `PYTHONPATH` (python agents); the rollout's env (`ROLLOUT_TASK_INSTRUCTION`); the manifest's
 `launch.env`; the `env_mapping` targets (model; base URL and API key from
-`BENCHFLOW_PROVIDER_BASE_URL` / `BENCHFLOW_PROVIDER_API_KEY`); host variables named in
-`passthrough_env`; the role's `env`. Credentials (the values of the credentials option
+`BENCHFLOW_PROVIDER_BASE_URL` / `BENCHFLOW_PROVIDER_API_KEY`: the role's env, else the
+rollout's `AgentEndpoint`, else the host's); host variables named in `passthrough_env`; the
+endpoint's `BENCHFLOW_PROVIDER_*` under the role's `env`. Credentials (the values of the credentials option
 that is met) travel separately: they also choose the ACP auth method.
 """
 
@@ -24,7 +25,34 @@ from benchflow.settings import host_env
 
 PROVIDER_API_KEY_ENV = "BENCHFLOW_PROVIDER_API_KEY"
 PROVIDER_BASE_URL_ENV = "BENCHFLOW_PROVIDER_BASE_URL"
-"""benchflow's provider settings (role env, else host env), mapped to each agent's own names."""
+"""benchflow's provider settings (role env, else the endpoint, else host env), mapped to each
+agent's own names; processes in the sandbox also find them under these names."""
+
+
+@dataclass(frozen=True)
+class AgentEndpoint:
+    """The model endpoint as agents in the sandbox call it (`rollout/model_endpoint.py`): its
+    root URL (no /v1) and the key sent: each role's own for benchflow's model server or
+    relay (`role_keys`), or the real key when the sandbox calls the endpoint directly."""
+
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    role_keys: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def for_role(self, role: str) -> AgentEndpoint:
+        """The endpoint as the agent playing `role` calls it (with that role's key)."""
+        return AgentEndpoint(self.base_url, self.role_keys.get(role) or self.api_key)
+
+    def sandbox_env(self) -> dict[str, str]:
+        """`BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY`, for what runs in the sandbox."""
+        key = {PROVIDER_API_KEY_ENV: self.api_key} if self.api_key else {}
+        return {PROVIDER_BASE_URL_ENV: self.base_url, **key}
+
+
+def _with_endpoint(role_env: Mapping[str, str] | None,
+                   endpoint: AgentEndpoint | None) -> dict[str, str]:
+    """The role's env over the endpoint's provider settings (the role's own values win)."""
+    return {**(endpoint.sandbox_env() if endpoint else {}), **(role_env or {})}
 
 
 def format_model(manifest: AgentManifest, model: str | None) -> str | None:
@@ -84,14 +112,15 @@ def applicable_options(manifest: AgentManifest, model: str | None) -> list[Crede
 
 
 def resolve_credentials(manifest: AgentManifest, model: str | None,
-                        overrides: Mapping[str, str] | None = None) -> Credentials:
+                        overrides: Mapping[str, str] | None = None,
+                        endpoint: AgentEndpoint | None = None) -> Credentials:
     """The first applicable credentials option that is met, from `overrides` (the role's
-    env), benchflow's provider key, or the host environment.
+    env), benchflow's provider key (the role's, the endpoint's), or the host environment.
 
     Raises:
         ConfigError: options apply and none is met; the message names the variables.
     """
-    overrides = dict(overrides or {})
+    overrides = _with_endpoint(overrides, endpoint)
     provided = provider_env(manifest, overrides)
     options = applicable_options(manifest, model)
     if not options:
@@ -134,13 +163,15 @@ class LaunchPlan:
 def launch_plan(manifest: AgentManifest, *, model: str | None, role: str,
                 role_env: Mapping[str, str], base_env: Mapping[str, str], user: str,
                 home: str, workdir: str, python_path: str | None = None,
-                credentials: Credentials | None = None) -> LaunchPlan:
+                credentials: Credentials | None = None,
+                endpoint: AgentEndpoint | None = None) -> LaunchPlan:
     """Everything `AcpSession.open()` needs for `manifest`, with `model` already in the
     agent's format (and, for `upload_file` agents, already the sandbox path).
 
     Raises:
         ConfigError: credentials are missing, or a launch template is broken.
     """
+    role_env = _with_endpoint(role_env, endpoint)  # the role's endpoint (`for_role`)
     creds = credentials or resolve_credentials(manifest, model, role_env)
     # base_url: benchflow's provider base URL (no /v1), for agents configured by a template
     # rather than an env var (codex's -c overrides, opencode's inline config); "" when unset.
@@ -174,6 +205,7 @@ def launch_plan(manifest: AgentManifest, *, model: str | None, role: str,
 
 
 __all__ = [
+    "AgentEndpoint",
     "PROVIDER_API_KEY_ENV",
     "PROVIDER_BASE_URL_ENV",
     "Credentials",

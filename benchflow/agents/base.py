@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from benchflow.agents.agent_env import AgentEndpoint
 from benchflow.config import ModelEndpoint, Role
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer
@@ -25,11 +26,22 @@ from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox
 from benchflow.steps import Step
 from benchflow.task import Task
-from benchflow.telemetry.ids import TraceIds
+from benchflow.trace_ids import TraceIds
 
 if TYPE_CHECKING:
     from benchflow.agents.python_wheels import SandboxPlatform
+    from benchflow.tools.server import ToolServer
+    from benchflow.verify.ors import OrsEpisode
     from benchflow.trajectory.writer import TrajectoryWriter
+
+
+@dataclass(frozen=True)
+class AgentUser:
+    """The sandbox user agents run as, and the home it can write."""
+
+    name: str
+    uid: int
+    home: str
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,23 @@ class AgentContext:
     (the task's own `solution_dir`)."""
     mcp_servers: list[McpServer] = field(default_factory=list)
     """MCP servers ACP sessions are given (the task's and the rollout's)."""
-    extras: dict[str, Any] = field(default_factory=dict)
+    created_user: AgentUser | None = None
+    """The agent user, once `ensure_agent_user` has created it (once per rollout)."""
+    python_paths: dict[str, str | None] = field(default_factory=dict)
+    """The `PYTHONPATH` each installed ACP agent runs with, by agent name."""
+    oracle_placed: Path | None = None
+    """The solution folder now at /oracle (placed by the oracle, or by the sandbox's start)."""
+    task_input: Mapping[str, Any] = field(default_factory=dict)
+    """A QA item's inputs: the HTTP payload's `task.input`, the tool server's kwargs."""
+    task_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """A QA item's metadata (with its `item_id`), in the HTTP payload."""
+    tool_server: ToolServer | None = None
+    """The rollout's tool server for ACP agents (`rollout/acp_tools.py`), while it runs."""
+    ors_episode: OrsEpisode | None = None
+    """The Open Reward Standard episode of an `ors-episode` task, while it runs."""
+    endpoint_score: float | None = None
+    endpoint_passed: bool | None = None
+    """What an HTTP agent's endpoint last reported (its score, its pass), for result.json."""
     agent_layers: frozenset[str] = frozenset()
     """Registered agents whose install layer is mounted, complete and read-only, in the
     sandbox (`benchflow.agents.layers`): their install only links it onto PATH."""
@@ -83,6 +111,8 @@ class AgentContext:
     model_endpoint: ModelEndpoint | None = None
     """The model endpoint as the host reaches it (base_url, key variable), for drivers that
     call a model themselves (the model agent)."""
+    agent_endpoint: AgentEndpoint | None = None
+    """The model endpoint as the agents in the sandbox call it (URL, each role's key)."""
     model_keys: Mapping[str, str] = field(default_factory=dict)
     """Each role's key for benchflow's model server or relay (calls are attributed by it)."""
     resume_sessions: dict[str, str] = field(default_factory=dict)
@@ -156,6 +186,28 @@ class AgentDriver(Protocol):
 
     def connect(self, ctx: AgentContext, role: Role, scene: str
                 ) -> AbstractAsyncContextManager[AgentConnection]: ...
+
+
+@dataclass(frozen=True)
+class DriverCapabilities:
+    """What a rollout asks of a driver instead of testing its class."""
+
+    cached_install: bool = False
+    """Its install is committed into the agent image cache (so it installs first)."""
+    mcp_sessions: bool = False
+    """Its sessions take MCP servers (the ACP agents' tool server reaches it)."""
+    network_install: bool = True
+    """Installing it may download in the sandbox (the sandbox starts online for it)."""
+
+
+BUILTIN_CAPABILITIES = DriverCapabilities(network_install=False)
+"""The built-in drivers' (oracle, nop, model): nothing installed from the network."""
+
+
+def driver_capabilities(driver: object) -> DriverCapabilities:
+    """`driver.capabilities`, or the defaults of a driver that declares none (a command
+    or entry-point agent: benchflow cannot see into its install)."""
+    return getattr(driver, "capabilities", None) or DriverCapabilities()
 
 
 def driver_needs_sandbox(driver: object) -> bool:

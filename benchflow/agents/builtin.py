@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
-from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
+from benchflow.agents.base import BUILTIN_CAPABILITIES, AgentConnection, AgentContext, StepOutcome
 from benchflow.config import Role
 from benchflow.errors import AgentExecutionError, AgentInstallError, AgentTimeout, TaskInvalidError
 from benchflow.sandbox.base import SYSTEM_PATH
@@ -41,6 +41,7 @@ class NopAgent:
     """Does nothing, so a task's 0-reward path can be checked."""
 
     name = "nop"
+    capabilities = BUILTIN_CAPABILITIES
 
     async def install(self, ctx: AgentContext) -> None:
         return None
@@ -67,7 +68,7 @@ def solution_tree(task: Task, drivers: Collection[object]) -> SpecTree | None:
 
 def solution_placed(ctx: AgentContext, tree: SpecTree) -> None:
     """Record that the sandbox's start placed `tree` (from `solution_tree`)."""
-    ctx.extras["oracle:placed"] = tree.src
+    ctx.oracle_placed = tree.src
 
 
 async def place_solution(ctx: AgentContext) -> None:
@@ -75,7 +76,7 @@ async def place_solution(ctx: AgentContext) -> None:
     with /solution (Harbor's path) a link to it. A root oracle's copy is root-only, so no
     other agent of the rollout can read it."""
     wanted = ctx.solution_dir or ctx.task.solution_dir
-    if wanted is None or ctx.extras.get("oracle:placed") == wanted:
+    if wanted is None or ctx.oracle_placed == wanted:
         return
     # Uploaded next to /oracle, then moved in one exec (an upload and an exec, not three calls)
     sandbox = ctx.require_sandbox("the oracle")
@@ -90,7 +91,7 @@ async def place_solution(ctx: AgentContext) -> None:
     if not result.ok:
         raise AgentInstallError(f"could not place the solution at {ORACLE_DIR}: "
                                   f"{result.text(1000)}")
-    ctx.extras["oracle:placed"] = wanted
+    ctx.oracle_placed = wanted
 
 
 class _OracleConnection:
@@ -144,6 +145,7 @@ class OracleAgent:
     rollout, whatever the scenes: later turns of the oracle are answered without a run."""
 
     name = "oracle"
+    capabilities = BUILTIN_CAPABILITIES
 
     def __init__(self) -> None:
         self._ran: set[tuple[Path, Path | None]] = set()  # (rollout folder, solution) that ran

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import benchflow
 from benchflow.agents.manifest import MANIFEST_FILE, AgentManifest, load_manifest
 from benchflow.errors import ConfigError
 from benchflow.settings import Settings, get_settings
@@ -36,7 +35,7 @@ DriverFactory = Callable[[], Any]
 
 def packaged_agents_dir() -> Path | None:
     """The manifests shipped with benchflow: the wheel's `_agents`, else the source tree's."""
-    package = Path(benchflow.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # benchflow/
     for folder in (package / "_agents", package.parent / "agents"):
         if folder.is_dir() and any(folder.glob(f"*/{MANIFEST_FILE}")):
             return folder

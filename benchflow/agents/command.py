@@ -60,7 +60,7 @@ class _CommandConnection:
 
     async def prompt(self, step: Step, round: int | None = None) -> StepOutcome:
         ctx, agent = self.ctx, self.agent
-        env = agent.env_for(ctx, step.role.env)
+        env = agent.env_for(ctx, step.role.name, step.role.env)
         if step.prompt != ctx.task.instruction:  # a scene's own prompt: hand its file over
             prompt_path = f"{agent.script_dir}/prompt-{step.scene_index}-{step.turn_index}.md"
             await ctx.sandbox.upload_bytes(step.prompt.encode(), prompt_path, mode=0o644)
@@ -108,11 +108,13 @@ class CommandAgent:
         self.description = description
         self.script_dir = f"{SCRIPT_DIR}/{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"
 
-    def env_for(self, ctx: AgentContext, role_env: Mapping[str, str] | None = None
-                ) -> dict[str, str]:
-        """The scripts' environment: the rollout's, the role's (its model endpoint key),
-        the agent's, then the instruction path."""
-        return {**ctx.env, **(role_env or {}), **self.env,
+    def env_for(self, ctx: AgentContext, role: str | None = None,
+                role_env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The scripts' environment: the rollout's, the role's model endpoint (its key), the
+        role's, the agent's, then the instruction path."""
+        endpoint = (ctx.agent_endpoint.for_role(role).sandbox_env()
+                    if ctx.agent_endpoint and role else {})
+        return {**ctx.env, **endpoint, **(role_env or {}), **self.env,
                 "ROLLOUT_TASK_INSTRUCTION": ctx.instruction_path}
 
     async def install(self, ctx: AgentContext) -> None:

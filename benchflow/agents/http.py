@@ -13,7 +13,7 @@ The payload is the hosted-benchmark contract (docs/how-to/http-agents.md):
 The response is `{"output": str}` plus optionally `score` (a number or `{"score": n}`)
 or `passed`. The output becomes an `agent_message` in the trajectory and
 `/logs/agent/output.txt` in the sandbox when there is one; the score goes to
-`ctx.extras` (`endpoint_score`, `endpoint_passed`) for the rollout to record.
+`ctx.endpoint_score` and `ctx.endpoint_passed` for the rollout to record.
 
 httpx exceptions are mapped here, once (`map_httpx_error`). Header values are
 secrets: they are sent and never written, logged, or echoed back (an error body or
@@ -109,8 +109,8 @@ def build_payload(ctx: AgentContext, step: Step) -> dict[str, Any]:
     trace_id = trace.trace_id if trace else None
     attempt_id = ctx.rollout_name or ctx.task.name
     dataset = ctx.dataset_name or ""
-    task_input = ctx.extras.get("task_input") or {}
-    metadata = {"task_name": ctx.task.name, **ctx.extras.get("task_metadata", {})}
+    task_input = dict(ctx.task_input)
+    metadata = {"task_name": ctx.task.name, **ctx.task_metadata}
     return {
         "benchmark": {"id": dataset, "name": dataset},
         "run": {"id": run_id},
@@ -239,9 +239,9 @@ class _HttpConnection:
             await ctx.sandbox.upload_bytes(output.encode(), OUTPUT_PATH, mode=0o644)
         reward = endpoint_reward(answer)
         if reward is not None:
-            ctx.extras["endpoint_score"] = reward
+            ctx.endpoint_score = reward
         if answer.passed is not None:
-            ctx.extras["endpoint_passed"] = answer.passed
+            ctx.endpoint_passed = answer.passed
         log.info("agent endpoint answered in %.2f s (score %s)", time.monotonic() - started,
                  reward)
         return StepOutcome(stop_reason="end_turn", agent_text=output)

@@ -61,6 +61,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from benchflow._models import FrozenModel
 from benchflow.agents.templates import SHARED_SCRIPTS
 from benchflow.errors import ConfigError
+from benchflow import bounds as B
 
 MANIFEST_FILE = "agent.toml"
 SANDBOX_AGENTS_DIR = "/opt/benchflow/agents"
@@ -113,9 +114,10 @@ class InstallSpec(FrozenModel):
     script: str | None = Field(default=None, description="jinja2 template beside agent.toml")
     package: str | None = None
     binary: str | None = Field(default=None, description="executable the script's fast path checks")
-    timeout_sec: float | None = Field(default=None, gt=0,
+    timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False,
                                       description="default: the task's agent.install_timeout_sec")
-    node: int | None = Field(default=None, ge=1, description="minimum Node.js major version")
+    node: int | None = Field(default=None, ge=1, le=B.MAX_NODE_MAJOR,
+                             description="minimum Node.js major version")
     python: str | None = Field(default=None, pattern=r"^3\.\d+$",
                                description="minimum python3 the image must have")
     python_packages: list[str] = Field(default_factory=list)
@@ -138,7 +140,7 @@ class LaunchSpec(FrozenModel):
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     auth_method: str | None = None
-    handshake_timeout_sec: float = Field(default=120.0, gt=0)
+    handshake_timeout_sec: float = Field(default=120.0, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False)
 
     @field_validator("env")
     @classmethod
@@ -225,10 +227,6 @@ class AgentManifest(FrozenModel):
     @property
     def names(self) -> list[str]:
         return [self.name, *self.aliases]
-
-    def required_env_names(self) -> list[str]:
-        """Every env var any credentials option reads (for `agents show` and credential checks)."""
-        return list(dict.fromkeys(n for option in self.credentials for n in option.env))
 
     def digest(self) -> str:
         """A hash of everything that shapes the install: the agent's folder and shared scripts."""

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from benchflow._models import FrozenModel
-from benchflow.agents.base import AgentConnection, AgentContext, StepOutcome
+from benchflow.agents.base import BUILTIN_CAPABILITIES, AgentConnection, AgentContext, StepOutcome
 from benchflow.agents.model_tools import TOOL_NAMES, TOOL_SCHEMAS, ToolRunner
 from benchflow.config import Role
 from benchflow.errors import ConfigError
@@ -112,7 +112,7 @@ def check_tools(names: list[str], where: str = "tools") -> list[str]:
 
 def unknown_tool(name: str) -> str:
     """Why `name` is not a model-agent tool, naming the nearest and every known tool."""
-    from benchflow.task._suggest import suggest
+    from benchflow._suggest import suggest
 
     known = [*TOOL_NAMES, *SERVER_TOOLS]
     near = suggest(name, known)
@@ -195,7 +195,7 @@ class ModelConnection:
             ToolServerError: the server is unreachable or refused the session.
             ConfigError: it does not know a tool.
         """
-        episode = self.ctx.extras.get("ors_episode")
+        episode = self.ctx.ors_episode
         if episode is not None:  # an ORS environment's tools (verify/ors.py)
             self.remote = episode
             self.tools += episode.schemas()
@@ -210,7 +210,7 @@ class ModelConnection:
             self.remote = await client.open(
                 self.config.server_tools, resource_types=server.resource_types,
                 init_configs=server.resource_init_configs,
-                kwargs=dict(self.ctx.extras.get("task_input") or {}),
+                kwargs=dict(self.ctx.task_input),
                 timeout_sec=self.ctx.scaled(self.config.tool_timeout_sec))
         except BaseException:
             await client.__aexit__(None, None, None)
@@ -274,6 +274,7 @@ class ModelAgent:
     """Driver of the built-in model agent (see the module docstring)."""
 
     name = "model"
+    capabilities = BUILTIN_CAPABILITIES
 
     def __init__(self, config: ModelAgentConfig | None = None) -> None:
         self.config = config or ModelAgentConfig()

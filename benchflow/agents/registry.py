@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping, Sequence
 
 from benchflow.agents.acp_driver import AcpAgentDriver
-from benchflow.agents.agent_env import resolve_credentials
+from benchflow.agents.agent_env import AgentEndpoint, resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
-from benchflow.agents.catalog import load_catalog
+from benchflow.agents.catalog import AgentCatalog, load_catalog
 from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
@@ -37,6 +37,20 @@ def known_agents() -> list[str]:
     return sorted({*BUILTIN_AGENTS, *load_catalog().names()})
 
 
+def lookup_agent(name: str) -> tuple[AgentCatalog, str]:
+    """The catalog and the canonical name of `name` (a manifest name or alias, or an entry
+    point; not a built-in).
+
+    Raises:
+        ConfigError: unknown agent; the message lists every known agent.
+    """
+    catalog = load_catalog()
+    canonical = catalog.resolve(name)
+    if canonical is None:
+        raise ConfigError(catalog.unknown_message(name, extra=list(BUILTIN_AGENTS)))
+    return catalog, canonical
+
+
 def get_driver(name: str) -> AgentDriver:
     """The driver for `name` (a built-in, a manifest name or alias, or an entry point).
 
@@ -48,11 +62,9 @@ def get_driver(name: str) -> AgentDriver:
     if name.startswith(ACPX_PREFIX):
         from benchflow.agents.acpx_driver import AcpxDriver  # ACP machinery only when routed
 
-        return AcpxDriver(_acp_driver(name.removeprefix(ACPX_PREFIX), routed=name))
-    catalog = load_catalog()
-    canonical = catalog.resolve(name)
-    if canonical is None:
-        raise ConfigError(catalog.unknown_message(name, extra=list(BUILTIN_AGENTS)))
+        inner = _acp_driver(name.removeprefix(ACPX_PREFIX), routed=name)
+        return AcpxDriver(inner, name=ACPX_PREFIX + inner.name)
+    catalog, canonical = lookup_agent(name)
     if canonical in catalog.factories:
         driver: AgentDriver = catalog.factories[canonical]()
         return driver
@@ -69,10 +81,12 @@ def _acp_driver(name: str, *, routed: str) -> AcpAgentDriver:
 
 
 def check_credentials(agent_name: str, model: str | None = None,
-                      env: Mapping[str, str] | None = None) -> None:
+                      env: Mapping[str, str] | None = None,
+                      endpoint: AgentEndpoint | None = None) -> None:
     """Fail before any container starts when `agent_name` cannot authenticate for `model`.
 
-    Looks in `env` (the role's env), benchflow's provider key and the host environment.
+    Looks in `env` (the role's env), benchflow's provider key (the role's `endpoint`, the
+    host's) and the host environment.
     Built-in agents and entry-point drivers need nothing here.
 
     Raises:
@@ -83,13 +97,10 @@ def check_credentials(agent_name: str, model: str | None = None,
         return
     if agent_name.startswith(ACPX_PREFIX):
         agent_name = _acp_driver(agent_name.removeprefix(ACPX_PREFIX), routed=agent_name).name
-    catalog = load_catalog()
-    canonical = catalog.resolve(agent_name)
-    if canonical is None:
-        raise ConfigError(catalog.unknown_message(agent_name, extra=list(BUILTIN_AGENTS)))
+    catalog, canonical = lookup_agent(agent_name)
     if canonical in catalog.factories:
         return
-    resolve_credentials(catalog.manifest(canonical), model, env or {})
+    resolve_credentials(catalog.manifest(canonical), model, env or {}, endpoint)
 
 
 def check_task(task: Task, agents: Iterable[str]) -> None:
@@ -102,8 +113,10 @@ def check_task(task: Task, agents: Iterable[str]) -> None:
         OracleAgent.check_task(task)
 
 
-def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
-    """Every role of `scenes` names a known agent whose credentials are present.
+def check_scenes(scenes: Sequence[Scene], given: Container[str] = (),
+                 endpoint: AgentEndpoint | None = None) -> None:
+    """Every role of `scenes` names a known agent whose credentials are present (its own,
+    or the model `endpoint`'s key for its role).
 
     Agents in `given` (drivers a job supplies, such as command agents) are taken as they are.
 
@@ -114,8 +127,9 @@ def check_scenes(scenes: Sequence[Scene], given: Container[str] = ()) -> None:
         for role in scene.roles:
             if role.agent not in given:
                 get_driver(role.agent)
-                check_credentials(role.agent, role.model, role.env)
+                check_credentials(role.agent, role.model, role.env,
+                                  endpoint.for_role(role.name) if endpoint else None)
 
 
 __all__ = ["BUILTIN_AGENTS", "TRUSTED_AGENTS", "check_credentials", "check_scenes", "check_task",
-           "get_driver", "known_agents"]
+           "get_driver", "known_agents", "lookup_agent"]

@@ -8,9 +8,8 @@ from rich.table import Table
 
 from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, format_model
 from benchflow.agents.catalog import load_catalog
-from benchflow.agents.registry import BUILTIN_AGENTS
+from benchflow.agents.registry import BUILTIN_AGENTS, lookup_agent
 from benchflow.cli._common import console, err_console, user_errors
-from benchflow.errors import ConfigError
 from benchflow.settings import host_env
 
 app = typer.Typer(help="List and describe the agents benchflow can run.", no_args_is_help=True)
@@ -53,10 +52,8 @@ def show(name: Annotated[str, typer.Argument(help="agent name or alias")]) -> No
         console.print(f"[bold]{name}[/] (built-in): {_BUILTIN_DESCRIPTIONS.get(name, '')}")
         return
     with user_errors():
-        catalog = load_catalog()
-        if catalog.resolve(name) is None:
-            raise ConfigError(catalog.unknown_message(name, extra=list(BUILTIN_AGENTS)))
-        m = catalog.manifest(name)
+        catalog, canonical = lookup_agent(name)
+        m = catalog.manifest(canonical)
     rows = [
         ("name", m.name), ("aliases", ", ".join(m.aliases) or "-"),
         ("description", m.description), ("protocol", m.protocol), ("version", m.version),

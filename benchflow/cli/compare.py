@@ -16,6 +16,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from benchflow import bounds as B
 from benchflow.cli._common import console, user_errors
 from benchflow.errors import ConfigError
 
@@ -117,9 +118,10 @@ def compare_command(
         "--errors", help="trials ended by an infrastructure error: exclude (from rates and "
         "tests; counted apart) or fail (scored 0). Agent errors always score 0")
     ] = Errors.exclude,
-    seed: Annotated[int, typer.Option("--seed", help="seed of the bootstrap and "
-                                      "permutation draws")] = 0,
-    resamples: Annotated[int, typer.Option("--resamples", min=1000, help="bootstrap "
+    seed: Annotated[int, typer.Option("--seed", min=0, max=B.MAX_SEED, help="seed of the "
+                                      "bootstrap and permutation draws")] = 0,
+    resamples: Annotated[int, typer.Option("--resamples", min=1000, max=B.MAX_RESAMPLES,
+                                           help="bootstrap "
                                            "resamples and permutation draws")] = 10_000,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999,
                                               help="confidence level of the intervals")] = 0.95,

@@ -32,7 +32,8 @@ def fork_command(
     import anyio
 
     from benchflow.roles import parse_role_options
-    from benchflow.rollout.fork import plan_fork, run_fork
+    from benchflow.job.job import run_fork
+    from benchflow.rollout.fork import plan_fork
 
     with user_errors():
         roles = parse_role_options(role or [])

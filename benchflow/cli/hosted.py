@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from benchflow import bounds as B
 from benchflow.cli._common import EXIT_ROLLOUT_ERROR, console, err_console, user_errors
 from benchflow.errors import ConfigError
 
@@ -138,8 +139,9 @@ def run_command(
     header: Annotated[list[str] | None, typer.Option(
         "--header", help="'Name: value' forwarded to the endpoint (default: the login's "
         "token as Authorization: Bearer); repeatable")] = None,
-    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1)] = None,
-    timeout_seconds: Annotated[float, typer.Option("--timeout-seconds", min=0.001)] = 60.0,
+    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, max=B.MAX_TASKS)] = None,
+    timeout_seconds: Annotated[float, typer.Option("--timeout-seconds", min=0.001,
+                                                   max=B.MAX_SECONDS)] = 60.0,
     registry: RegistryOption = None,
     workspace: WorkspaceOption = None,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
@@ -148,7 +150,7 @@ def run_command(
         "--trace-listen", help="HOST:PORT for the endpoint's OTLP traces, or none")] = None,
 ) -> None:
     """Pull BENCHMARK if needed, then POST each task to the endpoint (`run -a http`)."""
-    from benchflow.cli.main import build_app
+    from benchflow.cli.run import run_command
     from benchflow.hosted.login import load_login
     from benchflow.hosted.workspace import pull_benchmark
 
@@ -171,6 +173,8 @@ def run_command(
         if value is not None:
             args += [option, str(value)]
     err_console.print(f"running {pulled.key} against {endpoint}", highlight=False)
-    command = typer.main.get_command(build_app("run"))
-    code = command.main(args=args, prog_name="rollout", standalone_mode=False)
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.command("run")(run_command)
+    command = typer.main.get_command(app)  # one command: the app is `run` itself
+    code = command.main(args=args[1:], prog_name="rollout run", standalone_mode=False)
     raise typer.Exit(code or 0)

@@ -195,7 +195,8 @@ def run_job_file(path: Path, *, n_concurrent: int | None = None, n_attempts: int
 def run_command(
     job_file: Annotated[Path, typer.Argument(help="job file (YAML or JSON)")],
     n_concurrent: Annotated[int | None, typer.Option(
-        "-n", "--n-concurrent", min=1, max=B.MAX_CONCURRENCY, help="override n_concurrent_trials")] = None,
+        "-n", "--concurrency", "--n-concurrent", min=1, max=B.MAX_CONCURRENCY,
+        help="override n_concurrent_trials")] = None,
     n_attempts: Annotated[int | None, typer.Option(
         "-k", "--n-attempts", min=1, max=B.MAX_ATTEMPTS, help="override n_attempts")] = None,
     environment: Annotated[str | None, typer.Option(
@@ -236,7 +237,8 @@ def resume_command(
     config_file: Annotated[Path | None, typer.Option(
         "-c", "--config", help="the original job file (when config.json holds redacted secrets)"
     )] = None,
-    n_concurrent: Annotated[int | None, typer.Option("-n", "--n-concurrent", min=1, max=B.MAX_CONCURRENCY)] = None,
+    n_concurrent: Annotated[int | None, typer.Option("-n", "--concurrency", "--n-concurrent", min=1,
+                                                     max=B.MAX_CONCURRENCY)] = None,
 ) -> None:
     """Run the trials of JOB_DIR that have no final result yet; never a finished one again."""
     raise typer.Exit(_exit_code(_resume, job_dir, retry_errors, config_file, n_concurrent))

@@ -34,9 +34,9 @@ class LogLevel(enum.StrEnum):
 
 
 def _version_text() -> str:
-    from benchflow import __version__
+    from benchflow._version import package_version
 
-    return f"benchflow {__version__}"
+    return f"benchflow {package_version()}"
 
 
 def _register(app: "typer.Typer", name: str) -> None:

@@ -44,8 +44,8 @@ def run_command(
         "roles, keeping its scenes and prompts; repeatable, e.g. --role "
         "coder=claude:claude-sonnet-4-6 --role reviewer=codex:gpt-5.4")] = None,
     attempts: Annotated[int, typer.Option("-k", "--attempts", min=1, max=B.MAX_ATTEMPTS)] = 1,
-    concurrency: Annotated[int, typer.Option("-n", "--concurrency", min=1,
-                                                     max=B.MAX_CONCURRENCY)] = 4,
+    concurrency: Annotated[int, typer.Option("-n", "--concurrency", "--n-concurrent", min=1,
+                                             max=B.MAX_CONCURRENCY)] = B.DEFAULT_CONCURRENCY,
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir")] = Path("jobs"),
     job_name: Annotated[str | None, typer.Option("--job-name")] = None,
     env: Annotated[str, typer.Option("--env", help="docker | daytona | modal | a plugin's")] = "docker",

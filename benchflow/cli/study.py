@@ -13,6 +13,7 @@ import anyio
 import typer
 from rich.console import Console
 
+from benchflow import bounds as B
 from benchflow.cli._common import (
     EXIT_CANCELLED,
     EXIT_OK,
@@ -169,7 +170,8 @@ def study_command(
     source: Annotated[Path, typer.Argument(
         metavar="STUDY", help="a study file (YAML), or a study folder to resume")],
     n_concurrent: Annotated[int | None, typer.Option(
-        "-n", "--n-concurrent", min=1, help="trials at once, shared by the arms (default: "
+        "-n", "--concurrency", "--n-concurrent", min=1, max=B.MAX_CONCURRENCY,
+        help="trials at once, shared by the arms (default: "
         "the study's n_concurrent_trials)")] = None,
     studies_dir: Annotated[Path | None, typer.Option(
         "--studies-dir", help="override studies_dir (where the study folder goes)")] = None,

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from benchflow import bounds as B
 from benchflow.cli._common import console, user_errors
 
 app = typer.Typer(no_args_is_help=True, help="The tool sandbox server (AgentFlow's sandbox).")
@@ -12,7 +13,8 @@ app = typer.Typer(no_args_is_help=True, help="The tool sandbox server (AgentFlow
 
 @app.command("serve")
 def serve_command(
-    port: Annotated[int, typer.Option("--port", help="port to listen on")] = 18890,
+    port: Annotated[int, typer.Option("--port", min=0, max=B.MAX_PORT,
+                                      help="port to listen on")] = 18890,
     host: Annotated[str, typer.Option("--host", help="address; the Docker gateway lets "
                                       "sandboxed agents reach its MCP endpoint")] = "127.0.0.1",
     config: Annotated[Path | None, typer.Option(

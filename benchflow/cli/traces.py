@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from benchflow import bounds as B
 from benchflow.cli._common import err_console, user_errors
 
 app = typer.Typer(name="traces", no_args_is_help=True,
@@ -14,7 +15,8 @@ app = typer.Typer(name="traces", no_args_is_help=True,
 
 @app.command("serve")
 def serve_command(
-    port: Annotated[int, typer.Option("--port", help="0 picks a free port")] = 4318,
+    port: Annotated[int, typer.Option("--port", min=0, max=B.MAX_PORT,
+                                      help="0 picks a free port")] = 4318,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir", help="the jobs folder")] = Path("jobs"),
 ) -> None:

@@ -153,6 +153,7 @@ class BuiltinAgentConfig(FrozenModel):
     """`oracle` (runs the task's solution) or `nop` (does nothing), optionally in scenes."""
 
     name: BuiltinAgentName
+    kind: Literal["builtin"] = "builtin"
     description: str | None = None
     scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
 
@@ -161,6 +162,7 @@ class CommandAgentConfig(FrozenModel):
     """An agent given as bash scripts: `install` (optional) then `execute`, with `env`."""
 
     name: str = Field(pattern=_NAME)
+    kind: Literal["command"] = "command"
     description: str | None = None
     install: str | None = None
     execute: str
@@ -202,6 +204,7 @@ class RegisteredAgentConfig(FrozenModel):
     """A registered (ACP) agent by name, with a model and optionally a scenes file."""
 
     name: str = Field(pattern=_NAME)
+    kind: Literal["registered"] = "registered"
     description: str | None = None
     model: str | None = None
     scenes: Path | None = Field(default=None, description="YAML list of Scene dicts")
@@ -246,6 +249,7 @@ class RolesAgentConfig(FrozenModel):
     roles' agents joined with `+`)."""
 
     roles: dict[Annotated[str, Field(pattern=_NAME)], str] = Field(min_length=1)
+    kind: Literal["roles"] = "roles"
     name: str = Field(default="", pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
     agent: str | None = None
     model: str | None = None
@@ -276,7 +280,10 @@ class RolesAgentConfig(FrozenModel):
 
 
 def _agent_kind(value: Any) -> str:
+    """The agent entry's `kind`: as written, else from its shape (job files may omit it)."""
     if isinstance(value, dict):
+        if value.get("kind") in ("builtin", "command", "http", "registered", "roles"):
+            return str(value["kind"])
         if "roles" in value:
             return "roles"
         if value.get("kind") == "http" or "endpoint" in value:
@@ -284,13 +291,7 @@ def _agent_kind(value: Any) -> str:
         if "install" in value or "execute" in value:
             return "command"
         return "builtin" if value.get("name") in RESERVED_AGENTS else "registered"
-    if isinstance(value, CommandAgentConfig):
-        return "command"
-    if isinstance(value, HttpAgentConfig):
-        return "http"
-    if isinstance(value, RolesAgentConfig):
-        return "roles"
-    return "builtin" if isinstance(value, BuiltinAgentConfig) else "registered"
+    return str(getattr(value, "kind", "registered"))
 
 
 AgentConfig = Annotated[
@@ -396,7 +397,7 @@ class JobConfig(FrozenModel):
                          "of errors (a file written for a newer benchflow)")
     jobs_dir: Path = Path("jobs")
     n_attempts: int = Field(default=1, ge=1, le=B.MAX_ATTEMPTS)
-    n_concurrent_trials: int = Field(default=4, ge=1, le=B.MAX_CONCURRENCY)
+    n_concurrent_trials: int = Field(default=B.DEFAULT_CONCURRENCY, ge=1, le=B.MAX_CONCURRENCY)
     timeout_multiplier: float = Field(default=1.0, gt=0, le=B.MAX_TIMEOUT_MULTIPLIER,
                                       allow_inf_nan=False)
     retry: RetryConfig = RetryConfig()

@@ -15,7 +15,7 @@ from pathlib import Path
 from benchflow.errors import ConfigError, TaskInvalidError, TaskNotFoundError
 from benchflow.job.config import DatasetConfig, JobConfig, LocalDatasetConfig, QaDatasetConfig
 from benchflow.task import Task, load_dataset, load_task
-from benchflow.task._suggest import suggest
+from benchflow._suggest import suggest
 
 
 @dataclass(frozen=True)

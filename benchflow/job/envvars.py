@@ -51,8 +51,9 @@ def expand_agent_env(config: JobConfig, lookup: EnvLookup = host_env,
     problems: list[str] = []
     for index, agent in enumerate(config.agents):
         out = {}
-        field = "headers" if hasattr(agent, "headers") else "env"  # an http agent's headers
-        for key, value in getattr(agent, field, {}).items():
+        field, values = (("headers", agent.headers) if agent.kind == "http"
+                         else ("env", {} if agent.kind == "builtin" else agent.env))
+        for key, value in values.items():
             out[key], missing = expand_env(value, lookup)
             problems += [f"agents[{index}].{field}.{key}: ${{{name}}} is not set"
                          for name in missing]

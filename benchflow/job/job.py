@@ -19,27 +19,29 @@ from pathlib import Path
 
 import anyio
 
+from benchflow import bounds as B
 from benchflow.agents.base import AgentDriver
 from benchflow.config import RolloutConfig
 from benchflow.errors import ResultsWriteError
 from benchflow.job.config import MetricConfig
 from benchflow.job.limits import ensure_fd_limit, job_gc
 from benchflow.job.metrics import compute_metrics
-from benchflow.job.models import JobResult, TrialRef, build_job_result
+from benchflow.job.models import JobResult, RolloutRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
-from benchflow.paths import rollout_name
+from benchflow.paths import rollout_name, task_and_dataset
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
+from benchflow.rollout.fork import ForkPlan
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.task import Task
-from benchflow.telemetry.ids import new_run_id
+from benchflow.trace_ids import new_run_id
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Trial:
+class PlannedRollout:
     """One planned rollout of the job.
 
     `task` is None when the task did not load: the rollout then records task_invalid
@@ -53,17 +55,17 @@ class Trial:
     task_folder: str | None = None
 
     @property
-    def ref(self) -> TrialRef:
-        """The trial's identity as the job result lists it (task = the task folder name)."""
+    def ref(self) -> RolloutRef:
+        """The rollout's identity as the job result lists it (task = the task folder name)."""
         c = self.config
-        folder = c.task_path.expanduser().resolve()
-        task = self.task_folder or (self.task.path.name if self.task else folder.name)
-        return TrialRef(task_name=task, dataset_name=c.dataset_name or folder.parent.name,
-                        agent_name=c.agent_name, attempt=c.attempt)
+        task, dataset = task_and_dataset(
+            self.task.path if self.task else c.task_path.expanduser().resolve(), c.dataset_name)
+        return RolloutRef(task_name=self.task_folder or task, dataset_name=dataset,
+                          agent_name=c.agent_name, attempt=c.attempt)
 
     @property
-    def trial_name(self) -> str:
-        """`<agent>/<dataset>/<task>__<n>`, the trial's folder under the job."""
+    def rollout_name(self) -> str:
+        """`<agent>/<dataset>/<task>__<n>`, the rollout's folder under the job."""
         r = self.ref
         return rollout_name(r.agent_name, r.dataset_name, r.task_name, r.attempt)
 
@@ -89,8 +91,8 @@ class Job:
 
     name: str
     jobs_dir: Path
-    trials: Sequence[Trial]
-    concurrency: int = 4
+    trials: Sequence[PlannedRollout]
+    concurrency: int = B.DEFAULT_CONCURRENCY
     listener: RolloutListener | None = None
     retry: RetryPolicy = NO_RETRY
     metrics: Sequence[MetricConfig] = ()
@@ -155,7 +157,7 @@ class Job:
                 async with anyio.create_task_group() as tg:
                     for index, trial in enumerate(self.trials):
                         tg.start_soon(self._run_trial, index, trial, limiter,
-                                      name=trial.trial_name)
+                                      name=trial.rollout_name)
         except anyio.get_cancelled_exc_class():
             self.cancelled = True
             raise
@@ -182,7 +184,7 @@ class Job:
         """Finished results of earlier runs, then this run's in plan order."""
         return [*self.finished, *(self._by_index[i] for i in sorted(self._by_index))]
 
-    def skipped(self, *, include_running: bool = False) -> list[TrialRef]:
+    def skipped(self, *, include_running: bool = False) -> list[RolloutRef]:
         """Trials that never started (and, for an abrupt exit, those without a result)."""
         return [t.ref for i, t in enumerate(self.trials)
                 if i not in self._started or (include_running and i not in self._by_index)]
@@ -231,7 +233,7 @@ class Job:
         self._by_index[index] = result
         self.results.append(result)
 
-    async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
+    async def _run_trial(self, index: int, trial: PlannedRollout, limiter: anyio.CapacityLimiter) -> None:
         config = trial.config.model_copy(update={"job_name": self.name, "jobs_dir": self.jobs_dir,
                                                  "run_id": self.run_id,
                                                  "job_id": trial.config.job_id or self.job_id})
@@ -283,3 +285,11 @@ def _rollout_class(task: Task | None) -> type[Rollout]:
 
         return rollout_class(task)
     return Rollout
+
+
+async def run_fork(plan: ForkPlan, *, concurrency: int = B.DEFAULT_CONCURRENCY) -> list[RolloutResult]:
+    """Run a fork's rollouts (`benchflow fork`) as one job; returns their results."""
+    job = Job(name=plan.job_name, jobs_dir=plan.jobs_dir,
+              trials=[PlannedRollout(config=c) for c in plan.configs], concurrency=concurrency)
+    await job.run()
+    return job.all_results()

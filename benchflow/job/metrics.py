@@ -16,14 +16,6 @@ from benchflow.job.config import MetricConfig
 from benchflow.rollout.result import RolloutResult
 
 
-def metric_value(kind: str, rewards: Sequence[float]) -> float | None:
-    """One metric over rewards; None when there are none."""
-    running = RunningMetrics()
-    for reward in rewards:
-        running.add_reward(reward)
-    return running.value(kind)
-
-
 @dataclass
 class RunningMetrics:
     """The metrics of the results added so far, each `add` O(1) (a live display of a
@@ -74,4 +66,4 @@ def compute_metrics(results: Iterable[RolloutResult], metrics: Sequence[MetricCo
     return running.values(metrics)
 
 
-__all__ = ["RunningMetrics", "compute_metrics", "metric_value"]
+__all__ = ["RunningMetrics", "compute_metrics"]

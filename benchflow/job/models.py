@@ -12,7 +12,7 @@ from benchflow.rollout.result import RolloutResult
 from benchflow.verify.rewards import passes
 
 
-class TrialRef(StrictModel):
+class RolloutRef(StrictModel):
     """One trial's identity and reward, as listed in the job result."""
 
     task_name: str
@@ -51,12 +51,12 @@ class JobResult(Aggregates, _JobHead):
     ended_at: datetime | None = None
     agents: dict[str, Aggregates] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
-    skipped: list[TrialRef] = Field(default_factory=list)
-    results: list[TrialRef] = Field(default_factory=list)
+    skipped: list[RolloutRef] = Field(default_factory=list)
+    results: list[RolloutRef] = Field(default_factory=list)
 
 
-def _ref(r: RolloutResult) -> TrialRef:
-    return TrialRef(task_name=r.task_name, dataset_name=r.dataset_name, agent_name=r.agent_name,
+def _ref(r: RolloutResult) -> RolloutRef:
+    return RolloutRef(task_name=r.task_name, dataset_name=r.dataset_name, agent_name=r.agent_name,
                     attempt=r.attempt, reward=r.reward,
                     error_type=r.error.type if r.error else None)
 
@@ -117,7 +117,7 @@ def aggregate(results: list[RolloutResult], skipped: int = 0) -> Aggregates:
     )
 
 
-def build_job_result(job_name: str, results: list[RolloutResult], skipped: list[TrialRef],
+def build_job_result(job_name: str, results: list[RolloutResult], skipped: list[RolloutRef],
                      *, cancelled: bool, started_at: datetime, ended_at: datetime,
                      metrics: dict[str, float | None] | None = None) -> JobResult:
     agg = aggregate(results, len(skipped))

@@ -1,4 +1,4 @@
-"""Trial planning: a job file's agents x tasks x attempts as rollout configs.
+"""Rollout planning: a job file's agents x tasks x attempts as rollout configs.
 
 Trials are ordered agent by agent, then dataset, task and attempt, and each gets the
 job-wide settings (timeouts, overrides, instruction path, environment). Agents map to
@@ -21,14 +21,12 @@ from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
     AgentConfig,
-    CommandAgentConfig,
-    HttpAgentConfig,
     JobConfig,
     RegisteredAgentConfig,
     RolesAgentConfig,
 )
 from benchflow.job.datasets import ResolvedDataset, TaskEntry
-from benchflow.job.job import Trial
+from benchflow.job.job import PlannedRollout
 from benchflow.mcp import McpServer
 from benchflow.roles import assign_roles
 from benchflow.rollout.scenes import task_scenes
@@ -41,14 +39,13 @@ def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
     """The scenes one job-file agent runs on `task`: its scenes file, else the task's own
     scenes (unset roles filled with this agent), else one turn of the agent."""
     env = dict(env or {})
-    scenes_file = getattr(agent, "scenes", None)
-    model = agent.model if isinstance(agent, RegisteredAgentConfig | RolesAgentConfig) else None
-    assigned = agent.assigned() if isinstance(agent, RolesAgentConfig) else None
-    fills = agent.agent if isinstance(agent, RolesAgentConfig) else agent.name
+    scenes_file = agent.scenes if agent.kind in ("builtin", "registered", "roles") else None
+    with_model = agent.kind in ("registered", "roles")
+    model = agent.model if with_model else None
+    assigned = agent.assigned() if agent.kind == "roles" else None
+    fills = agent.agent if agent.kind == "roles" else agent.name
     if scenes_file is None:
-        return task_scenes(task, fills, model,
-                           env if isinstance(agent, RegisteredAgentConfig | RolesAgentConfig)
-                           else None, assigned)
+        return task_scenes(task, fills, model, env if with_model else None, assigned)
     scenes = []
     for scene in load_scenes(scenes_file):
         roles = [role.model_copy(update={"model": role.model or model,
@@ -62,10 +59,10 @@ def agent_scenes(agent: AgentConfig, env: Mapping[str, str] | None = None,
 def agent_drivers(agent: AgentConfig, env: Mapping[str, str] | None = None
                   ) -> dict[str, AgentDriver]:
     """Per-job drivers a rollout needs beyond the registry: one per command or http agent."""
-    if isinstance(agent, CommandAgentConfig):
+    if agent.kind == "command":
         return {agent.name: CommandAgent(agent.name, agent.execute, agent.install,
                                           env=env or {}, description=agent.description)}
-    if isinstance(agent, HttpAgentConfig):  # `env` holds its expanded headers
+    if agent.kind == "http":  # `env` holds its expanded headers
         return {agent.name: HttpAgent(agent.name, agent.endpoint, headers=env or {},
                                       timeout_sec=agent.timeout_sec)}
     return {}
@@ -149,7 +146,7 @@ def _user(config: JobConfig) -> object | None:
 
 
 def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
-                agent_env: Mapping[str, Mapping[str, str]] | None = None) -> list[Trial]:
+                agent_env: Mapping[str, Mapping[str, str]] | None = None) -> list[PlannedRollout]:
     """Every trial of the job: agents x tasks x attempts, in that nesting order.
 
     Raises:
@@ -161,7 +158,7 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
         raise ConfigError(f"the job has {total:,} trials (agents x tasks x attempts), more than "
                           f"{MAX_TRIALS:,}: lower n_attempts, filter the datasets (tasks, "
                           "max_tasks) or split the job")
-    trials: list[Trial] = []
+    trials: list[PlannedRollout] = []
     labels: dict[str, str] = {}
     mcp_servers = config.all_mcp_servers()
     for agent in config.agents:
@@ -176,7 +173,7 @@ def plan_trials(config: JobConfig, datasets: list[ResolvedDataset],
                 for attempt in range(1, config.n_attempts + 1):
                     rollout = rollout_config(config, scenes, dataset.name, entry, attempt,
                                              mcp_servers, tools)
-                    trials.append(Trial(rollout, entry.task, drivers=trial_drivers(
+                    trials.append(PlannedRollout(rollout, entry.task, drivers=trial_drivers(
                                             agent, drivers, entry.task),
                                         task_folder=entry.name))
         if not scenes:

@@ -11,7 +11,7 @@ from pathlib import Path
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig
 from benchflow.config import ModelEndpoint, RolloutConfig, Scene
-from benchflow.job.job import Trial
+from benchflow.job.job import PlannedRollout
 from benchflow.task.qa import QaItem, QaScoring
 from benchflow.task.qa_tasks import DEFAULT_QA_IMAGE, qa_dataset_name, qa_task
 from benchflow.verify.answers import check_scoring
@@ -23,7 +23,7 @@ def qa_trials(dataset_path: Path, items: Sequence[QaItem], *, agent: str, model:
               image: str = DEFAULT_QA_IMAGE, dataset_name: str | None = None,
               drivers: dict[str, AgentDriver] | None = None,
               evaluate: bool = True, metric_where: str = "metric",
-              **rollout_fields: object) -> list[Trial]:
+              **rollout_fields: object) -> list[PlannedRollout]:
     """The trials of `items` for one agent configuration.
 
     The model agent gets no tools on QA items unless `model_agent` lists some (then each
@@ -44,7 +44,7 @@ def qa_trials(dataset_path: Path, items: Sequence[QaItem], *, agent: str, model:
                 dataset_name=name, attempt=attempt, model_endpoint=endpoint,
                 harden=False,  # the answer is the output; nothing in the sandbox is scored
                 verifier_disabled=not evaluate, **rollout_fields)  # type: ignore[arg-type]
-            trials.append(Trial(config, task, drivers=given))
+            trials.append(PlannedRollout(config, task, drivers=given))
     return trials
 
 

@@ -39,7 +39,7 @@ from typing import Any
 import anyio
 
 from benchflow.errors import ConfigError, WorkerLostError
-from benchflow.job.job import Job, Trial
+from benchflow.job.job import Job, PlannedRollout
 from benchflow.job.retry import RetryPolicy
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import ErrorInfo, RolloutResult, write_json_atomic
@@ -73,14 +73,14 @@ class TrialWorker:
         """The worker's process id (tests kill it to check a lost worker is survived)."""
         return os.getpid()
 
-    async def run(self, trial: Trial) -> tuple[str, bytes]:
+    async def run(self, trial: PlannedRollout) -> tuple[str, bytes]:
         """Run `trial`; its result (JSON) and its folder as a tar."""
         with tempfile.TemporaryDirectory(prefix="benchflow-ray-") as scratch:
             job = Job(self.job_name, Path(scratch), [trial], concurrency=1, retry=self.retry,
                       run_id=self.run_id)
             await job.run()
             (result,) = job.results
-            folder = Path(scratch) / self.job_name / trial.trial_name
+            folder = Path(scratch) / self.job_name / trial.rollout_name
             buffer = io.BytesIO()
             with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
                 if folder.is_dir():
@@ -142,11 +142,11 @@ class RayJob(Job):
         self._next += 1
         return index, self._actors[index]
 
-    async def _run_trial(self, index: int, trial: Trial, limiter: anyio.CapacityLimiter) -> None:
+    async def _run_trial(self, index: int, trial: PlannedRollout, limiter: anyio.CapacityLimiter) -> None:
         ray = _ray()
         config = trial.config.model_copy(update={"job_name": self.name, "run_id": self.run_id,
                                                  "job_id": self.job_id})
-        remote_trial = Trial(config, trial.task, trial.drivers, trial.task_folder)
+        remote_trial = PlannedRollout(config, trial.task, trial.drivers, trial.task_folder)
         lost: list[ErrorInfo] = []
         async with limiter:
             self._started.add(index)
@@ -166,7 +166,7 @@ class RayJob(Job):
                         self._lost(index, trial, lost)
                         return
                     log.warning("%s: its Ray worker was lost; retrying elsewhere",
-                                trial.trial_name)
+                                trial.rollout_name)
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         ray.cancel(ref)  # the worker's rollout removes its sandbox
@@ -176,10 +176,10 @@ class RayJob(Job):
         if self.listener is not None:
             self.listener(RolloutEvent(RolloutEventKind.END, result.rollout_name, result))
 
-    def _store(self, trial: Trial, payload: str, folder: bytes,
+    def _store(self, trial: PlannedRollout, payload: str, folder: bytes,
                lost: list[ErrorInfo]) -> RolloutResult:
         """Write the worker's trial folder and result under this job's folder."""
-        target = self.job_dir / trial.trial_name
+        target = self.job_dir / trial.rollout_name
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(folder), mode="r:gz") as tar:
             tar.extractall(target, filter="data")
@@ -196,13 +196,13 @@ class RayJob(Job):
         write_json_atomic(target / "result.json", result.model_dump_json(indent=2))
         return result
 
-    def _lost(self, index: int, trial: Trial, lost: list[ErrorInfo]) -> None:
+    def _lost(self, index: int, trial: PlannedRollout, lost: list[ErrorInfo]) -> None:
         ref = trial.ref
         result = RolloutResult(
-            job_name=self.name, rollout_name=trial.trial_name, task_name=ref.task_name,
+            job_name=self.name, rollout_name=trial.rollout_name, task_name=ref.task_name,
             dataset_name=ref.dataset_name, agent_name=ref.agent_name, attempt=ref.attempt,
             error=lost[-1], retried_errors=lost[:-1])
-        target = self.job_dir / trial.trial_name
+        target = self.job_dir / trial.rollout_name
         target.mkdir(parents=True, exist_ok=True)
         write_json_atomic(target / "result.json", result.model_dump_json(indent=2))
         self._record(index, result)

@@ -54,7 +54,8 @@ def load_saved_config(job_dir: Path, config_file: Path | None = None) -> JobConf
     config = load_job_config(source)
     if config_file is None:
         for index, agent in enumerate(config.agents):
-            redacted = [k for k, v in getattr(agent, "env", {}).items() if v == REDACTED]
+            env = agent.env if agent.kind in ("command", "registered", "roles") else {}
+            redacted = [k for k, v in env.items() if v == REDACTED]
             if redacted:
                 raise ConfigError(
                     f"{source}: agents[{index}].env.{redacted[0]} was saved redacted (the job file "

@@ -3,7 +3,7 @@
 Only transient infrastructure failures are retried: an error recorded with
 `retryable: true`, which a `SandboxError` gets when the backend's failure may pass on
 a second try (a daemon 5xx, a lost connection, a timeout; see
-`sandbox/docker_errors.py`), or a `ProviderError` marked transient. A Dockerfile that
+`sandbox/docker/errors.py`), or a `ProviderError` marked transient. A Dockerfile that
 does not build, an image that does not exist, an agent or verifier outcome, a
 teardown error and a cancellation are never retried.
 
@@ -17,9 +17,6 @@ from dataclasses import dataclass
 
 from benchflow.job.config import RetryConfig
 from benchflow.rollout.result import RolloutResult
-
-_NEVER: frozenset[str] = frozenset({"environment_teardown_failed", "cancelled"})
-
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -38,9 +35,9 @@ class RetryPolicy:
 
     @staticmethod
     def is_retryable(result: RolloutResult) -> bool:
-        """Whether the result's error is a transient infrastructure failure."""
-        error = result.error
-        return error is not None and error.retryable and error.type not in _NEVER
+        """Whether the result's error is a transient infrastructure failure (its exception
+        class decided, `errors.py`: never a teardown error nor a cancellation)."""
+        return result.error is not None and result.error.retryable
 
     def should_retry(self, result: RolloutResult, attempt: int) -> bool:
         """Whether to run the trial again after its `attempt`-th (1-based) try ended so."""

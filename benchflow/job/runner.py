@@ -17,12 +17,12 @@ from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig
 from benchflow.job.datasets import ResolvedDataset, resolve_datasets
 from benchflow.job.envvars import EnvLookup, expand_agent_env
-from benchflow.job.job import Job, Trial
+from benchflow.job.job import Job, PlannedRollout
 from benchflow.job.plan import plan_trials
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
 from benchflow.rollout.events import RolloutListener
-from benchflow.rollout.model_endpoint import model_endpoint, scenes_for_check
+from benchflow.rollout.model_endpoint import check_endpoint, model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.certs import read_certs
 from benchflow.settings import host_env
@@ -35,17 +35,17 @@ class PreparedJob:
 
     config: JobConfig
     datasets: list[ResolvedDataset]
-    trials: list[Trial]
+    trials: list[PlannedRollout]
     manifest: Manifest
-    to_run: list[Trial] = field(default_factory=list)
+    to_run: list[PlannedRollout] = field(default_factory=list)
     finished: list[RolloutResult] = field(default_factory=list)
 
     @property
     def job_dir(self) -> Path:
         return self.config.jobs_dir / self.config.name
 
-    def trial_dir(self, trial: Trial) -> Path:
-        return self.job_dir / trial.trial_name
+    def trial_dir(self, trial: PlannedRollout) -> Path:
+        return self.job_dir / trial.rollout_name
 
     @property
     def needs_sandboxes(self) -> bool:
@@ -54,7 +54,7 @@ class PreparedJob:
         return any(trial_needs_sandbox(trial) for trial in self.to_run)
 
 
-def trial_needs_sandbox(trial: Trial) -> bool:
+def trial_needs_sandbox(trial: PlannedRollout) -> bool:
     """Whether `trial` starts a sandbox (see `QaRollout`)."""
     from benchflow.agents.base import driver_needs_sandbox
     from benchflow.agents.registry import get_driver
@@ -65,7 +65,7 @@ def trial_needs_sandbox(trial: Trial) -> bool:
     return any(driver_needs_sandbox(trial.drivers.get(a) or get_driver(a)) for a in agents)
 
 
-def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
+def check_agents(trials: list[PlannedRollout], lookup: EnvLookup = host_env) -> None:
     """Every agent a trial names resolves to a driver and has its credentials, and every
     task's (and MCP server's) env templates resolve.
 
@@ -74,7 +74,8 @@ def check_agents(trials: list[Trial], lookup: EnvLookup = host_env) -> None:
             env template needs, before anything starts.
     """
     for trial in trials:
-        check_scenes(scenes_for_check(trial.config), given=trial.drivers)
+        check_scenes(scenes_for_check(trial.config), given=trial.drivers,
+                     endpoint=check_endpoint(trial.config))
     for servers in {id(t.config.mcp_servers): t.config.mcp_servers for t in trials}.values():
         resolve_mcp_servers(servers, lookup)  # MCP server env templates, likewise
     for task in {id(t.task): t.task for t in trials if t.task is not None}.values():

@@ -71,8 +71,8 @@ class Manifest(StrictModel):
         for agent, dumped in zip(config.agents, redacted_job_config(config)["agents"], strict=True):
             blob = json.dumps(dumped, sort_keys=True).encode()
             agents[agent.name] = AgentFingerprint(
-                kind=type(agent).__name__.removesuffix("AgentConfig").lower(),
-                model=getattr(agent, "model", None), sha256=hashlib.sha256(blob).hexdigest())
+                kind=agent.kind,
+                model=agent.model if agent.kind in ("registered", "roles") else None, sha256=hashlib.sha256(blob).hexdigest())
         tasks = {f"{d.name}/{t.name}": t.content_hash() for d in datasets for t in d.tasks}
         return cls(job_name=config.name, n_attempts=config.n_attempts, agents=agents, tasks=tasks)
 

@@ -41,7 +41,7 @@ import anyio
 from benchflow.config import RolloutConfig
 from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig, RetryConfig, load_job_config, with_absolute_paths
-from benchflow.job.job import Job, Trial
+from benchflow.job.job import Job, PlannedRollout
 from benchflow.job.models import JobResult
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.runner import make_job, prepare_job, start_new_job
@@ -56,9 +56,9 @@ log = logging.getLogger(__name__)
 
 _END = object()
 
-Trials = JobConfig | str | Path | Sequence[RolloutConfig | Trial]
+Trials = JobConfig | str | Path | Sequence[RolloutConfig | PlannedRollout]
 """What `stream` runs: a job (a `JobConfig` or a job file's path), or rollout configs (or
-planned `Trial`s: a config with its loaded task and agent drivers)."""
+planned `PlannedRollout`s: a config with its loaded task and agent drivers)."""
 
 
 class RolloutStream:
@@ -163,7 +163,7 @@ def stream(trials: Trials, *, concurrency: int | None = None, job_name: str | No
     """Run `trials` and yield each rollout's result as it finishes.
 
     `trials` is a `JobConfig`, a job file's path, or a sequence of `RolloutConfig`s or
-    `Trial`s (one trial each; then `job_name` (default: a timestamp) and `jobs_dir`
+    `PlannedRollout`s (one trial each; then `job_name` (default: a timestamp) and `jobs_dir`
     (default `jobs`) name the job folder). `concurrency` overrides the job's
     `n_concurrent_trials` (default 4 for rollout configs); `max_pending` bounds the
     rollouts started and not yet consumed (backpressure; default: none). `retry` replaces
@@ -180,7 +180,7 @@ def stream(trials: Trials, *, concurrency: int | None = None, job_name: str | No
     if isinstance(trials, JobConfig):
         return _job_stream(trials, concurrency, max_pending)
     configs = list(trials)
-    if not configs or not all(isinstance(c, RolloutConfig | Trial) for c in configs):
+    if not configs or not all(isinstance(c, RolloutConfig | PlannedRollout) for c in configs):
         raise ConfigError("benchflow.stream: give a JobConfig, a job file's path, or a "
                           "non-empty sequence of RolloutConfig")
     return _config_stream(configs, concurrency or 4, job_name or default_job_name(),
@@ -205,12 +205,12 @@ def _job_stream(config: JobConfig, concurrency: int | None,
     return RolloutStream(make_job(prepared), prepare, max_pending)
 
 
-def _config_stream(configs: list[RolloutConfig | Trial], concurrency: int, name: str,
+def _config_stream(configs: list[RolloutConfig | PlannedRollout], concurrency: int, name: str,
                    jobs_dir: Path, max_pending: int | None, retry: RetryPolicy) -> RolloutStream:
     if (jobs_dir / name).exists():
         raise ConfigError(f"{jobs_dir / name}: a job of this name already exists: pass "
                           "another job_name")
-    trial_list = [c if isinstance(c, Trial) else Trial(c, load_task(c.task_path))
+    trial_list = [c if isinstance(c, PlannedRollout) else PlannedRollout(c, load_task(c.task_path))
                   for c in configs]
     backends = {(t.config.environment, repr(sorted((t.config.provider_config or {}).items()))):
                 t.config for t in trial_list if _needs_sandbox(t)}
@@ -224,7 +224,7 @@ def _config_stream(configs: list[RolloutConfig | Trial], concurrency: int, name:
     return RolloutStream(job, prepare, max_pending)
 
 
-def _needs_sandbox(trial: Trial) -> bool:
+def _needs_sandbox(trial: PlannedRollout) -> bool:
     """False for a QA item whose agents all run on the host (no backend to check)."""
     if trial.task is None or trial.task.qa is None:
         return True

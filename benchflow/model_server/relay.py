@@ -27,11 +27,12 @@ import logging
 import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 from urllib.parse import urlsplit
 
+from benchflow._service import HttpService, TrackingHTTPServer
 from benchflow.errors import ConfigError
 from benchflow.model_server.capture import (
     MAX_CAPTURE_BYTES,
@@ -53,17 +54,11 @@ _UPSTREAM_TIMEOUT_SEC = 600.0
 _CHUNK = 64 * 1024
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    relay: ModelRelay
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "benchflow-model-relay"
     timeout = _UPSTREAM_TIMEOUT_SEC
-    server: _Server
+    server: TrackingHTTPServer
     _captured: bytearray
     _content_type: str | None
     _content_encoding: str | None
@@ -72,7 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s " + format, self.address_string(), *args)
 
     def _relay(self) -> None:
-        relay = self.server.relay
+        relay: ModelRelay = self.server.service
         traffic = relay.traffic
         started, wall = time.monotonic(), time.time()
         caller = traffic.caller(self.headers, self.path) if traffic is not None else Caller(None)
@@ -185,7 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
             conn.close()
 
 
-class ModelRelay:
+class ModelRelay(HttpService):
     """Forwards HTTP from `host:port` to the model endpoint at `upstream` (its root URL).
 
     Args:
@@ -202,11 +197,15 @@ class ModelRelay:
             the role key replaced by the upstream key; calls are counted per role.
     """
 
+    what = "the model relay"
+    handler = _Handler
+
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0,
                  log_dir: str | Path | None = None,
                  capture: ModelCallLog | None = None,
                  request_tokens: TokenDialect | None = None,
                  traffic: ModelTraffic | None = None) -> None:
+        super().__init__(host, port)
         self.capture = capture
         self.request_tokens = request_tokens
         self.traffic = traffic
@@ -217,20 +216,9 @@ class ModelRelay:
         self.upstream_scheme = parts.scheme
         self.upstream_netloc = parts.netloc
         self.upstream_path = parts.path.rstrip("/")
-        self.host = host
-        self.port = port
         self.log_path = Path(log_dir) / REQUEST_LOG if log_dir is not None else None
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """The relay's base URL (same path layout as the upstream root)."""
-        if self._httpd is None:
-            raise RuntimeError("the model relay is not started")
-        return f"http://{self.host}:{self.port}"
 
     def connect(self) -> http.client.HTTPConnection:
         parts = urlsplit(self.upstream)
@@ -258,44 +246,17 @@ class ModelRelay:
                     fh.write(json.dumps({"summary": summary}) + "\n")
 
     def start(self) -> str:
-        """Bind and serve in a daemon thread; returns the URL. Idempotent.
+        """Bind and serve in a daemon thread; returns the URL (same path layout as the
+        upstream root). Idempotent.
 
         Raises:
             ConfigError: the address cannot be bound.
         """
-        if self._httpd is not None:
+        if self._running:
             return self.url
-        try:
-            httpd = _Server((self.host, self.port), _Handler)
-        except OSError as exc:
-            raise ConfigError(f"the model relay cannot listen on {self.host}:{self.port}: "
-                              f"{exc}") from exc
-        httpd.relay = self
-        self._httpd, self.port = httpd, httpd.server_address[1]
-        self._thread = threading.Thread(target=httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name=f"model-relay:{self.port}", daemon=True)
-        self._thread.start()
-        logger.info("model relay %s -> %s", self.url, self.upstream)
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving and release the port. Idempotent."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        url = super().start()
+        logger.info("model relay %s -> %s", url, self.upstream)
+        return url
 
 
 __all__ = ["ModelRelay"]

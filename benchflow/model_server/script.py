@@ -64,6 +64,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, mod
 
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
+from benchflow import bounds as B
 
 
 class ShellStep(FrozenModel):
@@ -195,7 +196,7 @@ class Fault(FrozenModel):
     """Answer the next `times` model requests with HTTP `status` (429, 500...) before any reply."""
 
     status: int = Field(ge=400, le=599)
-    times: int = Field(default=1, ge=1)
+    times: int = Field(default=1, ge=1, le=B.MAX_TURNS)
     message: str = "injected by the model-server script"
 
 

@@ -12,18 +12,17 @@ code does not block the event loop; `async with` stops it in a worker thread.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import anyio.to_thread
 
-from benchflow.errors import ConfigError
+from benchflow._service import HttpService, TrackingHTTPServer
 from benchflow.model_server.app import HttpReply, ScriptedModelApp
 from benchflow.model_server.capture import ModelCallLog
 from benchflow.model_server.script import Script, load_script
@@ -54,36 +53,13 @@ def read_body(handler: BaseHTTPRequestHandler, max_bytes: int = MAX_BODY_BYTES) 
     return handler.rfile.read(length) if length else b""
 
 
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(
-        self, address: tuple[str, int], app: ScriptedModelApp, family: socket.AddressFamily
-    ) -> None:
-        self.address_family = family
-        self.app = app
-        self.capture: ModelCallLog | None = None
-        self.traffic: ModelTraffic | None = None
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "benchflow-model-server"
     timeout = 300
-    server: _HttpServer
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
+    server: TrackingHTTPServer
 
     def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
         try:
             super().finish()
         except OSError:
@@ -99,13 +75,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, f"unreadable request body: {exc}")
             return
         started = time.time()
-        capture, traffic = self.server.capture, self.server.traffic
+        service: ModelServer = self.server.service
+        capture, traffic = service.capture, service.traffic
         role = traffic.caller(self.headers, self.path).role if traffic is not None else None
         if traffic is not None:
             where = traffic.where(role)
         else:
             where = capture.where() if capture is not None else None
-        reply = self.server.app.handle(
+        reply = service.app.handle(
             self.command, self.path, body, self.headers.get("Content-Encoding"), role=role
         )
         try:
@@ -153,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-class ModelServer:
+class ModelServer(HttpService):
     """Serves a script as Anthropic, OpenAI (Chat and Responses) and Gemini model APIs.
 
     In a benchmark run it stands in for the model provider, so a real agent runs its real
@@ -171,6 +148,9 @@ class ModelServer:
             may target) the role whose key they carry, and counted per role.
     """
 
+    what = "the model server"
+    handler = _Handler
+
     def __init__(
         self,
         script: Script | str | Path,
@@ -180,26 +160,11 @@ class ModelServer:
         capture: ModelCallLog | None = None,
         traffic: ModelTraffic | None = None,
     ) -> None:
+        super().__init__(host, port)
         self.capture = capture
         self.traffic = traffic
         self.script = script if isinstance(script, Script) else load_script(script)
-        self.host = host
-        self.port = port
         self.app = ScriptedModelApp(self.script, log_dir)
-        self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """The base URL agents use (no `/v1`), e.g. `http://172.17.0.1:41234`.
-
-        Raises:
-            RuntimeError: the server is not started.
-        """
-        if self._httpd is None:
-            raise RuntimeError("the model server is not started")
-        host = self.host if ":" not in self.host else f"[{self.host}]"
-        return f"http://{host}:{self.port}"
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -212,58 +177,17 @@ class ModelServer:
         return self.app.log.path
 
     def start(self) -> str:
-        """Bind and start serving in a daemon thread; returns the base URL. Idempotent.
+        """Bind and serve in a daemon thread; returns the base URL agents use (no `/v1`),
+        e.g. `http://172.17.0.1:41234`. Idempotent.
 
         Raises:
             ConfigError: the address cannot be bound (in use, not local).
         """
-        if self._httpd is not None:
+        if self._running:
             return self.url
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        try:
-            httpd = _HttpServer((self.host, self.port), self.app, family)
-        except OSError as exc:
-            raise ConfigError(
-                f"the model server cannot listen on {self.host}:{self.port}: {exc}"
-            ) from exc
-        httpd.capture = self.capture
-        httpd.traffic = self.traffic
-        self._httpd = httpd
-        self.port = httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"model-server:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        logger.info("scripted model server %r listening on %s", self.script.name, self.url)
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving, close open connections and release the port. Idempotent."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        with httpd.connections_lock:
-            open_connections = list(httpd.connections)
-        for conn in open_connections:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        url = super().start()
+        logger.info("scripted model server %r listening on %s", self.script.name, url)
+        return url
 
     async def __aenter__(self) -> Self:
         self.start()

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from benchflow.model_server.wire import CallTokens, ToolIO, tool_io
-from benchflow.trajectory.events import RoleIdentity
+from benchflow.roles import RoleIdentity
 
 KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 """Headers an agent's SDK sends its API key in (OpenAI, Anthropic, Gemini, Azure)."""
@@ -180,10 +180,6 @@ class ModelTraffic:
         with self._lock:
             seen = self._models.get(role)
             return max(seen, key=lambda m: seen[m]) if seen else None
-
-    def n_calls(self, role: str) -> int:
-        with self._lock:
-            return self._calls.get(role, 0)
 
     # -- tool results ------------------------------------------------------------------
 

@@ -26,8 +26,9 @@ from benchflow.agents.model_agent import check_tools
 from benchflow.settings import define_secret
 from benchflow.tools.base import RESOURCE_TYPES, TOOL_NAMES as SERVER_TOOLS
 from benchflow.errors import ConfigError
-from benchflow.task._suggest import suggest
+from benchflow._suggest import suggest
 from benchflow.verify.metrics import METRICS
+from benchflow import bounds as B
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,9 @@ class QaRolloutConfig(FrozenModel):
     model_name: str = "gpt-4.1-2025-04-14"
     api_key: str = Field(default="", repr=False)
     base_url: str = ""
-    max_turns: int = Field(default=100, ge=1)
-    max_retries: int = Field(default=3, ge=0)
-    max_workers: int = Field(default=1, ge=1)
+    max_turns: int = Field(default=100, ge=1, le=B.MAX_TURNS)
+    max_retries: int = Field(default=3, ge=0, le=B.MAX_RETRIES)
+    max_workers: int = Field(default=1, ge=1, le=B.MAX_CONCURRENCY)
     available_tools: list[str] = Field(default_factory=list)
     system_prompt: str = ""
     system_prompt_file: str | None = None
@@ -73,7 +74,7 @@ class QaRolloutConfig(FrozenModel):
     evaluator_api_key: str | None = Field(default=None, repr=False)
     evaluator_base_url: str | None = None
     evaluator_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    evaluator_max_retries: int = Field(default=3, ge=0)
+    evaluator_max_retries: int = Field(default=3, ge=0, le=B.MAX_RETRIES)
     evaluator_extra_params: dict[str, Any] = Field(default_factory=dict)
     evaluator_prompt: str | None = None
     resource_types: list[str] = Field(default_factory=list)
@@ -81,9 +82,9 @@ class QaRolloutConfig(FrozenModel):
     sandbox_server_url: str = DEFAULT_SANDBOX_URL
     sandbox_auto_start: bool = False
     sandbox_config_path: str | None = None
-    sandbox_timeout: int = Field(default=120, ge=1)
+    sandbox_timeout: int = Field(default=120, ge=1, le=B.MAX_SECONDS)
     benchmark_name: str | None = None
-    number_of_tasks: int | None = Field(default=None, ge=1)
+    number_of_tasks: int | None = Field(default=None, ge=1, le=B.MAX_TASKS)
     task_ids: list[str] | None = None
     parallel: bool = False
     save_results: bool = True

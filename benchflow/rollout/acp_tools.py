@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from benchflow.agents.acp_driver import AcpAgentDriver
+from benchflow.agents.base import driver_capabilities
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.sandbox.labels import LABEL_JOB
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from benchflow.rollout.rollout import Rollout
 
 log = logging.getLogger(__name__)
-
-SERVER_KEY = "acp_tools_server"
-"""Where the running server is kept in the agent context's extras."""
-
 
 def server_defaults(policy: str, job_name: str) -> dict[str, Any]:
     """The rollout's resource defaults, under every configured setting (see above)."""
@@ -57,9 +53,9 @@ async def open_acp_tools(rollout: Rollout) -> None:
         SandboxStartError: docker refused the firewall rule.
     """
     config, ctx, network = rollout.config.acp_tools, rollout.ctx, rollout.network
-    if config is None or ctx is None or SERVER_KEY in ctx.extras:
+    if config is None or ctx is None or ctx.tool_server is not None:
         return
-    if not any(isinstance(d, AcpAgentDriver) for d in rollout.drivers.values()):
+    if not any(driver_capabilities(d).mcp_sessions for d in rollout.drivers.values()):
         raise ConfigError(f"tools {', '.join(config.tools)} are given to ACP agents over MCP, "
                           "and this rollout runs none (the model agent takes them as its "
                           "own `tools`)")
@@ -72,13 +68,13 @@ async def open_acp_tools(rollout: Rollout) -> None:
 
     server = ToolServer(defaults=server_defaults(network.policy, rollout.job_name),
                         host=await network.service_host(), open_sessions=False)
-    ctx.extras[SERVER_KEY] = server  # stopped by close_acp_tools, whatever happens next
+    ctx.tool_server = server  # stopped by close_acp_tools, whatever happens next
     await anyio.to_thread.run_sync(server.start)
     await network.allow_port(server.port)
     session_id = await anyio.to_thread.run_sync(server.open_session, {
         "tools": list(config.tools), "resource_types": list(config.resource_types),
         "resource_init_configs": dict(config.resource_init_configs),
-        "kwargs": dict(ctx.extras.get("task_input") or {}),
+        "kwargs": dict(ctx.task_input),
         "timeout_sec": ctx.scaled(config.timeout_sec)})
     url = f"{server.url}/mcp?session={session_id}"
     ctx.mcp_servers = merge_servers(ctx.mcp_servers, [McpServer(
@@ -90,9 +86,10 @@ async def open_acp_tools(rollout: Rollout) -> None:
 async def close_acp_tools(rollout: Rollout) -> None:
     """Stop the rollout's tool server and its session's sandboxes (never raises)."""
     ctx = rollout.ctx
-    server = ctx.extras.pop(SERVER_KEY, None) if ctx is not None else None
+    server = ctx.tool_server if ctx is not None else None
     if server is None:
         return
+    ctx.tool_server = None
     with anyio.CancelScope(shield=True):
         try:
             await anyio.to_thread.run_sync(server.stop)
@@ -100,4 +97,4 @@ async def close_acp_tools(rollout: Rollout) -> None:
             log.warning("could not stop the tool server: %s", exc)
 
 
-__all__ = ["SERVER_KEY", "close_acp_tools", "open_acp_tools", "server_defaults"]
+__all__ = ["close_acp_tools", "open_acp_tools", "server_defaults"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from benchflow.bounds import MAX_ATTEMPTS
 from benchflow.config import ForkSource, RolloutConfig
 from benchflow.errors import ConfigError
 from benchflow.roles import RoleAgent, assign_roles
@@ -80,8 +81,8 @@ async def plan_fork(rollout_dir: Path, at_turn: int, roles: Mapping[str, RoleAge
             the rollout does not have, a bad `k`, or a snapshot that no longer exists.
     """
     rollout_dir = rollout_dir.expanduser()
-    if k < 1:
-        raise ConfigError(f"-k {k}: give at least 1 fork")
+    if not 1 <= k <= MAX_ATTEMPTS:
+        raise ConfigError(f"-k {k}: give 1 to {MAX_ATTEMPTS:,} forks")
     original, config = _read(rollout_dir)
     record = read_snapshots(rollout_dir)
     if record is None or not record.snapshots:
@@ -198,15 +199,4 @@ async def fork_baseline(sandbox: Sandbox | None, fork: ForkSource) -> Baseline |
     return baseline.model_copy(update={"digest": str(data["digest"])})
 
 
-async def run_fork(plan: ForkPlan, *, concurrency: int = 4) -> list[RolloutResult]:
-    """Run the plan's rollouts as one job; returns their results."""
-    from benchflow.job.job import Job, Trial
-
-    job = Job(name=plan.job_name, jobs_dir=plan.jobs_dir,
-              trials=[Trial(config=c) for c in plan.configs], concurrency=concurrency)
-    await job.run()
-    return job.all_results()
-
-
-__all__ = ["ForkPlan", "fork_baseline", "fork_steps", "plan_fork", "run_fork",
-           "start_from_fork"]
+__all__ = ["ForkPlan", "fork_baseline", "fork_steps", "plan_fork", "start_from_fork"]

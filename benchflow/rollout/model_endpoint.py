@@ -3,7 +3,7 @@
 ```python
 net = RolloutNetwork(config, allow_internet=..., job_name=..., log_dir=paths.root / "model_server")
 await net.open()                    # model-only network + scripted server / relay, if any
-scenes = net.scenes(config.scenes)  # roles get BENCHFLOW_PROVIDER_BASE_URL / _API_KEY
+scenes = net.scenes(config.scenes)  # opencode-style models re-homed to the endpoint
 spec = SandboxSpec(..., **net.sandbox_fields(online_install=...))
 ...                                 # start, install the agents
 await net.isolate(sandbox)          # before the first agent step (if it started public)
@@ -20,10 +20,11 @@ listen on the same gateway (`service_host()`), their ports allowed like the endp
 The endpoint: a scripted `ModelServer` (its `requests.jsonl` in `log_dir`), or a real
 endpoint's root URL relayed through a `ModelRelay` on the sandbox network's gateway
 (`capture_model_calls`: every call, scrubbed, in the rollout's `model_calls.jsonl`).
-Every role's env gets `BENCHFLOW_PROVIDER_BASE_URL` (no `/v1`) and
-`BENCHFLOW_PROVIDER_API_KEY`, which each agent's manifest maps to its own settings
-(`[env_mapping]`, and the `base_url` launch template variable); agents whose model ids
-name a provider (opencode) get the model `benchflow/<id>`.
+The agents get it as one typed value, `net.agent_endpoint` (`AgentEndpoint`: the URL,
+no `/v1`, and each role's key), which each agent's manifest maps to its own settings
+(`[env_mapping]`, and the `base_url` launch template variable); what runs in the sandbox
+finds it as `BENCHFLOW_PROVIDER_BASE_URL` / `_API_KEY`. Agents whose model ids name a
+provider (opencode) get the model `benchflow/<id>`.
 
 The key is the role's own (`ModelTraffic.token_for`): the server and the relay attribute
 each call to the role whose key it carries, count its tokens per role and turn, and script
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -44,12 +45,9 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 from pydantic import ValidationError
 
-from benchflow.agents.acp_driver import AcpAgentDriver
-from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV
-from benchflow.agents.base import AgentDriver
-from benchflow.agents.builtin import NopAgent, OracleAgent
+from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, AgentEndpoint
+from benchflow.agents.base import AgentDriver, driver_capabilities
 from benchflow.agents.catalog import load_catalog
-from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.rollout.roles import role_identities
@@ -152,48 +150,43 @@ def model_endpoint(script: Path | None = None, base_url: str | None = None,
     return endpoint
 
 
-def with_env(scenes: Iterable[Scene], env: Mapping[str, str],
-             keys: Mapping[str, str] | None = None) -> list[Scene]:
-    """`scenes` pointed at a model endpoint: `env` under every role's own env (the role's
-    values win), with the role's own key from `keys` (role name -> key) when given; agents
-    that pick a provider by the model id's prefix (`provider/model` manifests, e.g.
-    opencode) get the model `benchflow/<id>`, the endpoint's provider."""
-    if not env:
-        return list(scenes)
-    keys = keys or {}
+def for_endpoint(scenes: Iterable[Scene]) -> list[Scene]:
+    """`scenes` as they run against a model endpoint: agents that pick a provider by the
+    model id's prefix (`provider/model` manifests, e.g. opencode) get the model
+    `benchflow/<id>`, the endpoint's provider."""
+    catalog = load_catalog()
 
-    def env_of(role: Role) -> Mapping[str, str]:
-        key = keys.get(role.name)
-        return {**env, PROVIDER_API_KEY_ENV: key} if key else env
+    def point(role: Role) -> Role:
+        name = catalog.resolve(role.agent)
+        manifest = catalog.manifests.get(name) if name else None
+        if manifest is not None and manifest.model.format == "provider/model":
+            model = role.model or manifest.model.default
+            if model:
+                return role.model_copy(update={
+                    "model": f"{ENDPOINT_PROVIDER}/{model.split('/', 1)[-1]}"})
+        return role
 
-    return [scene.model_copy(update={"roles": [_point(role, env_of(role))
-                                               for role in scene.roles]})
+    return [scene.model_copy(update={"roles": [point(role) for role in scene.roles]})
             for scene in scenes]
 
 
-def _point(role: Role, env: Mapping[str, str]) -> Role:
-    update: dict[str, Any] = {"env": {**env, **role.env}}
-    catalog = load_catalog()
-    name = catalog.resolve(role.agent)
-    manifest = catalog.manifests.get(name) if name else None
-    if manifest is not None and manifest.model.format == "provider/model":
-        model = role.model or manifest.model.default
-        if model:
-            update["model"] = f"{ENDPOINT_PROVIDER}/{model.split('/', 1)[-1]}"
-    return role.model_copy(update=update)
-
-
-def scenes_for_check(config: RolloutConfig) -> list[Scene]:
-    """The scenes as the credentials check must see them before any endpoint runs: with
+def check_endpoint(config: RolloutConfig) -> AgentEndpoint | None:
+    """The endpoint as the credentials check must see it before any endpoint runs: with
     the endpoint's key (a placeholder URL), so that no agent asks for its own key.
 
     Raises:
         ConfigError: `api_key_env` names a variable that is not set.
     """
     if config.model_endpoint is None:
+        return None
+    return AgentEndpoint(_PLACEHOLDER_URL, endpoint_api_key(config.model_endpoint))
+
+
+def scenes_for_check(config: RolloutConfig) -> list[Scene]:
+    """The scenes as the credentials check sees them (with `check_endpoint(config)`)."""
+    if config.model_endpoint is None:
         return list(config.scenes)
-    return with_env(config.scenes, {PROVIDER_BASE_URL_ENV: _PLACEHOLDER_URL,
-                                    PROVIDER_API_KEY_ENV: endpoint_api_key(config.model_endpoint)})
+    return for_endpoint(config.scenes)
 
 
 def capture_log(config: RolloutConfig, path: Path | None) -> ModelCallLog | None:
@@ -235,15 +228,7 @@ def _on_loopback(url: str) -> bool:
 def needs_network_install(drivers: Iterable[AgentDriver]) -> bool:
     """Whether installing these agents downloads anything in the sandbox: registered
     agents with a package (npm), and agents benchflow cannot see into (command agents)."""
-    for driver in drivers:
-        if isinstance(driver, (OracleAgent, NopAgent, ModelAgent)):
-            continue
-        if isinstance(driver, AcpAgentDriver):
-            if driver.manifest.install.package:
-                return True
-            continue
-        return True
-    return False
+    return any(driver_capabilities(d).network_install for d in drivers)
 
 
 class RolloutNetwork:
@@ -265,7 +250,7 @@ class RolloutNetwork:
         self.job_name = job_name
         self.log_dir = log_dir
         self.network: netpolicy.ModelOnlyNetwork | None = None
-        self.env: dict[str, str] = {}
+        self.agent_endpoint: AgentEndpoint | None = None
         # the verifier's roles (an agent-judge) get keys too: calls need one, and are theirs
         self.identities = role_identities([*config.scenes, *verifier_scenes], self.endpoint)
         self.traffic: ModelTraffic | None = None
@@ -323,8 +308,8 @@ class RolloutNetwork:
         self._port = self._server.port
         if self.network is not None:
             await netpolicy.allow_endpoint(self.network, self._port)
-        # no key here: each role gets its own (`scenes()`); the real one stays on the host
-        self.env = {PROVIDER_BASE_URL_ENV: self.url}
+        # no shared key: each role gets its own; the real one stays on the host
+        self.agent_endpoint = AgentEndpoint(self.url, role_keys=self.role_keys)
         log.info("model endpoint for the agents: %s (network %s)", self.url, self.policy)
 
     def _open_direct(self) -> None:
@@ -354,8 +339,7 @@ class RolloutNetwork:
         self.url = endpoint_root(self.endpoint.base_url)
         host = urlsplit(self.url).hostname
         self.allowlist = (host,) if host else ()
-        self.env = {PROVIDER_BASE_URL_ENV: self.url,
-                    PROVIDER_API_KEY_ENV: endpoint_api_key(self.endpoint)}
+        self.agent_endpoint = AgentEndpoint(self.url, endpoint_api_key(self.endpoint))
         log.info("model endpoint for the agents: %s (network %s, called directly)", self.url,
                  self.policy)
 
@@ -403,8 +387,8 @@ class RolloutNetwork:
                              api_key_env=self.endpoint.api_key_env, api_key=self.endpoint.api_key)
 
     def scenes(self, scenes: Iterable[Scene]) -> list[Scene]:
-        """`scenes` whose roles point at the endpoint, each with its own key."""
-        return with_env(scenes, self.env, self.role_keys)
+        """`scenes` as they run against this rollout's endpoint (`for_endpoint`)."""
+        return for_endpoint(scenes) if self.agent_endpoint is not None else list(scenes)
 
     def sandbox_fields(self, *, online_install: bool) -> dict[str, Any]:
         """`SandboxSpec` fields: the policy itself, or `public` while an install needs the
@@ -455,11 +439,12 @@ __all__ = [
     "SCRIPTED_API_KEY",
     "RolloutNetwork",
     "capture_log",
+    "check_endpoint",
     "endpoint_api_key",
     "endpoint_root",
+    "for_endpoint",
     "model_endpoint",
     "needs_network_install",
     "resolve_policy",
     "scenes_for_check",
-    "with_env",
 ]

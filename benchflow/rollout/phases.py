@@ -44,9 +44,10 @@ class PhaseBook:
         self.opened = False
         self.finished = False
         self.cleaned = False
-        self._depth = 0
+        self.depth = 0
+        """1 while a phase runs: a phase it calls runs inside it, not timed again."""
         self._log_file: RolloutLogFile | None = None
-        self._log_scope = contextlib.ExitStack()
+        self._log_scope: contextlib.AbstractContextManager[None] | None = None
 
     async def open(self) -> None:
         """Once: the folder with config.json, rollout.log, the clock, the START event."""
@@ -61,8 +62,10 @@ class PhaseBook:
             try:
                 self._log_file = await anyio.to_thread.run_sync(self._open_folder, config_json)
             except OSError as exc:  # nothing started yet: the job stops here (a full disk)
+                rollout._storage_failure = rollout._storage_failure or exc
                 raise rollout._write_failure(rollout.paths.config, exc) from exc
-        self._log_scope.enter_context(rollout_log(self._log_file, rollout.rollout_name))
+        self._log_scope = rollout_log(self._log_file, rollout.rollout_name)
+        self._log_scope.__enter__()
         rollout.clock.begin()
         log.info("rollout %s of job %s starts", rollout.rollout_name, rollout.job_name)
         rollout._emit(RolloutEventKind.START)
@@ -73,17 +76,17 @@ class PhaseBook:
         write_json_atomic(paths.config, config_json)
         return RolloutLogFile(paths.log)
 
-    async def run(self, name: str, clock: Phase | None, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one phase's work: timed into `clock`, its failure recorded."""
-        if self._depth:  # a phase calling another (a subclass's override calling super)
-            return await call()
+    async def run(self, name: str, clock: Phase | None, fn: Callable[..., Awaitable[T]],
+                  /, *args: Any, **kwargs: Any) -> T:
+        """Run one phase's work, `fn(*args, **kwargs)`: timed into `clock`, its failure
+        recorded."""
         await self.open()
-        self._depth += 1
+        self.depth += 1
         try:
             if clock is None:
-                return await call()
+                return await fn(*args, **kwargs)
             with self.rollout.clock.phase(clock):
-                return await call()
+                return await fn(*args, **kwargs)
         except anyio.get_cancelled_exc_class() as exc:
             where = clock or self.rollout.clock.current or name
             self.record_error(RolloutCancelled(f"cancelled during {where}"), where, exc)
@@ -93,23 +96,27 @@ class PhaseBook:
             self.record_error(exc, clock or self.rollout.clock.current or name, exc)
             raise
         finally:
-            self._depth -= 1
+            self.depth -= 1
 
     def record_error(self, exc: BaseException, phase: str, cause: BaseException) -> None:
         """Make `exc` the result's error (unless one is recorded already), masked by the
         rollout's redactor. A full disk is not the agent's fault: it is kept apart, and
         `finish()` stops the job with it once the sandbox is gone."""
         rollout, result = self.rollout, self.rollout.result
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+        storage = isinstance(exc, ResultsWriteError) or (
+            isinstance(exc, OSError) and exc.errno in NO_SPACE)
+        if storage and isinstance(exc, OSError):
             rollout._storage_failure = rollout._storage_failure or exc
         if result.error is not None:
             return
         error = ErrorInfo.from_exception(exc, phase)
-        result.error = error.model_copy(
-            update={"message": rollout.redactor.text(error.message)})
+        # a full disk is no verdict on the trial: if this result gets written at all,
+        # `jobs resume` runs the trial again
+        result.error = error.model_copy(update={"message": rollout.redactor.text(error.message),
+                                                **({"retryable": True} if storage else {})})
         result.reward = None
         result.rewards = None
-        if rollout._storage_failure is exc:
+        if storage:
             log.info("%s: cannot write its files: %s", rollout.rollout_name, exc)
         elif not isinstance(exc, BenchflowError) or exc.error_type == "internal_error":
             log.exception("%s: internal error in %s", rollout.rollout_name, phase,
@@ -152,7 +159,9 @@ class PhaseBook:
                      result.error.type if result.error else None)
             rollout._emit(RolloutEventKind.END)
         finally:
-            self._log_scope.close()
+            scope, self._log_scope = self._log_scope, None
+            if scope is not None:
+                scope.__exit__(None, None, None)
             if self._log_file is not None:
                 with anyio.CancelScope(shield=True):  # every line on disk when it returns
                     try:
@@ -169,7 +178,10 @@ def phase(clock: Phase | None) -> Callable[[Callable[..., Awaitable[T]]],
     def decorate(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         @functools.wraps(fn)
         async def method(self: Rollout, *args: Any, **kwargs: Any) -> T:
-            return await self._phases.run(fn.__name__, clock, lambda: fn(self, *args, **kwargs))
+            if self._phases.depth:  # a phase calling another (run(), or an override's super)
+                return await fn(self, *args, **kwargs)
+            # no closure per call: hundreds of rollouts in flight each hold this frame
+            return await self._phases.run(fn.__name__, clock, fn, self, *args, **kwargs)
         return method
     return decorate
 

@@ -25,7 +25,12 @@ from benchflow.agents.registry import check_scenes, get_driver
 from benchflow.config import ModelEndpoint, RolloutConfig
 from benchflow.errors import BenchflowError, ConfigError
 from benchflow.rollout.events import RolloutEventKind, RolloutListener
-from benchflow.rollout.model_endpoint import capture_log, endpoint_root, scenes_for_check
+from benchflow.rollout.model_endpoint import (
+    capture_log,
+    check_endpoint,
+    endpoint_root,
+    scenes_for_check,
+)
 from benchflow.rollout.result import write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.rollout.skills import RolloutSkills
@@ -59,7 +64,8 @@ class QaRollout(Rollout):
 
     def _resolve_drivers(self) -> None:
         # as the endpoint will point them (its key): an ACP agent asks for no key of its own
-        check_scenes(scenes_for_check(self.config), given=self._given_drivers)
+        check_scenes(scenes_for_check(self.config), given=self._given_drivers,
+                     endpoint=check_endpoint(self.config))
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in self.config.scenes for role in scene.roles}
 
@@ -93,8 +99,8 @@ class QaRollout(Rollout):
             await self._start_without_sandbox()
         assert self.ctx is not None
         item = self.qa.item
-        self.ctx.extras.update(task_input=dict(item.kwargs),
-                               task_metadata={**item.metadata, "item_id": item.id})
+        self.ctx.task_input = dict(item.kwargs)
+        self.ctx.task_metadata = {**item.metadata, "item_id": item.id}
 
     async def _start_without_sandbox(self) -> None:
         assert self.task is not None

@@ -16,9 +16,8 @@ from datetime import datetime
 
 import anyio
 
-from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome
+from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome, driver_capabilities
 from benchflow.agents.builtin import solution_placed, solution_tree
-from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
 from benchflow.agents.layers import LayerPlan, prepare_layers
@@ -31,7 +30,7 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.mcp import McpServer, merge_servers
-from benchflow.paths import RolloutPaths, rollout_name
+from benchflow.paths import RolloutPaths, rollout_name, task_and_dataset
 from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
@@ -72,7 +71,7 @@ from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
 from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.cost import sandbox_cost
-from benchflow.sandbox.healthcheck import wait_healthy
+from benchflow.rollout.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
 from benchflow.sandbox.labels import LABEL_ROLLOUT
 from benchflow.sandbox.owner import job_instance_id, owner_labels
@@ -83,10 +82,10 @@ from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
 from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
-from benchflow.telemetry.ids import TraceIds, step_span_id, traceparent
+from benchflow.trace_ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
-from benchflow.verify.agent_judge import judge_scene
+from benchflow.rollout.agent_judge import judge_scene
 from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
@@ -114,10 +113,8 @@ class Rollout:
         self.job_name = config.job_name or default_job_name()
         self.listener = listener
         self._given_drivers = dict(drivers or {})
-        # The task folder's name, as the job spec's layout uses it (a task.md name may hold "/").
-        folder = task.path if task else config.task_path.expanduser().resolve()
-        task_name = folder.name
-        self.dataset_name = config.dataset_name or folder.parent.name
+        task_name, self.dataset_name = task_and_dataset(
+            task.path if task else config.task_path.expanduser().resolve(), config.dataset_name)
         self.paths = RolloutPaths.for_trial(config.jobs_dir, self.job_name, config.agent_name,
                                             self.dataset_name, task_name, config.attempt)
         self.rollout_name = rollout_name(config.agent_name, self.dataset_name, task_name,
@@ -209,13 +206,17 @@ class Rollout:
         if self.network.traffic is not None:  # role keys: masked like the task's secrets
             self._secrets |= self.network.traffic.tokens
             mask_in_rollout_log(self.network.traffic.tokens)
+        endpoint = self.network.agent_endpoint
+        if endpoint is not None and endpoint.api_key:  # the real key a direct backend gets
+            self._secrets |= {endpoint.api_key}
+            mask_in_rollout_log({endpoint.api_key})
         self.scenes = self.network.scenes(config.scenes)
         self.skills = RolloutSkills(config, task, self.scenes)
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
         self._step_index = {(s.scene_index, s.turn_index): i for i, s in enumerate(self.steps)}
         if config.fork is not None:  # steps from the fork's on, with each role's history
             self.steps = fork_steps(config.fork, self.steps)
-        check_scenes(self.scenes, given=self._given_drivers)
+        check_scenes(self.scenes, given=self._given_drivers, endpoint=endpoint)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
                         for scene in config.scenes for role in scene.roles}
         judge = task.verifier_doc.agent if task.verifier_doc.strategy == "agent-judge" else None
@@ -276,18 +277,20 @@ class Rollout:
             self.result.warnings.append(watchdog_warning(limit))
         if self.task.config.sandbox.healthcheck is not None:
             await wait_healthy(self.sandbox, self.task.config.sandbox.healthcheck)
+        endpoint = self.network.agent_endpoint if self.network else None
         self.ctx = AgentContext(
             sandbox=self.sandbox, task=self.task, paths=self.paths,
             workdir=self.sandbox.workdir, agent_user=self.task.config.agent.user,
             instruction_path=self.config.instruction_path,
             timeout_multiplier=self.config.timeout_multiplier,
             agent_layers=self._agent_layers.agents, platform=self._agent_layers.platform,
-            env={**(self.network.env if self.network else {}),
+            env={**(endpoint.sandbox_env() if endpoint else {}),
                  "ROLLOUT_TASK_INSTRUCTION": self.config.instruction_path,
                  "TRACEPARENT": self.trace.traceparent},
             mcp_servers=merge_servers(self.task.config.sandbox.mcp_servers, self._mcp_servers),
             trace=self.trace, dataset_name=self.dataset_name, rollout_name=self.rollout_name,
             model_endpoint=self.network.host_endpoint() if self.network else None,
+            agent_endpoint=endpoint,
             model_keys=self.network.role_keys if self.network else {},
         )
         if self._solution_tree is not None:
@@ -304,7 +307,7 @@ class Rollout:
         """
         assert self.ctx is not None
         self._emit(RolloutEventKind.AGENT_INSTALL)
-        cached = [d for d in self.drivers.values() if isinstance(d, AcpAgentDriver)]
+        cached = [d for d in self.drivers.values() if driver_capabilities(d).cached_install]
         for driver in cached:
             await driver.install(self.ctx)
         if cached:
@@ -400,14 +403,17 @@ class Rollout:
         await self.open_agent_phase()
         if self.turns is None:
             assert self.ctx is not None and self.task is not None and self.skills is not None
-            ctx, skills = self.ctx, self.skills
+            ctx = self.ctx
             budget = agent_phase_budget(self.task, self.drivers, self.config.timeout_multiplier)
             ctx.agent_deadline = time.monotonic() + budget
-            self.turns = Turns(ctx, self.drivers, self.scenes,
-                               place_skills=lambda driver, step: skills.place(ctx, driver, step),
+            self.turns = Turns(ctx, self.drivers, self.scenes, place_skills=self._place_skills,
                                before_step=self._before_step, after_step=self._after_step,
                                prompts=self.task.prompts, instruction=self.task.instruction)
         return self.turns
+
+    async def _place_skills(self, driver: AgentDriver, step: Step) -> tuple[str, ...]:
+        assert self.ctx is not None and self.skills is not None
+        return await self.skills.place(self.ctx, driver, step)
 
     async def end_agent_phase(self, error: BaseException | None = None) -> None:
         """Close every role's session (their agents stop) and end the phase's budget.
@@ -680,8 +686,8 @@ class Rollout:
                 if not self.config.verifier_disabled:
                     await self.verify()
             if self.ctx is not None:
-                record_endpoint_score(self.result, self.ctx.extras.get("endpoint_score"),
-                                      self.ctx.extras.get("endpoint_passed"),
+                record_endpoint_score(self.result, self.ctx.endpoint_score,
+                                      self.ctx.endpoint_passed,
                                       verified=not self.config.verifier_disabled)
         except anyio.get_cancelled_exc_class() as exc:
             self._phases.record_error(RolloutCancelled("cancelled"), "cancel", exc)

@@ -124,10 +124,6 @@ class Redactor:
         self._text = re.compile(alternatives) if alternatives else None
         self._bytes = re.compile(alternatives.encode()) if alternatives else None
 
-    def with_values(self, values: Iterable[str]) -> Redactor:
-        """A redactor that also masks `values`."""
-        return Redactor([*self.values, *values], host=False)
-
     def text(self, value: str) -> str:
         """`value` with every known secret and API-key shape replaced by `***`."""
         if self._text is not None:

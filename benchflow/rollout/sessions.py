@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +74,6 @@ class SessionPool:
         self.drivers = drivers
         self._place_skills = place_skills
         self._sessions: dict[SessionKey, _Session] = {}
-        self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self.on_open: Callable[[Step, AgentConnection], None] | None = None
         """Called with each session's first step and connection, once it is open."""
@@ -89,22 +87,26 @@ class SessionPool:
 
     async def enter(self) -> None:
         """Start the task group the sessions run in (idempotent)."""
-        if self._stack is not None:
+        if self._tg is not None:
             return
-        stack = AsyncExitStack()
-        self._tg = await stack.enter_async_context(_unwrapped_task_group())
-        self._stack = stack
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
 
     async def exit(self, *exc: Any) -> None:
-        """Close every session and wait until each has stopped."""
-        if self._stack is None:
+        """Close every session and wait until each has stopped. The group's error is
+        raised unwrapped when it is one (the sessions' tasks never raise, so a group of
+        one is the caller's own error)."""
+        tg, self._tg = self._tg, None
+        if tg is None:
             return
-        stack, self._stack = self._stack, None
         self.close_all()
         try:
-            await stack.__aexit__(*(exc or (None, None, None)))
-        finally:
-            self._tg = None
+            await tg.__aexit__(*(exc or (None, None, None)))
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     def cancel(self) -> None:
         """Stop every session now (a prompt in flight is cancelled, the agents stopped)."""
@@ -216,8 +218,13 @@ class SessionPool:
                     self.on_open(step, connection)
                 task_status.started()
                 started = True
-                async for request in requests:
-                    await _answer(connection, request)
+                async for request in requests:  # answered here: no coroutine per prompt
+                    try:
+                        request.outcome = await connection.prompt(request.step)
+                    except Exception as exc:  # noqa: BLE001 - raised by the caller of prompt()
+                        request.error = exc
+                    finally:
+                        request.done.set()
         except Exception as exc:  # noqa: BLE001 - before started(): raised to open()'s caller
             if not started:
                 raise
@@ -225,28 +232,6 @@ class SessionPool:
                         step.role.name, step.scene, exc)
         finally:
             session.closed.set()
-
-
-async def _answer(connection: AgentConnection, request: _Request) -> None:
-    try:
-        request.outcome = await connection.prompt(request.step)
-    except Exception as exc:  # noqa: BLE001 - raised by the caller of prompt()
-        request.error = exc
-    finally:
-        request.done.set()
-
-
-@asynccontextmanager
-async def _unwrapped_task_group() -> AsyncIterator[TaskGroup]:
-    """A task group that lets the body's own exception through unwrapped (the sessions'
-    tasks never raise, so a group of one is the caller's error)."""
-    try:
-        async with anyio.create_task_group() as tg:
-            yield tg
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
 
 
 __all__ = ["SessionKey", "SessionPool"]

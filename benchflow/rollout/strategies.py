@@ -16,18 +16,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EPISODE_KEY = "ors_episode"
-
-
 async def open_strategy(rollout: Rollout) -> None:
     """Before the agent's first turn: the ORS episode, when the task is one."""
     task, ctx = rollout.task, rollout.ctx
     assert task is not None and ctx is not None
-    if task.verifier_doc.strategy == "ors-episode" and EPISODE_KEY not in ctx.extras:
+    if task.verifier_doc.strategy == "ors-episode" and ctx.ors_episode is None:
         from benchflow.verify.ors import start_episode
 
-        ctx.extras[EPISODE_KEY] = await start_episode(task, rollout.paths.root / "ors" /
-                                                      "server.log")
+        ctx.ors_episode = await start_episode(task, rollout.paths.root / "ors" / "server.log")
 
 
 async def strategy_rewards(rollout: Rollout) -> dict[str, float] | None:
@@ -36,7 +32,7 @@ async def strategy_rewards(rollout: Rollout) -> dict[str, float] | None:
     assert task is not None and ctx is not None
     strategy = task.verifier_doc.strategy
     if strategy == "ors-episode":
-        episode = ctx.extras.get(EPISODE_KEY)
+        episode = ctx.ors_episode
         if episode is None:
             from benchflow.errors import VerifierError
 
@@ -49,7 +45,7 @@ async def strategy_rewards(rollout: Rollout) -> dict[str, float] | None:
              "rewards_seen": episode.rewards_seen, "rewards": rewards}, indent=2))
         return rewards
     if strategy == "agent-judge":
-        from benchflow.verify.agent_judge import agent_judge
+        from benchflow.rollout.agent_judge import agent_judge
 
         return await agent_judge(rollout)
     return None
@@ -58,8 +54,9 @@ async def strategy_rewards(rollout: Rollout) -> dict[str, float] | None:
 async def close_strategy(rollout: Rollout) -> None:
     """Stop the ORS environment's server (shielded; never raises)."""
     ctx = rollout.ctx
-    episode = ctx.extras.pop(EPISODE_KEY, None) if ctx is not None else None
+    episode = ctx.ors_episode if ctx is not None else None
     if episode is not None:
+        ctx.ors_episode = None
         with anyio.CancelScope(shield=True):
             await episode.aclose()
 

@@ -31,7 +31,7 @@ import anyio
 from benchflow.errors import AgentExecutionError, AgentTimeout
 from benchflow.rollout.result import TaskStepResult
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult
-from benchflow.sandbox.healthcheck import wait_healthy
+from benchflow.rollout.healthcheck import wait_healthy
 from benchflow.sandbox.spec import SandboxSpec
 from benchflow.steps import desugar
 from benchflow.task import Task, TaskStep

@@ -41,7 +41,8 @@ class LiveShell:
             return None
         marker = secrets.token_hex(12).encode()
         line = (f"{shlex.join(argv)} 2>/dev/null </dev/null; "
-                f"printf '\\n%s %s\\n' {marker.decode()} \"$?\"\n").encode()
+                f"printf '\\n%s %s\\n' {marker.decode()} \"$?\"\n"
+                ).encode("utf-8", "surrogateescape")  # file names that are not UTF-8
         try:
             if self._process is None:
                 self._process = await self.sandbox.open_process(

@@ -35,7 +35,8 @@ import docker.errors
 from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownError
 from benchflow.sandbox import host_firewall
 from benchflow.sandbox.base import PolicySandbox
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
+from benchflow.sandbox.docker.errors import docker_call, docker_client
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.owner import LABEL_JOB_ID, LABEL_OWNER, CleanupReport, CleanupScope, Owner
 from benchflow.sandbox.spec import NetworkPolicy
 

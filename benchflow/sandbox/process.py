@@ -1,17 +1,9 @@
-"""A live process inside a Docker container, over the daemon's hijacked exec socket.
-
-Docker multiplexes stdout and stderr on one socket in frames (8-byte header: stream
-id, three zero bytes, big-endian length). Reading is pull-based and needs no
-background task: whichever stream is read pulls the next frame and files it under
-its stream, so a reader of stdout never starves a reader of stderr.
-"""
+"""What every backend's live process shares (`StreamedProcess`): docker's over the
+daemon's exec socket (`docker/process.py`), Daytona's and Modal's over their SDKs."""
 
 from __future__ import annotations
 
 import logging
-import socket
-import struct
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Self
 
@@ -21,107 +13,6 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from benchflow.errors import SandboxError
 
 log = logging.getLogger(__name__)
-
-_HEADER = struct.Struct(">BxxxL")
-
-
-class _SocketReader:
-    """Demultiplexes frames from the raw socket into per-stream buffers."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._lock = anyio.Lock()
-        self._buffers: dict[int, deque[bytes]] = {1: deque(), 2: deque()}
-        self._pending = b""
-        self.eof = False
-
-    async def _recv(self, n: int) -> bytes:
-        while True:
-            try:
-                return self._sock.recv(n)
-            except BlockingIOError:
-                await anyio.wait_readable(self._sock)
-            except OSError:
-                return b""
-
-    async def _read_exact(self, n: int) -> bytes | None:
-        while len(self._pending) < n:
-            chunk = await self._recv(max(n - len(self._pending), 65536))
-            if not chunk:
-                return None
-            self._pending += chunk
-        data, self._pending = self._pending[:n], self._pending[n:]
-        return data
-
-    async def _read_frame(self) -> None:
-        header = await self._read_exact(_HEADER.size)
-        if header is None:
-            self.eof = True
-            return
-        stream_id, size = _HEADER.unpack(header)
-        payload = await self._read_exact(size) if size else b""
-        if payload is None:
-            self.eof = True
-            return
-        if stream_id in self._buffers and payload:
-            self._buffers[stream_id].append(payload)
-
-    async def receive(self, stream_id: int, max_bytes: int) -> bytes:
-        buffer = self._buffers[stream_id]
-        while not buffer:
-            if self.eof:
-                raise anyio.EndOfStream
-            async with self._lock:
-                if not buffer and not self.eof:
-                    await self._read_frame()
-        data = buffer.popleft()
-        if len(data) > max_bytes:
-            buffer.appendleft(data[max_bytes:])
-            data = data[:max_bytes]
-        return data
-
-
-class _ReceiveStream(ByteReceiveStream):
-    def __init__(self, reader: _SocketReader, stream_id: int) -> None:
-        self._reader = reader
-        self._stream_id = stream_id
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        return await self._reader.receive(self._stream_id, max_bytes)
-
-    async def aclose(self) -> None:
-        pass
-
-
-class _SendStream(ByteSendStream):
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._closed = False
-
-    async def send(self, item: bytes) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        view = memoryview(item)
-        while view:
-            try:
-                sent = self._sock.send(view)
-            except BlockingIOError:
-                await anyio.wait_writable(self._sock)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            view = view[sent:]
-
-    async def send_eof(self) -> None:
-        if not self._closed:
-            self._closed = True
-            try:
-                self._sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-
-    async def aclose(self) -> None:
-        await self.send_eof()
 
 
 class StreamedProcess:
@@ -183,43 +74,4 @@ class StreamedProcess:
         await self.aclose()
 
 
-class DockerProcess(StreamedProcess):
-    """`LiveProcess` over a Docker exec: stdin, demultiplexed stdout/stderr, exit code, kill."""
-
-    def __init__(
-        self,
-        sock: socket.socket,
-        keepalive: object,
-        exit_code: Callable[[], Awaitable[int | None]],
-        killer: Callable[[], Awaitable[None]],
-    ) -> None:
-        sock.setblocking(False)
-        self._sock = sock
-        self._keepalive = keepalive  # the HTTP response owning the socket must outlive it
-        self._reader = _SocketReader(sock)
-        self._stdin = _SendStream(sock)
-        self._stdout = _ReceiveStream(self._reader, 1)
-        self._stderr = _ReceiveStream(self._reader, 2)
-        self._exit_code = exit_code
-        self._killer = killer
-        self._returncode: int | None = None
-
-    async def wait(self) -> int:
-        while self._returncode is None:
-            code = await self._exit_code()
-            if code is not None:
-                self._returncode = code
-                break
-            await anyio.sleep(0.05)
-        return self._returncode
-
-    async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            if self._sock.fileno() == -1:
-                return
-            await self.kill()
-            await self._stdin.aclose()
-            close = getattr(self._keepalive, "close", None)
-            if close is not None:
-                close()
-            self._sock.close()
+__all__ = ["StreamedProcess"]

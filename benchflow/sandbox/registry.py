@@ -21,7 +21,7 @@ from benchflow.sandbox.provider import SandboxProvider
 ENTRY_POINT_GROUP = "benchflow.sandboxes"
 
 BUILTIN: dict[str, tuple[str, str | None]] = {
-    "docker": ("benchflow.sandbox.docker_provider:DockerProvider", None),
+    "docker": ("benchflow.sandbox.docker.provider:DockerProvider", None),
     "daytona": ("benchflow.sandbox.daytona:DaytonaSandboxProvider", "daytona"),
     "modal": ("benchflow.sandbox.modal:ModalSandboxProvider", "modal"),
 }

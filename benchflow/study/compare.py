@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from benchflow import __version__
+from benchflow._version import package_version
 from benchflow._models import StrictModel
 from benchflow.errors import ConfigError
 from benchflow.job.models import pass_at_k_curve
@@ -192,7 +192,7 @@ class Comparison(StrictModel):
     not_shared: dict[str, list[str]] = Field(default_factory=dict, description="arm -> its "
                                              "tasks that other arms lack (not compared)")
     records: dict[str, ArmRecord] = Field(default_factory=dict)
-    benchflow_version: str = __version__
+    benchflow_version: str = Field(default_factory=package_version)
     methods: str = ""
 
     def arm(self, name: str) -> ArmStats:

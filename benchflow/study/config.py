@@ -34,6 +34,7 @@ from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.job.config import JobConfig, parse_job_config, with_absolute_paths
 from benchflow.roles import ROLE_NAME, RoleAgent, parse_agent_spec
+from benchflow import bounds as B
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 STUDY_KEYS = ("name", "description", "studies_dir", "k", "baseline", "arms")
@@ -57,7 +58,7 @@ class StudySpec(FrozenModel):
     name: str = Field(pattern=_NAME)
     description: str | None = None
     studies_dir: Path = Path("studies")
-    k: int = Field(default=1, ge=1)
+    k: int = Field(default=1, ge=1, le=B.MAX_ATTEMPTS)
     baseline: str | None = None
     arms: list[ArmSpec] = Field(min_length=2)
     shared: dict[str, Any] = Field(default_factory=dict)

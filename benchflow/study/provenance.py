@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from benchflow import __version__
+from benchflow._version import package_version
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
 from benchflow.agents.catalog import load_catalog
 from benchflow.errors import BenchflowError
@@ -29,7 +29,7 @@ def agent_versions(names: Iterable[str]) -> list[AgentVersion]:
     out = []
     for name in dict.fromkeys(names):
         if name in BUILTIN_AGENT_NAMES:
-            out.append(AgentVersion(name=name, version=__version__, package="benchflow"))
+            out.append(AgentVersion(name=name, version=package_version(), package="benchflow"))
             continue
         canonical = catalog.resolve(name)
         if canonical is None or canonical not in catalog.manifests:

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from benchflow import __version__
+from benchflow._version import package_version
 from benchflow.errors import ConfigError
 from benchflow.job.config import with_overrides
 from benchflow.job.job import Job
@@ -236,7 +236,7 @@ def prepare_study(path: Path | str, *, studies_dir: Path | None = None,
     record = StudyRecord(
         name=spec.name, description=spec.description, baseline=spec.baseline_arm, k=spec.k,
         tasks=sorted(f"{d.name}/{t.name}" for d in first.datasets for t in d.tasks),
-        benchflow_version=__version__, started_at=started_at,
+        benchflow_version=package_version(), started_at=started_at,
         arms=[arm_record(a.name, a.spec.description, a.prepared) for a in arms])
     return PreparedStudy(spec, path, arms, record, resuming=resuming)
 

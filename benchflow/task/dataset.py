@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchflow.errors import ConfigError, TaskInvalidError, TaskNotFoundError
 from benchflow.task import _files
-from benchflow.task._suggest import short_repr, suggest
+from benchflow._suggest import short_repr, suggest
 from benchflow.task.loader import Task, is_task_dir, load_task
 
 TASK_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]*")

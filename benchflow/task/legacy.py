@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from benchflow.errors import TaskInvalidError
-from benchflow.task._suggest import describe, short_repr, suggest, unknown_key
+from benchflow._suggest import describe, short_repr, suggest, unknown_key
 from benchflow.mcp import McpServer
 from benchflow.task.models import (
     Artifact,

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from benchflow._lenient import validate_leniently
 from benchflow.errors import TaskInvalidError
-from benchflow.task._suggest import describe, short_repr
+from benchflow._suggest import describe, short_repr
 from benchflow.task.models import Frontmatter, TaskConfig, TaskConfigWarning
 
 _FENCE = "---"

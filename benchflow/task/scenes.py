@@ -27,7 +27,8 @@ from pydantic import Field, ValidationError
 from benchflow._models import FrozenModel
 from benchflow.config import Role, Scene, Turn, WorkspacePaths
 from benchflow.errors import ConfigError, TaskInvalidError
-from benchflow.task._suggest import describe
+from benchflow import bounds as B
+from benchflow._suggest import describe
 
 if TYPE_CHECKING:
     from benchflow.roles import RoleAgent
@@ -39,8 +40,9 @@ class TaskRole(FrozenModel):
     agent: str | None = None
     model: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    timeout_sec: float | None = Field(default=None, gt=0)
-    idle_timeout_sec: float | None = Field(default=None, gt=0)
+    timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False)
+    idle_timeout_sec: float | None = Field(default=None, gt=0, le=B.MAX_SECONDS,
+                                           allow_inf_nan=False)
     skills: list[Path] = Field(default_factory=list)
     """Skill folders for this role (relative paths: from the task folder)."""
     workspace: Literal["read-write", "read-only"] = "read-write"

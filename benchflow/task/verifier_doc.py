@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError
 
 from benchflow._models import FrozenModel
 from benchflow.errors import TaskInvalidError
+from benchflow import bounds as B
 
 VERIFIER_DOC = "verifier.md"
 
@@ -48,7 +49,7 @@ class VerifierDoc(FrozenModel):
     # agent-judge
     agent: str | None = None
     """agent-judge: the registered agent (e.g. `claude`) that scores the workspace."""
-    timeout_sec: float = Field(default=600.0, gt=0)
+    timeout_sec: float = Field(default=600.0, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False)
     """agent-judge / ors-episode: the judge's or the episode's budget."""
     # reward-kit
     rewardkit: str = "harbor-rewardkit>=0.2"
@@ -59,8 +60,8 @@ class VerifierDoc(FrozenModel):
     environment: str | None = None
     """ors-episode: `module:Class` of the task's ORS environment (a file in verifier/)."""
     split: str = "test"
-    task_index: int = Field(default=0, ge=0)
-    max_steps: int = Field(default=50, ge=1)
+    task_index: int = Field(default=0, ge=0, le=B.MAX_TASKS)
+    max_steps: int = Field(default=50, ge=1, le=B.MAX_TURNS)
     body: str = ""
 
     @property

@@ -1,8 +1,6 @@
-"""Trace identity (always available) and OpenTelemetry export (optional `otel` extra).
-
-`ids` has no third-party imports: importing `benchflow.telemetry` never pulls in
-OpenTelemetry.
-"""
+"""OpenTelemetry export of a job's rollouts (optional `otel` extra): importing
+`benchflow.telemetry` never pulls in OpenTelemetry. The trace ids themselves are
+`benchflow.trace_ids` (below every layer that stamps them)."""
 
 from __future__ import annotations
 
@@ -10,14 +8,6 @@ from typing import TYPE_CHECKING
 
 from benchflow.errors import ConfigError
 from benchflow.settings import get_settings
-from benchflow.telemetry.ids import (
-    TraceIds,
-    new_run_id,
-    new_span_id,
-    new_trace_id,
-    tool_call_span_id,
-    traceparent,
-)
 
 if TYPE_CHECKING:
     from benchflow.telemetry.otel import OtelRecorder
@@ -41,5 +31,4 @@ def recorder(enabled: bool, job_name: str) -> OtelRecorder | None:
     return otlp_recorder(None, job_name)
 
 
-__all__ = ["TraceIds", "recorder", "new_run_id", "new_span_id", "new_trace_id", "tool_call_span_id",
-           "traceparent"]
+__all__ = ["recorder"]

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator
 from benchflow._models import FrozenModel
 from benchflow.errors import ConfigError
 from benchflow.tools.base import check_resource_types, check_tool_names
+from benchflow import bounds as B
 
 MCP_SERVER_NAME = "benchflow"
 """The name of the MCP server ACP agents get the tools from."""
@@ -38,7 +39,8 @@ class AcpTools(FrozenModel):
     tools: list[str] = Field(min_length=1)
     resource_types: list[str] = Field(default_factory=list)
     resource_init_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    timeout_sec: float = Field(default=120.0, gt=0, description="per tool call")
+    timeout_sec: float = Field(default=120.0, gt=0, le=B.MAX_SECONDS, allow_inf_nan=False,
+                               description="per tool call")
 
     @field_validator("tools")
     @classmethod

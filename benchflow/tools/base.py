@@ -85,7 +85,7 @@ RESOURCE_TYPES: tuple[str, ...] = tuple(dict.fromkeys(n.split(":")[0] for n in T
 
 def unknown_tool(name: str, extra: Sequence[str] = ()) -> str:
     """Why `name` is no tool, naming the nearest and every known tool."""
-    from benchflow.task._suggest import suggest
+    from benchflow._suggest import suggest
 
     known = [*extra, *TOOL_NAMES]
     near = suggest(name, known)

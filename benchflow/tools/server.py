@@ -30,13 +30,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchflow import bounds as B
+from benchflow._service import ThreadedService
 from benchflow.errors import BenchflowError, ConfigError
 from benchflow.tools.base import TOOL_NAMES, load_spec
-from benchflow.tools.session import ToolSession
+from benchflow.tools.session import ToolSession, unwrap_config
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,35 @@ def load_server_config(path: str | Path | None) -> dict[str, Any]:
             not isinstance(data.get("resources", {}), dict):
         raise ConfigError(f"{path}: a tool server config is {{\"resources\": {{\"<type>\": "
                           "{...settings}}}}")
-    return dict(data.get("resources", {}))
+    resources = dict(data.get("resources", {}))
+    _check_numbers(resources, path)
+    return resources
+
+
+_NUMBERS = {"cpus": (float, 0.0, B.MAX_CPUS), "memory_mb": (int, 1, B.MAX_MEMORY_MB),
+            "timeout_sec": (float, 0.0, B.MAX_SECONDS)}
+"""A resource's numeric settings: type, exclusive low (floats) or lowest (ints), highest."""
+
+
+def _check_numbers(resources: Mapping[str, Any], source: object) -> None:
+    """Each resource type's `cpus`, `memory_mb` and `timeout_sec` within their ranges
+    (docs/reference/bounds.md).
+
+    Raises:
+        ConfigError: one is not a number or out of range, naming `source` and the key.
+    """
+    for kind, settings in resources.items():
+        for key, value in unwrap_config(settings).items():
+            if key not in _NUMBERS:
+                continue
+            typ, low, high = _NUMBERS[key]
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                typ is float or isinstance(value, int))
+            if not number or not (low < value <= high if typ is float else low <= value <= high):
+                span = (f"above {low:g}, up to {high:,}" if typ is float
+                        else f"from {low} to {high:,}")
+                raise ConfigError(f"{source}: resources.{kind}.{key} {value!r}: give a number "
+                                  f"{span}")
 
 
 class ToolHost:
@@ -240,7 +271,7 @@ def create_app(host: ToolHost | None = None, *, bind_host: str = "127.0.0.1",
     return app
 
 
-class ToolServer:
+class ToolServer(ThreadedService):
     """The server in a thread of this process, on `port` (0: a free port).
 
     ```python
@@ -251,13 +282,14 @@ class ToolServer:
     `open_sessions=False`: only sessions opened with `open_session()` are served.
     """
 
+    what = "the tool server"
+
     def __init__(self, defaults: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, open_sessions: bool = True) -> None:
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self.open_sessions = open_sessions
         self.tool_host = ToolHost(defaults)
         self._server: Any = None
-        self._thread: Any = None
         self._loop: Any = None
 
     def open_session(self, body: Mapping[str, Any]) -> str:
@@ -270,20 +302,15 @@ class ToolServer:
         import asyncio
 
         if self._loop is None:
-            raise ConfigError(f"the tool server on {self.url} is not running")
+            raise ConfigError(f"the tool server on {self.host}:{self.port} is not running")
 
         async def opened() -> str:
             return self.tool_host.open(body).id
 
         return asyncio.run_coroutine_threadsafe(opened(), self._loop).result(timeout=60)
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> str:
+    def _serve(self) -> None:
         import socket
-        import threading
 
         import uvicorn
 
@@ -310,25 +337,14 @@ class ToolServer:
             started.set()
 
         self._server.startup = startup
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        daemon=True, name="benchflow-tools")
-        self._thread.start()
+        self._run_thread(self._server.run, sockets=[sock])
         if not started.wait(timeout=60) or self._server.should_exit:
-            raise ConfigError(f"the tool server did not start on {self.url}")
-        return self.url
+            raise ConfigError(f"the tool server did not start on {self.host}:{self.port}")
 
-    def stop(self) -> None:
+    def _shutdown(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
-            self._thread.join(timeout=60)
             self._server = self._loop = None
-
-    def __enter__(self) -> ToolServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def serve(port: int = DEFAULT_PORT, host: str = "127.0.0.1",

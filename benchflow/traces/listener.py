@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+from typing import Self
 
+from benchflow._service import HttpService, TrackingHTTPServer
 from benchflow.errors import ConfigError
 from benchflow.traces.otlp import OtlpDecodeError, OtlpTooLarge, decode_request, decompress
 from benchflow.traces.store import TraceStore
@@ -49,7 +50,7 @@ def parse_listen(value: str) -> tuple[str, int] | None:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: TrackingHTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: object) -> None:  # quiet: counted instead
@@ -67,14 +68,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.split("?")[0] in ("/", "/health"):
-            body = json.dumps({"status": "ok", **self.server.store.counts.as_dict()})
+            body = json.dumps({"status": "ok", **self.server.service.store.counts.as_dict()})
             self._answer(HTTPStatus.OK, body.encode(), "application/json")
         else:
             self._problem(HTTPStatus.NOT_FOUND, "POST OTLP spans to /v1/traces")
 
     def _read_body(self) -> bytes | None:
         """The request body (Content-Length or chunked); None when over the limit."""
-        limit = self.server.max_body_bytes
+        limit = self.server.service.max_body_bytes
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             parts, size = [], 0
             while True:
@@ -101,91 +102,73 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length)
 
     def do_POST(self) -> None:
-        store = self.server.store
-        with self.server.count_lock:
+        store = self.server.service.store
+        with self.server.service.count_lock:
             store.counts.requests += 1
         if self.path.split("?")[0] != "/v1/traces":
             self._problem(HTTPStatus.NOT_FOUND, "POST OTLP spans to /v1/traces")
             return
         body = self._read_body()
         if body is None:
-            with self.server.count_lock:
+            with self.server.service.count_lock:
                 store.counts.oversized_requests += 1
             self.close_connection = True  # the rest of the body is not read
             self._problem(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                          f"at most {self.server.max_body_bytes} bytes")
+                          f"at most {self.server.service.max_body_bytes} bytes")
             return
         content_type = self.headers.get("Content-Type")
         try:
             data = decompress(body, self.headers.get("Content-Encoding"),
-                              self.server.max_body_bytes)
+                              self.server.service.max_body_bytes)
             spans = decode_request(data, content_type)
         except OtlpTooLarge as exc:
-            with self.server.count_lock:
+            with self.server.service.count_lock:
                 store.counts.oversized_requests += 1
             self._problem(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc))
             return
         except OtlpDecodeError as exc:
-            with self.server.count_lock:
+            with self.server.service.count_lock:
                 store.counts.malformed_requests += 1
             self._problem(HTTPStatus.BAD_REQUEST, str(exc))
             return
         store.add(spans)
-        self.server.received.set()
+        self.server.service.received.set()
         if (content_type or "").startswith("application/json"):
             self._answer(HTTPStatus.OK, b"{}", "application/json")
         else:  # an empty ExportTraceServiceResponse
             self._answer(HTTPStatus.OK, b"", "application/x-protobuf")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class TraceListener(HttpService):
+    """The receiver, serving in a background thread: `start()`, then `stop()`."""
 
-    def __init__(self, address: tuple[str, int], store: TraceStore,
-                 max_body_bytes: int) -> None:
+    what = "trace listener"
+    listen_hint = " (choose another --trace-listen HOST:PORT, or none)"
+    handler = _Handler
+
+    def __init__(self, store: TraceStore, host: str = "127.0.0.1", port: int = 4318, *,
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        super().__init__(host, port)
         self.store = store
         self.max_body_bytes = max_body_bytes
         self.count_lock = threading.Lock()
         self.received = threading.Event()
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, _Handler)
-
-
-class TraceListener:
-    """The receiver, serving in a background thread: `start()`, then `stop()`."""
-
-    def __init__(self, store: TraceStore, host: str = "127.0.0.1", port: int = 4318, *,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
-        self.store = store
-        self.host, self.port = host, port
-        self.max_body_bytes = max_body_bytes
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        """The OTLP/HTTP endpoint to give the SDKs (`http://host:port`)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        """The OTLP/HTTP endpoint to give the SDKs (also once stopped: the counts name it)."""
+        return self.address
 
-    def start(self) -> TraceListener:
-        """Bind and serve (port 0 picks a free port; `port` then holds it).
+    def start(self) -> Self:  # type: ignore[override]  # the listener, for chaining
+        """Bind and serve (port 0 picks a free port; `port` then holds it); `url` is the
+        OTLP/HTTP endpoint to give the SDKs.
 
         Raises:
             ConfigError: the address cannot be bound.
         """
-        try:
-            self._server = _Server((self.host, self.port), self.store, self.max_body_bytes)
-        except OSError as exc:
-            raise ConfigError(f"trace listener: cannot listen on {self.host}:{self.port}: "
-                              f"{exc.strerror or exc} (choose another --trace-listen "
-                              "HOST:PORT, or none)") from None
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="benchflow-trace-listener", daemon=True)
-        self._thread.start()
-        log.info("trace listener on %s", self.url)
+        if not self._running:
+            super().start()
+            log.info("trace listener on %s", self.url)
         return self
 
     def quiet_for(self, seconds: float, at_most: float) -> None:
@@ -193,28 +176,13 @@ class TraceListener:
         endpoint exports just after answering still get filed."""
         import time
 
-        if self._server is None:
+        if not self._running:
             return
         deadline = time.monotonic() + at_most
         while time.monotonic() < deadline:
-            self._server.received.clear()
-            if not self._server.received.wait(min(seconds, deadline - time.monotonic())):
+            self.received.clear()
+            if not self.received.wait(min(seconds, deadline - time.monotonic())):
                 return
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def __enter__(self) -> TraceListener:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 __all__ = ["DEFAULT_LISTEN", "MAX_BODY_BYTES", "TraceListener", "parse_listen"]

@@ -32,10 +32,15 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from benchflow.tracing._collector import (
+    CheckResult,
+    check_endpoint,
+    collector_headers,
+    traces_url,
+)
 from benchflow.tracing._taxonomy import (
     CAPTURE_TYPES,
     Limits,
@@ -94,18 +99,6 @@ def _parse_traceparent(value: str | None) -> tuple[str, str] | None:
 
 def _clean(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """What `Rollout.check()` found: `ok`, and one line saying why (truthy when ok)."""
-
-    ok: bool
-    message: str
-    endpoint: str | None = None
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 class _Node:
@@ -455,8 +448,6 @@ class Rollout:
     @property
     def endpoint(self) -> str:
         """Where spans go (OTLP/HTTP traces URL)."""
-        from benchflow.tracing._collector import traces_url
-
         return traces_url(self._endpoint)
 
     # -- traces ---------------------------------------------------------------------------
@@ -573,13 +564,9 @@ class Rollout:
     def check(self, timeout_sec: float = 5.0) -> CheckResult:
         """Whether the collector answers and accepts the credentials (an empty export);
         never raises. Call it during setup."""
-        from benchflow.tracing._collector import check_endpoint
-
         return check_endpoint(self.endpoint, self._request_headers(), timeout_sec)
 
     def _request_headers(self) -> dict[str, str]:
-        from benchflow.tracing._collector import collector_headers
-
         return collector_headers(self._api_key, self._headers)
 
     def flush(self, timeout_sec: float = 10.0) -> bool:

@@ -7,12 +7,24 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from benchflow.settings import get_settings
-from benchflow.tracing._client import CheckResult
 
 DEFAULT_ENDPOINT = "http://localhost:4318"
 """The standard OTLP/HTTP port; benchflow's trace listener's default address."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What `Rollout.check()` found: `ok`, and one line saying why (truthy when ok)."""
+
+    ok: bool
+    message: str
+    endpoint: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
 
 
 def traces_url(endpoint: str | None) -> str:

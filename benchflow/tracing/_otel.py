@@ -20,7 +20,7 @@ import json
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
@@ -29,9 +29,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
-from benchflow.tracing._client import _Node
 from benchflow.tracing._collector import collector_headers, traces_url
 from benchflow.tracing._taxonomy import Limits
+
+if TYPE_CHECKING:
+    from benchflow.tracing._client import _Node
 
 SCOPE = "benchflow.tracing"
 

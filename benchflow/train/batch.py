@@ -35,7 +35,7 @@ import anyio.to_thread
 
 from benchflow.config import RolloutConfig
 from benchflow.job.export import rollout_token_samples
-from benchflow.job.job import Trial
+from benchflow.job.job import PlannedRollout
 from benchflow.job.retry import RetryPolicy
 from benchflow.job.stream import RolloutStream, stream
 from benchflow.paths import rollout_name
@@ -82,7 +82,7 @@ class RolloutBatch:
         retry: retries of transient failures (default: the job default; `NO_RETRY`: none).
     """
 
-    def __init__(self, trials: Sequence[RolloutConfig | Trial], *, concurrency: int = 8,
+    def __init__(self, trials: Sequence[RolloutConfig | PlannedRollout], *, concurrency: int = 8,
                  max_pending: int | None = None, deadline_sec: float | None = None,
                  roles: Sequence[str] = (), job_name: str | None = None,
                  jobs_dir: Path | None = None, retry: RetryPolicy | None = None) -> None:
@@ -179,7 +179,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return out[0]
 
 
-def run_batch(trials: Sequence[RolloutConfig | Trial], **options: Any
+def run_batch(trials: Sequence[RolloutConfig | PlannedRollout], **options: Any
               ) -> tuple[list[BatchItem], BatchReport]:
     """`RolloutBatch(trials, **options)` to the end, from synchronous code."""
     async def main() -> tuple[list[BatchItem], BatchReport]:

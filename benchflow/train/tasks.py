@@ -22,7 +22,7 @@ from pathlib import Path
 from benchflow.agents.model_agent import ModelAgentConfig
 from benchflow.config import ModelEndpoint, RolloutConfig
 from benchflow.errors import ConfigError
-from benchflow.job.job import Trial
+from benchflow.job.job import PlannedRollout
 from benchflow.job.qa_trials import qa_trials
 from benchflow.rollout.scenes import task_scenes
 from benchflow.task import load_task
@@ -36,13 +36,13 @@ class TrainTask:
     row) and the planned rollout (`template`, without a model endpoint)."""
 
     prompt: str
-    template: Trial
+    template: PlannedRollout
 
     @property
     def name(self) -> str:
         return self.template.ref.task_name
 
-    def trial(self, policy: ModelEndpoint, attempt: int = 1) -> Trial:
+    def trial(self, policy: ModelEndpoint, attempt: int = 1) -> PlannedRollout:
         """The rollout of this task against `policy`, with its calls (and their token ids,
         when `policy.request_tokens` says how to ask) captured."""
         if policy.base_url is None:
@@ -65,7 +65,7 @@ def train_tasks(paths: Sequence[str | Path], *, agent: str, model: str | None = 
         task = load_task(Path(path))
         config = RolloutConfig(task_path=task.path, scenes=task_scenes(task, agent, model),
                                environment=environment)  # type: ignore[arg-type]
-        out.append(TrainTask(task.instruction, Trial(config, task)))
+        out.append(TrainTask(task.instruction, PlannedRollout(config, task)))
     return out
 
 

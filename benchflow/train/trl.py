@@ -184,7 +184,7 @@ class TrlSpec:
             "prompt_ids", "completion_ids", "logprobs", "env_mask", "benchflow_credit",
             "benchflow_reward", "benchflow_rollout")}
         for trial in trials:
-            rollout = trial.trial_name
+            rollout = trial.rollout_name
             sample, why = self._sample(by_name.get(rollout), report, rollout)
             record.rollouts.append(rollout)
             record.samples.append(sample)

@@ -22,6 +22,7 @@ import orjson
 from pydantic import Field, TypeAdapter, model_validator
 
 from benchflow._models import StrictModel
+from benchflow.roles import RoleIdentity
 
 SCHEMA_VERSION: Literal[3] = 3
 """2 added trace ids (header `run_id`/`trace_id`/`span_id`, event `trace_id`/`span_id`);
@@ -49,14 +50,6 @@ EventType = Literal[
 def utc_now() -> datetime:
     """The current time, timezone-aware UTC (every `ts` and `started_at`)."""
     return datetime.now(UTC)
-
-
-class RoleIdentity(StrictModel):
-    """Who plays a role: its agent and the model it uses (the agent's default when the run
-    named none; None when unknown, e.g. the oracle)."""
-
-    agent: str
-    model: str | None = None
 
 
 class TrajectoryHeader(StrictModel):

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from benchflow.telemetry.ids import tool_call_span_id
+from benchflow.trace_ids import tool_call_span_id
 from benchflow.trajectory.events import (
     EVENT_CLASSES,
     Event,

@@ -24,6 +24,7 @@ from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.secrets import redact
 from benchflow.trajectory.conversation import TurnBlock, group_turns
 from benchflow.trajectory.events import Event, TrajectoryHeader, event_adapter
+from benchflow.verify.rewards import passes
 
 PAGE_EVENTS = 400
 """Trajectory events per page: a page is what the browser receives, never the whole file."""
@@ -84,7 +85,7 @@ class TrialRow:
             return "error"
         if self.reward is None:
             return "no reward"
-        return "pass" if self.reward >= 1.0 else "fail"
+        return "pass" if passes(self.reward) else "fail"
 
 
 @dataclass
@@ -192,8 +193,7 @@ def matrix(trials: list[TrialRow]) -> Matrix:
     cells = {}
     for key, rows in groups.items():
         rewards = [r.reward for r in rows if r.reward is not None]
-        passes = sum(r.reward is not None and r.reward >= 1.0 for r in rows)
-        cells[key] = (passes, len(rows), sum(rewards) / len(rewards) if rewards else None)
+        cells[key] = (sum(passes(r.reward) for r in rows), len(rows), sum(rewards) / len(rewards) if rewards else None)
     return Matrix(agents=sorted({t.agent for t in trials}),
                   tasks=sorted({f"{t.dataset}/{t.task}" for t in trials}), cells=cells)
 

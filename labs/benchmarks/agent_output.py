@@ -30,7 +30,8 @@ import anyio
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchflow.sandbox.docker import DockerSandbox, docker_client  # noqa: E402
+from benchflow.sandbox.docker import DockerSandbox  # noqa: E402
+from benchflow.sandbox.docker.errors import docker_client  # noqa: E402
 from benchflow.sandbox.output import OutputCapture  # noqa: E402
 from benchflow.sandbox.spec import SandboxSpec  # noqa: E402
 

@@ -3,7 +3,7 @@
 On a shared, loaded machine wall-clock ratios swing by 2x from one minute to the next;
 the number of round trips to the daemon does not, and each `exec` is the expensive one
 (the daemon spawns a process in the container: 50-100 ms idle, 300+ ms under load). This
-counts every Docker SDK call benchflow makes (through `sandbox.docker.docker_call`) for
+counts every Docker SDK call benchflow makes (through `sandbox.docker.sandbox.docker_call`) for
 one hello-world oracle rollout, plain and hardened, with the execs spelled out, against
 the floor of `docker_floor.py` (create, start, 2 uploads, 2 execs, 1 download, remove).
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-import benchflow.sandbox.docker as docker_backend
+import benchflow.sandbox.docker.sandbox as docker_backend
 from benchflow import RolloutConfig, Scene
 from benchflow.rollout import Rollout
 

@@ -30,7 +30,7 @@ import latency_fake  # noqa: E402
 from latency_fake import BenchAcpDriver, LatencyProvider, Park  # noqa: E402
 
 from benchflow.config import RolloutConfig, Scene  # noqa: E402
-from benchflow.job.job import Job, Trial  # noqa: E402
+from benchflow.job.job import Job, PlannedRollout  # noqa: E402
 from benchflow.sandbox.registry import register_provider  # noqa: E402
 from benchflow.task import load_task  # noqa: E402
 
@@ -50,7 +50,7 @@ async def live_objects(n: int, jobs_dir: Path, updates: int = 200) -> dict[str, 
     driver = BenchAcpDriver()
     config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent="bench-acp")],
                            environment="latency-fake", harden=False, workspace_changes=False)
-    trials = [Trial(config.model_copy(update={"attempt": i + 1}), task, {"bench-acp": driver})
+    trials = [PlannedRollout(config.model_copy(update={"attempt": i + 1}), task, {"bench-acp": driver})
                     for i in range(n)]
     park = Park(n)
     LatencyProvider.updates, LatencyProvider.turn_sec, LatencyProvider.park = updates, 0.0, park

@@ -55,7 +55,7 @@ def _timed(fn: Callable[..., Any]) -> Callable[..., Any]:
 def instrument(backend: str) -> dict[str, Any]:
     """Wrap the backend's calls with timers; returns the provider_config to use."""
     if backend == "docker":
-        import benchflow.sandbox.docker as docker_backend
+        import benchflow.sandbox.docker.sandbox as docker_backend
 
         docker_backend.docker_call = _timed(docker_backend.docker_call)
         return {}

@@ -13,10 +13,13 @@ the model runs one shell command, then answers. The first run of a real agent in
 it with npm (cached as an image layer afterwards).
 
     python labs/benchmarks/role_switch.py [--agents scripted,claude] [--turns 8] [--runs 3]
-        [--fresh] [--no-workspace-changes]
+        [--fresh] [--no-workspace-changes] [--workspace-files N]
 
 A switch includes what benchflow does between two turns: recording the turn's workspace
-changes (one exec hashing the workspace; `--no-workspace-changes` leaves it out).
+changes (a stat walk of the workspace, then one call hashing and diffing the files whose
+status changed; `--no-workspace-changes` leaves it out). `--workspace-files N` puts N
+small files (2.7 KB) in the workspace before the first turn, as a repository would: the
+walk's cost grows with them.
 """
 
 from __future__ import annotations
@@ -44,9 +47,18 @@ ROLES = ("coder", "reviewer")
 class TimedRollout(Rollout):
     """A rollout that notes when each turn ends and when the next prompt goes out."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, seed_files: int = 0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.marks: list[tuple[str, str, float]] = []  # (event, role, monotonic time)
+        self.seed_files = seed_files
+
+    async def install_agent(self) -> None:
+        await super().install_agent()
+        if self.seed_files and self.sandbox is not None:  # a few processes, not one a file
+            size = self.seed_files * 36 * 57  # base64: 57 bytes a line, 36 lines a file
+            await self.sandbox.exec(["sh", "-c", f"mkdir -p /app/seed && cd /app/seed && "
+                                     f"head -c {size} /dev/urandom | base64 | "
+                                     "split -l 36 -a 6 - f"])
 
     def _enter_step(self, step: Step) -> None:
         super()._enter_step(step)
@@ -88,7 +100,7 @@ def scene(agent: str, model: str | None, turns: int, fresh: bool) -> Scene:
 
 
 async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int,
-                  changes: bool = True, multiplier: float = 1.0
+                  changes: bool = True, multiplier: float = 1.0, seed_files: int = 0
                   ) -> tuple[list[float], list[float], float]:
     folder = jobs_dir / f"scripts-{i}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -99,7 +111,8 @@ async def one_run(agent: str, turns: int, fresh: bool, jobs_dir: Path, i: int,
     rollout = TimedRollout(RolloutConfig(
         task_path=TASK, scenes=[scene(agent, model, turns, fresh)], jobs_dir=jobs_dir,
         job_name=f"switch-{agent}", attempt=i + 1, verifier_disabled=True,
-        model_endpoint=endpoint, workspace_changes=changes, timeout_multiplier=multiplier))
+        model_endpoint=endpoint, workspace_changes=changes, timeout_multiplier=multiplier),
+        seed_files=seed_files)
     result = await rollout.run()
     if result.error is not None:
         raise SystemExit(f"{agent}: {result.error.type}: {result.error.message}")
@@ -123,10 +136,11 @@ def p95(values: list[float]) -> float:
 
 
 async def main(agents: list[str], turns: int, runs: int, fresh: bool, changes: bool,
-               multiplier: float = 1.0) -> None:
+               multiplier: float = 1.0, seed_files: int = 0) -> None:
     print(f"role switches: {turns} alternating turns (coder/reviewer, one agent program), "
           f"{runs} run(s) per agent, {'fresh' if fresh else 'persistent'} sessions, "
-          f"workspace changes {'on' if changes else 'off'}")
+          f"workspace changes {'on' if changes else 'off'}, "
+          f"{seed_files} more files in the workspace")
     print(f"{'agent':<9} {'warm n':>6} {'median s':>9} {'p95 s':>7} {'max s':>7}"
           f" {'first-turn s':>12} {'agent phase s':>13}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +149,8 @@ async def main(agents: list[str], turns: int, runs: int, fresh: bool, changes: b
             cold: list[float] = []
             phase: list[float] = []
             for i in range(runs):
-                w, c, p = await one_run(agent, turns, fresh, Path(tmp), i, changes, multiplier)
+                w, c, p = await one_run(agent, turns, fresh, Path(tmp), i, changes, multiplier,
+                                        seed_files)
                 warm += w
                 cold += c
                 phase.append(p)
@@ -155,6 +170,8 @@ if __name__ == "__main__":
                         help="do not record workspace changes between turns")
     parser.add_argument("--timeout-multiplier", type=float, default=1.0,
                         help="more time for slow agents on a busy machine")
+    parser.add_argument("--workspace-files", type=int, default=0,
+                        help="put this many small files in the workspace first")
     args = parser.parse_args()
     anyio.run(main, args.agents.split(","), args.turns, args.runs, args.fresh,
-              not args.no_workspace_changes, args.timeout_multiplier)
+              not args.no_workspace_changes, args.timeout_multiplier, args.workspace_files)

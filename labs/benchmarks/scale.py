@@ -41,7 +41,7 @@ from latency_fake import BenchAcpDriver, Latency, LatencyProvider  # noqa: E402
 from benchflow.cli.jobs import MetricsProgress  # noqa: E402
 from benchflow.config import RolloutConfig, Scene  # noqa: E402
 from benchflow.job.config import MetricConfig  # noqa: E402
-from benchflow.job.job import Job, Trial  # noqa: E402
+from benchflow.job.job import Job, PlannedRollout  # noqa: E402
 from benchflow.job.loop import has_uvloop, run_job_loop  # noqa: E402
 from benchflow.sandbox.registry import register_provider  # noqa: E402
 from benchflow.task import load_task  # noqa: E402
@@ -114,9 +114,9 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
     # the fake keeps no files: nothing to record per turn (its processes are all agents)
     config = RolloutConfig(task_path=TASK, scenes=[Scene.single(agent="bench-acp")],
                            environment="latency-fake", harden=False, workspace_changes=False)
-    trials = [Trial(config, task, drivers={"bench-acp": driver}) for _ in range(n)]
+    trials = [PlannedRollout(config, task, drivers={"bench-acp": driver}) for _ in range(n)]
     # n attempts of one task: distinct trial folders
-    trials = [Trial(t.config.model_copy(update={"attempt": i + 1}), task, t.drivers)
+    trials = [PlannedRollout(t.config.model_copy(update={"attempt": i + 1}), task, t.drivers)
               for i, t in enumerate(trials)]
     Latency.total, Latency.calls = 0.0, 0
     LatencyProvider.updates, LatencyProvider.turn_sec = updates, turn_sec

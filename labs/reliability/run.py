@@ -1,7 +1,8 @@
 """Reliability lab: faults, hostile inputs, leaks and lost data, on a Docker daemon of its own.
 
-Starts a second dockerd (own data root, exec root, socket; no bridge, no iptables: the
-shared daemon and its jobs are never touched), then
+Starts a second dockerd (own data root, exec root, socket and network namespace, no
+iptables: the shared daemon, its bridge and its jobs are never touched; benchflow runs in
+that namespace too), then
 
 - tries faults: another benchflow's cleanup and a namesake's resume beside a live job,
   a killed benchflow, a daemon restart mid-job and mid-build, Ctrl-C, a fork bomb, an
@@ -16,7 +17,7 @@ shared daemon and its jobs are never touched), then
 
     python labs/reliability/run.py [--skip-faults] [--skip-inputs] [--keep DIR]
 
-Needs root (dockerd, mount) and the shared daemon's debian:bookworm-slim image.
+Needs root (dockerd, ip netns, mount) and the shared daemon's debian:bookworm-slim image.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class Lab:
         self.root = root
         self.daemon = daemon
         self.jobs: list[Path] = []
+        self.stranded = 0
+        """Containers a failed fault left (swept before the next fault; counted as left)."""
         self.env = {**daemon.env, **SECRETS, "BENCHFLOW_EXTRA_CA_CERTS": "none",
                     "COLUMNS": "300", "NO_COLOR": "1"}
 
@@ -93,16 +96,19 @@ class Lab:
         self.jobs.append(jobs_dir / name)
         return spec, jobs_dir / name
 
+    def argv(self, args: list[str]) -> list[str]:
+        """The benchflow CLI in the lab daemon's network namespace (its relay reachable
+        from the lab's sandboxes, as on a real host)."""
+        return [*self.daemon.enter, sys.executable, "-c",
+                "from benchflow.cli.main import main; main()", *args]
+
     def cli(self, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", "from benchflow.cli.main import main; main()",
-                               *args], capture_output=True, text=True, timeout=900,
+        return subprocess.run(self.argv(args), capture_output=True, text=True, timeout=900,
                               env={**self.env, "BF_SLEEP": "0", **env}, check=False)
 
     def start(self, args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
-            return subprocess.Popen([sys.executable, "-c",
-                                     "from benchflow.cli.main import main; main()", *args],
-                                    stdout=out, stderr=subprocess.STDOUT,
+            return subprocess.Popen(self.argv(args), stdout=out, stderr=subprocess.STDOUT,
                                     env={**self.env, "BF_SLEEP": "0", **env})
 
     def running(self, job_dir: Path) -> list:
@@ -147,6 +153,9 @@ def faults(lab: Lab) -> list[Outcome]:
             out.append(Outcome(name, True, fn()))
         except Exception as exc:  # noqa: BLE001 - a fault not survived is a row, not a crash
             out.append(Outcome(name, False, f"{type(exc).__name__}: {exc}"[:90]))
+            lab.stranded += lab.leftovers()
+            if live.poll() is not None:  # the next fault starts on an empty daemon
+                lab.cli(["sandbox", "cleanup", "--all", "--force"])
         print(f"  {'ok ' if out[-1].ok else 'FAIL'} {name}: {out[-1].note}", flush=True)
 
     spec_a, a_dir = lab.job("N", tasks, "sleep ${BF_SLEEP:-0}", folder="x")
@@ -311,7 +320,7 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
     host_file = root / "host-secret"
     host_file.write_text("PRIVATE\n")
     good_task = REPO / "tasks" / "hello-world"
-    cases: list[tuple[str, list[str]]] = []
+    cases: list[tuple] = []  # (name, argv[, env])
 
     def job(name: str, body: str) -> None:
         path = root / f"{name}.yaml"
@@ -345,13 +354,15 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
         ("missing dataset", {"datasets": [{"path": "/nonexistent"}]}),
         ("unset ${VAR}", {"agents": [{"name": "c", "execute": "x",
                                       "env": {"K": "${LAB_UNSET_VAR}"}}]}),
+        ("user max_rounds 1e8", {"user": {"persona": "a tester", "max_rounds": 10**8}}),
+        ("user temperature nan", {"user": {"persona": "a tester", "temperature": float("nan")}}),
     ]:
         job(name, yaml.safe_dump({**base, **extra}))
     job("not yaml", "agents: [unclosed\n")
     job("a list", "- agents\n")
 
     def task(name: str, frontmatter: str | None = None, toml: str | None = None,
-             link: str | None = None) -> None:
+             link: str | None = None) -> Path:
         folder = root / "tasks" / name.replace(" ", "-")
         shutil.copytree(good_task, folder)
         if frontmatter is not None:
@@ -373,6 +384,7 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
         cases.append((f"task: {name}", ["run", str(folder), "-a", "nop", "--jobs-dir",
                                         str(root / "jobs")]))
         cases.append((f"task check: {name}", ["tasks", "check", str(folder)]))
+        return folder
 
     for name, fm in [("memory 401 digits", f"sandbox: {{memory_mb: {huge}}}"),
                      ("cpus 1e9", "sandbox: {cpus: 1000000000}"),
@@ -392,6 +404,30 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
         task(name, toml=toml)
     for link in ("task.md", "environment", "verifier"):
         task(f"link {link}", link=link)
+    task("scene role timeout 1e300", frontmatter="agents: {r: {agent: nop, timeout_sec: 1.0e+300}}"
+         "\nscenes: [{turns: [{role: r}]}]")
+    judged = task("verifier.md timeout 1e12")
+    (judged / "verifier" / "verifier.md").write_text(
+        "---\nstrategy: agent-judge\nagent: claude\ntimeout_sec: 1.0e+12\n---\n")
+    scenes = root / "scenes.yaml"
+    scenes.write_text(yaml.safe_dump({"scenes": [{"roles": [{"name": "r", "agent": "nop",
+                                                             "idle_timeout_sec": 10**12}],
+                                                  "turns": [{"role": "r"}]}]}))
+    cases.append(("scenes file: idle timeout 1e12", ["run", str(good_task), "--scenes",
+                                                      str(scenes), "--jobs-dir",
+                                                      str(root / "jobs")]))
+    study = root / "study.yaml"
+    study.write_text(yaml.safe_dump({
+        "name": "huge", "studies_dir": str(root / "studies"), "k": 10**8,
+        "datasets": [{"path": str(REPO / "tasks"), "tasks": ["hello-world"]}],
+        "arms": [{"name": "a", "agent": "nop"}, {"name": "b", "agent": "oracle"}]}))
+    cases.append(("study file: k 1e8", ["study", str(study)]))
+    agents = root / "agents" / "slowpoke"
+    agents.mkdir(parents=True)
+    (agents / "agent.toml").write_text('name = "slowpoke"\n[launch]\nargv = ["slowpoke"]\n'
+                                       "handshake_timeout_sec = 1e300\n")
+    cases.append(("agent.toml: handshake 1e300", ["agents", "show", "slowpoke"],
+                  {"BENCHFLOW_AGENTS_PATH": str(root / "agents")}))
     hello = str(good_task)
     for name, args in [("-k 0", ["run", hello, "-k", "0"]), ("-k 1e5", ["run", hello, "-k", "100000"]),
                        ("-n 0", ["run", hello, "-n", "0"]),
@@ -402,12 +438,15 @@ def bad_inputs(lab: Lab) -> list[Outcome]:
                        ("-a 'a b'", ["run", hello, "-a", "a b"]),
                        ("missing path", ["run", "/nonexistent/task"]),
                        ("cleanup --all", ["sandbox", "cleanup", "--all"]),
+                       ("fork -k 1e5", ["fork", str(root), "--at-turn", "0", "-k", "100000"]),
+                       ("--resamples 2e6", ["compare", str(root), "--resamples", "2000000"]),
+                       ("--port 70000", ["model-server", str(host_file), "--port", "70000"]),
                        ("resume not a job", ["jobs", "resume", str(root)])]:
         cases.append((f"flag: {name}", args))
 
     out = []
-    for name, args in cases:
-        ran = lab.cli(args)
+    for name, args, *env in cases:
+        ran = lab.cli(args, **(env[0] if env else {}))
         text = ran.stdout + ran.stderr
         lines = [line for line in ran.stderr.splitlines() if line.strip()]
         clear = ran.returncode == 2 and "Traceback" not in text and "PRIVATE" not in text
@@ -468,7 +507,7 @@ def main() -> None:
         input_rows = [] if args.skip_inputs else bad_inputs(lab)
         n_files, n_leaks = leaks(lab)
         lost = sum(_lost(job) for job in lab.jobs if job.exists())
-        left = lab.leftovers()
+        left = lab.leftovers() + lab.stranded
     finally:
         daemon.destroy()
         if args.keep:

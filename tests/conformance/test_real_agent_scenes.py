@@ -157,7 +157,8 @@ async def test_fork_at_the_reviewer_restores_the_claude_coder_session(original, 
     restores its first turn's session (ACP session/load from the snapshot), so its
     conversation, and the model script's position in it, go on from the first turn."""
     from benchflow.roles import RoleAgent
-    from benchflow.rollout.fork import plan_fork, run_fork
+    from benchflow.job.job import run_fork
+    from benchflow.rollout.fork import plan_fork
 
     rollout, first = original
     assert first.error is None, first.error

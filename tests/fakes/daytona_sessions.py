@@ -26,7 +26,7 @@ from daytona.common.errors import create_daytona_error
 from daytona.common.process import STDERR_PREFIX, STDOUT_PREFIX, SessionExecuteResponse
 from daytona_toolbox_api_client_async import Command
 
-from benchflow.sandbox.process import DockerProcess
+from benchflow.sandbox.docker.process import DockerProcess
 
 _CHUNK = 64 * 1024
 """Bytes per websocket message of the log stream."""

@@ -17,7 +17,7 @@ import docker
 import docker.errors
 from modal import exception
 
-from benchflow.sandbox.process import DockerProcess
+from benchflow.sandbox.docker.process import DockerProcess
 
 _STDIN_LIMIT = 16 * 1024 * 1024  # the SDK's TASK_COMMAND_ROUTER_MAX_BUFFER_SIZE
 

@@ -43,7 +43,7 @@ from modal import exception
 from modal._image import AUTO_DOCKERIGNORE
 from modal.stream_type import StreamType
 
-from benchflow.sandbox.process import DockerProcess
+from benchflow.sandbox.docker.process import DockerProcess
 from tests.fakes.egress import restrict_egress
 from tests.fakes.modal_process import (
     ContainerProcess,

@@ -22,7 +22,7 @@ from benchflow import RolloutConfig
 from benchflow.acp import AgentExitedError
 from benchflow.agents import python_wheels
 from benchflow.agents.acp_driver import CREATE_USER_SCRIPT, AcpAgentDriver, AcpConnection
-from benchflow.agents.base import AgentContext
+from benchflow.agents.base import AgentContext, AgentUser
 from benchflow.agents.catalog import get_manifest
 from benchflow.agents.image_cache import commit_agent_image, prepare_agent_image
 from benchflow.config import Role, Scene, Turn
@@ -55,13 +55,15 @@ def sandbox_for(task: Task, job: str, name: str = "acp-agents") -> DockerSandbox
 
 
 def context_for(sandbox: DockerSandbox, task: Task, root: Path,
-                extras: dict[str, Any] | None = None) -> AgentContext:
+                user: AgentUser | None = None,
+                python_paths: dict[str, str | None] | None = None) -> AgentContext:
     """An AgentContext writing under `root`, with a fresh trajectory."""
     paths = RolloutPaths(root)
     writer = TrajectoryWriter(paths.trajectory, TrajectoryHeader(job_name="t", rollout_name="r"))
     return AgentContext(sandbox=sandbox, task=task, paths=paths, workdir=sandbox.workdir,
                         agent_user=None, instruction_path="/tmp/instruction.md",
-                        trajectory=writer, extras=dict(extras or {}))
+                        trajectory=writer, created_user=user,
+                        python_paths=dict(python_paths or {}))
 
 
 def close_ctx(ctx: AgentContext) -> None:
@@ -82,16 +84,17 @@ def step(role: Role, prompt: str, turn: int = 0) -> Step:
 class Rig:
     """The shared sandbox with the scripted agent installed."""
 
-    def __init__(self, sandbox: DockerSandbox, task: Task, extras: dict[str, Any],
+    def __init__(self, sandbox: DockerSandbox, task: Task, installed: AgentContext,
                  wheel_uploads: tuple[int, int]) -> None:
-        self.sandbox, self.task, self.extras = sandbox, task, extras
+        self.sandbox, self.task = sandbox, task
+        self.user, self.python_paths = installed.created_user, installed.python_paths
         self.wheel_uploads = wheel_uploads
         """Uploads of the agent's Python packages by the first and the second install."""
         self.driver = AcpAgentDriver(get_manifest("scripted"))
         self.opened: list[AgentContext] = []
 
     def ctx(self, root: Path) -> AgentContext:
-        ctx = context_for(self.sandbox, self.task, root, self.extras)
+        ctx = context_for(self.sandbox, self.task, root, self.user, self.python_paths)
         self.opened.append(ctx)
         return ctx
 
@@ -121,7 +124,7 @@ async def rig(job_label: str, tmp_path_factory: pytest.TempPathFactory) -> Async
             first = len(uploads)
             await driver.install(ctx)
         close_ctx(ctx)
-        yield Rig(sandbox, task, ctx.extras, (first, len(uploads) - first))
+        yield Rig(sandbox, task, ctx, (first, len(uploads) - first))
     finally:
         await sandbox.stop()
 
@@ -135,7 +138,7 @@ def _close_trajectories(request: pytest.FixtureRequest) -> Iterator[None]:
 
 async def test_install_creates_the_agent_user_and_is_idempotent(rig: Rig, tmp_path: Path):
     assert rig.wheel_uploads == (1, 0)  # the second install takes the fast path
-    user = rig.extras["agent_user"]
+    user = rig.user
     assert (user.name, user.home) == ("agent", "/home/agent")
     probe = await rig.sandbox.exec(
         ["sh", "-c", 'touch "$HOME/x" && stat -c %U "$PWD" && echo "$HOME"'],

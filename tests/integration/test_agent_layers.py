@@ -25,7 +25,7 @@ from benchflow import RolloutConfig
 from benchflow.agents import layers
 from benchflow.config import Role, Scene, Turn
 from benchflow.rollout import Rollout
-from benchflow.sandbox import docker_volumes
+from benchflow.sandbox.docker import volumes as docker_volumes
 from benchflow.sandbox.base import Sandbox
 from benchflow.sandbox.docker import LABEL_JOB, DockerSandbox
 from benchflow.sandbox.spec import SandboxSpec

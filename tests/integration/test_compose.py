@@ -32,7 +32,7 @@ from benchflow import RolloutConfig, Scene
 from benchflow.agents.command import CommandAgent
 from benchflow.rollout import Rollout
 from benchflow.rollout.result import RolloutResult
-from benchflow.sandbox.compose import LABEL_GROUP, ComposeSandbox
+from benchflow.sandbox.docker.compose import LABEL_GROUP, ComposeSandbox
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_ROLLOUT
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -139,7 +139,8 @@ async def test_the_oracle_scores_one_from_evidence_taken_out_of_a_sidecar(harden
                                                                           job_label):
     result, run = await rollout(tmp_path, job_label, harden=harden, task=COLLECT)
     assert (result.reward, result.error) == (1.0, None), (result.error, run.paths.root)
-    assert result.warnings == []
+    # docker here has no storage quota: the disk watchdog's note is the one warning
+    assert [w for w in result.warnings if "disk watchdog" not in w] == []
     out = (run.paths.logs_dir / "verifier" / "stdout.txt").read_text()
     assert "ledger: 3 entries, 3 distinct, orders=3; receipt: 3 orders" in out
     kept = run.paths.root / "artifacts"  # as Harbor keeps them: the source path under it

@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from benchflow.sandbox.images import build_image
+from benchflow.sandbox.docker.images import build_image
 
 pytestmark = [pytest.mark.docker]
 

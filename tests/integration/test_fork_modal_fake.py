@@ -10,7 +10,8 @@ import pytest
 import benchflow
 from benchflow.config import RolloutConfig
 from benchflow.roles import RoleAgent
-from benchflow.rollout.fork import plan_fork, run_fork
+from benchflow.job.job import run_fork
+from benchflow.rollout.fork import plan_fork
 from benchflow.rollout.snapshots import read_snapshots, remove_snapshots
 from benchflow.sandbox.modal.config import ModalConfig
 from benchflow.sandbox.modal.snapshots import SnapshotIndex

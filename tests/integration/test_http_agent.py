@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from benchflow.cli.jobs import run_job_file
 from benchflow.cli.main import app
 from benchflow.rollout.result import RolloutResult
-from benchflow.telemetry.ids import TRACE_ID
+from benchflow.trace_ids import TRACE_ID
 from benchflow.trajectory.reader import iter_events, read_header
 from tests.reference_endpoint import load_example, serve
 

@@ -98,19 +98,20 @@ async def test_build_failure_saves_the_build_log(tmp_path, job_label):
 
 
 async def test_task_not_found_starts_no_container(tmp_path, job_label):
-    before = len(docker.from_env().containers.list(all=True))
-    result = await run_rollout(tmp_path / "no-such-task", "oracle", tmp_path, job_label)
+    job = f"{job_label}-not-found"  # its own job: other tests and sessions share the daemon
+    result = await run_rollout(tmp_path / "no-such-task", "oracle", tmp_path, job)
     assert result.error.type == "task_not_found"
-    assert len(docker.from_env().containers.list(all=True)) == before
+    assert docker.from_env().containers.list(all=True,
+                                             filters={"label": f"benchflow.job={job}"}) == []
 
 
 async def test_second_run_reuses_the_image(tmp_path, job_label):
-    client = docker.from_env()
+    client = docker.from_env()  # only this task's images: other sessions build beside us
     await run_rollout(TASKS / "hello-world", "oracle", tmp_path, job_label)
-    images_before = {i.id for i in client.images.list()}
+    images_before = {i.id for i in client.images.list(name="benchflow/hello-world")}
     second = await run_rollout(TASKS / "hello-world", "oracle", tmp_path, job_label, attempt=2)
     assert second.reward == 1.0
-    assert {i.id for i in client.images.list()} == images_before
+    assert {i.id for i in client.images.list(name="benchflow/hello-world")} == images_before
     assert not (tmp_path / job_label / "oracle" / "tasks" / "hello-world__2" / "build.log").exists()
 
 

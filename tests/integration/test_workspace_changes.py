@@ -78,3 +78,31 @@ async def test_each_turn_records_what_it_created_edited_and_deleted(tmp_path, jo
     assert "-b = 2\n+b = 3\n" in second["app.py"].diff  # against the previous turn's version
     assert (second["blob.bin"].change, second["blob.bin"].size) == ("deleted", None)
     assert second["pyproject.toml"].change == "created" and second["pyproject.toml"].flagged
+
+
+async def test_an_edit_that_keeps_size_and_mtime_is_seen(tmp_path, job_label):
+    """Files whose status is unchanged are not hashed again; an edit that puts the file's
+    size and mtime back (`touch -r`) still changes its ctime, so it is recorded."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"roles": {"coder": {"turns": [
+        {"actions": [{"type": "write_file", "path": "app.py", "content": "a = 1\n"}]},
+        {"actions": [{"type": "shell", "command": "true"}]},
+        {"actions": [{"type": "shell", "command":
+                      "cp -p app.py /tmp/ref && printf 'a = 2\\n' > app.py"
+                      " && touch -r /tmp/ref app.py"
+                      " && [ $(stat -c %s.%y app.py) = $(stat -c %s.%y /tmp/ref) ]"}]}]}}}))
+    scene = Scene(name="edit", roles=[Role(name="coder", agent="scripted", model=str(script))],
+                  turns=[Turn(role="coder"), Turn(role="coder", prompt="nothing"),
+                         Turn(role="coder", prompt="again")])
+    rollout = Rollout(RolloutConfig(task_path=CODER_REVIEWER, scenes=[scene],
+                                    jobs_dir=tmp_path, job_name=job_label,
+                                    verifier_disabled=True))
+    result = await rollout.run()
+    assert result.error is None, result.error
+    assert result.n_tool_calls == 3  # the last command's check of size and mtime held
+    events = [e for e in events_of(rollout.paths.trajectory)
+              if isinstance(e, WorkspaceChangesEvent)]
+    assert [[(c.path, c.change) for c in e.changes] for e in events] == [
+        [("app.py", "created")], [], [("app.py", "modified")]]
+    assert events[2].changes[0].sha256 == sha("a = 2\n")
+    assert events[2].changes[0].diff is not None and "-a = 1\n+a = 2\n" in events[2].changes[0].diff

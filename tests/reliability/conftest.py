@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def second_daemon() -> Iterator[SecondDaemon]:
-    if os.geteuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip("needs root and dockerd to start a second Docker daemon")
+    if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("ip") is None:
+        pytest.skip("needs root, dockerd and ip (iproute2) to start a second Docker daemon")
     try:
         shared = docker.from_env()
         try:
@@ -77,20 +77,25 @@ def benchflow_env(daemon: SecondDaemon, **extra: str) -> dict[str, str]:
             "NO_COLOR": "1", **extra}
 
 
-def benchflow(args: list[str], env: dict[str, str], *, timeout: float = 600,
-              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(daemon: SecondDaemon, args: list[str]) -> list[str]:
+    """The benchflow CLI in the daemon's network namespace, beside its sandboxes."""
+    return [*daemon.enter, sys.executable, "-c", "from benchflow.cli.main import main; main()",
+            *args]
+
+
+def benchflow(daemon: SecondDaemon, args: list[str], env: dict[str, str], *,
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the benchflow CLI in a subprocess to the end."""
-    return subprocess.run([sys.executable, "-c", "from benchflow.cli.main import main; main()",
-                           *args], capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=cwd, check=False)
+    return subprocess.run(_cli(daemon, args), capture_output=True, text=True, env=env,
+                          timeout=timeout, check=False)
 
 
-def benchflow_bg(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def benchflow_bg(daemon: SecondDaemon, args: list[str], env: dict[str, str],
+                 log: Path) -> subprocess.Popen[bytes]:
     """Start the benchflow CLI in the background (its output in `log`)."""
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-c",
-                                 "from benchflow.cli.main import main; main()", *args],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+        return subprocess.Popen(_cli(daemon, args), stdout=out, stderr=subprocess.STDOUT,
+                                env=env)
 
 
 def wait_for(predicate, what: str, proc: subprocess.Popen[bytes] | None = None,

@@ -1,10 +1,13 @@
 """A second Docker daemon of the reliability tests' own, never the shared one.
 
-Its own data root, exec root, pid file and unix socket under a temporary folder, no
-bridge (`--bridge=none`) and no iptables rules, so nothing it does reaches the host's
-daemon, its containers or its firewall. The base image is copied in from the shared
-daemon (`docker save | docker load`). `restart()` stops and starts it on the same data
-root (a daemon fault), `stop()` ends it and removes everything it had.
+Its own data root, exec root, pid file and unix socket under a temporary folder, and its
+own network namespace (`ip netns add`, kept across restarts), where it makes its own
+`docker0` bridge, with no iptables rules: nothing it does reaches the host's daemon, its
+containers, its bridge or its firewall. benchflow runs beside it in that namespace
+(`enter`, an `nsenter` prefix), so a model relay on the bridge's gateway is reachable from
+its sandboxes as on a real host. The base image is copied in from the shared daemon
+(`docker save | docker load`). `restart()` stops and starts it on the same data root (a
+daemon fault), `destroy()` ends it and removes everything it had, namespace included.
 """
 
 from __future__ import annotations
@@ -30,8 +33,14 @@ class SecondDaemon:
         self.root = Path(tempfile.mkdtemp(prefix="bfd-", dir="/tmp"))
         self.socket = self.root / "docker.sock"
         self.url = f"unix://{self.socket}"
+        self.netns = self.root.name
         self.proc: subprocess.Popen[bytes] | None = None
         self._client: docker.DockerClient | None = None
+
+    @property
+    def enter(self) -> list[str]:
+        """The command prefix that runs a program in the daemon's network namespace."""
+        return ["nsenter", f"--net=/run/netns/{self.netns}"]
 
     @property
     def env(self) -> dict[str, str]:
@@ -61,15 +70,18 @@ class SecondDaemon:
             self._client = None
 
     def start(self) -> SecondDaemon:
-        if shutil.which("dockerd") is None:
-            raise RuntimeError("dockerd is not installed")
+        if shutil.which("dockerd") is None or shutil.which("ip") is None:
+            raise RuntimeError("dockerd and ip (iproute2) are needed")
+        if not Path(f"/run/netns/{self.netns}").exists():
+            # its own network namespace: its docker0 is never the shared daemon's
+            subprocess.run(["ip", "netns", "add", self.netns], check=True, capture_output=True)
+            subprocess.run([*self.enter, "ip", "link", "set", "lo", "up"], check=True,
+                           capture_output=True)
         with (self.root / "dockerd.log").open("ab") as log:
             self.proc = subprocess.Popen(
-                # its own network namespace: a dockerd with --bridge=none deletes the
-                # namespace's docker0, which would be the shared daemon's (integrator's fix)
-                ["unshare", "--net", "dockerd", "--data-root", str(self.root / "data"),
+                [*self.enter, "dockerd", "--data-root", str(self.root / "data"),
                  "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
-                 "-H", self.url, "--bridge=none", "--iptables=false", "--ip-masq=false",
+                 "-H", self.url, "--iptables=false", "--ip-masq=false",
                  "--ip-forward=false", "--userland-proxy=false"],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + _START_WAIT_SEC
@@ -133,6 +145,7 @@ class SecondDaemon:
                 pass
         self.stop()
         _unmount_under(self.root)
+        subprocess.run(["ip", "netns", "delete", self.netns], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
 

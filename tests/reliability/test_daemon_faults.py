@@ -41,8 +41,8 @@ def test_a_daemon_restart_mid_job_is_retryable_and_leaves_nothing(second_daemon,
     spec = job_file(tmp_path / "job.yaml", name="restart", jobs_dir=tmp_path / "jobs",
                     tasks=tasks, execute="sleep ${BF_SLEEP:-0}")
     job_dir = tmp_path / "jobs" / "restart"
-    proc = benchflow_bg(["jobs", "run", str(spec)], benchflow_env(second_daemon, BF_SLEEP="600"),
-                        tmp_path / "run.log")
+    proc = benchflow_bg(second_daemon, ["jobs", "run", str(spec)],
+                        benchflow_env(second_daemon, BF_SLEEP="600"), tmp_path / "run.log")
     try:
         wait_for(lambda: read_job_id(job_dir) is not None and len(running_containers(
             second_daemon, {LABEL_JOB_ID: read_job_id(job_dir) or "-"})) == 2,
@@ -59,8 +59,8 @@ def test_a_daemon_restart_mid_job_is_retryable_and_leaves_nothing(second_daemon,
         assert result["error"]["retryable"] is True, result["error"]
         assert result["error"]["type"] == "environment_exec_failed", result["error"]
 
-    resumed = benchflow(["jobs", "resume", str(job_dir)], benchflow_env(second_daemon,
-                                                                        BF_SLEEP="0"))
+    resumed = benchflow(second_daemon, ["jobs", "resume", str(job_dir)],
+                        benchflow_env(second_daemon, BF_SLEEP="0"))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "2 trial(s) already finished" not in resumed.stderr
     assert [r["error"] for r in _results(job_dir)] == [None, None]
@@ -75,8 +75,8 @@ def test_a_build_cut_by_a_restart_is_retryable(second_daemon, tmp_path):
     spec = job_file(tmp_path / "job.yaml", name="build", jobs_dir=tmp_path / "jobs",
                     tasks=tasks, execute="true")
     job_dir = tmp_path / "jobs" / "build"
-    proc = benchflow_bg(["jobs", "run", str(spec)], benchflow_env(second_daemon, BF_SLEEP="0"),
-                        tmp_path / "run.log")
+    proc = benchflow_bg(second_daemon, ["jobs", "run", str(spec)],
+                        benchflow_env(second_daemon, BF_SLEEP="0"), tmp_path / "run.log")
     try:
         wait_for(lambda: bool(second_daemon.client().containers.list()), "the build's RUN step",
                  proc)
@@ -89,8 +89,9 @@ def test_a_build_cut_by_a_restart_is_retryable(second_daemon, tmp_path):
     (result,) = _results(job_dir)
     assert result["error"]["type"] == "environment_build_failed", result["error"]
     assert result["error"]["retryable"] is True, result["error"]
-    resumed = benchflow(["jobs", "resume", str(job_dir)], benchflow_env(second_daemon,
-                                                                        BF_SLEEP="0"))
+    resumed = benchflow(second_daemon, ["jobs", "resume", str(job_dir)],
+                        benchflow_env(second_daemon, BF_SLEEP="0"))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [r["error"] for r in _results(job_dir)] == [None]
-    assert not second_daemon.client().containers.list(all=True)
+    left = second_daemon.client().containers.list(all=True)
+    assert not left, [(c.name, c.status, c.labels, c.attrs["Config"].get("Cmd")) for c in left]

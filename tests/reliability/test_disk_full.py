@@ -34,7 +34,7 @@ def fake_sandboxes(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     async def no_daemon_needed() -> None:
         return None
 
-    monkeypatch.setattr("benchflow.sandbox.docker_provider.DockerProvider.preflight",
+    monkeypatch.setattr("benchflow.sandbox.docker.provider.DockerProvider.preflight",
                         lambda self: no_daemon_needed())
     return shared
 

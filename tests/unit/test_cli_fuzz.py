@@ -49,7 +49,7 @@ def fake_sandboxes(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     async def no_daemon_needed() -> None:
         return None
 
-    monkeypatch.setattr("benchflow.sandbox.docker_provider.DockerProvider.preflight",
+    monkeypatch.setattr("benchflow.sandbox.docker.provider.DockerProvider.preflight",
                         lambda self: no_daemon_needed())
     return shared
 
@@ -195,6 +195,9 @@ JOB_FIELDS = {
     # CliRunner's captured stderr between examples
     "strict": st.sampled_from([True, False, "no"]),
     "n_attemps": st.just(2),
+    "user": st.sampled_from([{"persona": "a tester", "max_rounds": 10**8},
+                             {"persona": "a tester", "temperature": "hot"},
+                             {"persona": "a tester", "max_rounds": 2}]),
 }
 
 
@@ -241,6 +244,8 @@ TASK_FIELDS = {
                                  {"hardening": {"nope": True}}]),
     "strict": st.sampled_from([True, False, "no"]),
     "colour": st.just("red"),
+    "agents": st.sampled_from([{"r": {"timeout_sec": 1e300}}, {"r": {"idle_timeout_sec": -1}},
+                               {"r": {"timeout_sec": 60}}]),
 }
 TOML_LINES = st.sampled_from(['[agent]\ntimeout_sec = 30\n', '[agent]\ntimeout_sec = 1e12\n',
                               f'[environment]\nmemory_mb = {HUGE}\n', '[environment]\ncpus = 2\n',

@@ -36,15 +36,16 @@ from benchflow.errors import (
     SandboxStartError,
     SandboxTeardownError,
 )
-from benchflow.sandbox import archive, certs, images, ledger
+from benchflow.sandbox import archive, certs, images
 from benchflow.sandbox.allowlist import split_hosts
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
+from benchflow.sandbox.cloud_sandbox import INIT_STEPS, CloudSandbox
 from benchflow.sandbox.cost import Rates, SandboxMeter
 from benchflow.sandbox.daytona.config import DaytonaConfig
 from benchflow.sandbox.daytona.errors import map_daytona_errors
 from benchflow.sandbox.daytona.process import DaytonaProcess
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
-from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED
 from benchflow.sandbox.limits import ProviderLimits, limits_for
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
@@ -74,34 +75,22 @@ def client_factory(config: DaytonaConfig) -> Callable[[], Any]:
     return getattr(importlib.import_module(module), attr)
 
 
-class DaytonaSandbox:
+class DaytonaSandbox(CloudSandbox):
     """A rollout's Daytona sandbox (created at `start()`, deleted at `stop()`)."""
 
     capabilities = CAPABILITIES
     backend = "daytona"
 
     def __init__(self, spec: SandboxSpec, config: DaytonaConfig) -> None:
-        self.spec = spec
-        self.config = config
-        self.image: str | None = None
-        self.workdir = spec.workdir or "/"
-        self._client: Any = None
-        self._box: Any = None
-        self._pems = certs.read_certs(spec.extra_ca_certs)
-        self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
-        self.meter = SandboxMeter(
+        super().__init__(spec, config, SandboxMeter(
             Rates(config.price_per_cpu_hour, config.price_per_gib_hour,
                   config.price_per_disk_gib_hour),
-            cpus=spec.cpus or 1, memory_mb=spec.memory_mb or 1024, storage_mb=spec.storage_mb or 0)
+            cpus=spec.cpus or 1, memory_mb=spec.memory_mb or 1024, storage_mb=spec.storage_mb or 0))
+        self._client: Any = None
 
     @property
     def sandbox_id(self) -> str | None:
         return None if self._box is None else str(self._box.id)
-
-    @property
-    def cost_usd(self) -> float | None:
-        """Daytona's charge for this sandbox so far (its lifetime at the configured rates)."""
-        return self.meter.cost_usd
 
     def _client_now(self) -> Any:
         if self._client is None:
@@ -193,9 +182,7 @@ class DaytonaSandbox:
             raise
 
     async def _init(self) -> None:
-        steps = ["mkdir -p /logs/agent /logs/verifier /tmp/.benchflow",
-                 "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow",
-                 f"mkdir -p -m 700 {_SECRETS_DIR}"]
+        steps = [*INIT_STEPS, f"mkdir -p -m 700 {_SECRETS_DIR}"]
         if self.spec.workdir:
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
         if self._pems:
@@ -234,11 +221,6 @@ class DaytonaSandbox:
             self._record("deleted", box.labels.get(LABEL_CREATE, "") if isinstance(
                 getattr(box, "labels", None), dict) else "", str(box.id))
             _limits_for(self.config).alive.release_on_behalf_of(self)
-
-    def _record(self, event: Any, token: str, sandbox_id: str | None = None) -> None:
-        ledger.record(self.spec.ledger_path, ledger.LedgerEntry(
-            event=event, provider=self.backend, rollout=self.spec.labels.get(LABEL_ROLLOUT, ""),
-            sandbox_id=sandbox_id, create_token=token))
 
     async def _create(self, client: Any, params: Any, labels: dict[str, str]) -> Any:
         """Create under the provider limits; 429 backs off and retries; an ambiguous failure
@@ -288,19 +270,13 @@ class DaytonaSandbox:
         except SandboxError as exc:
             log.warning("could not look up sandboxes of an ambiguous create: %s", exc)
 
-    def _require(self) -> Any:
-        if self._box is None:
-            raise SandboxExecError("sandbox is not started")
-        return self._box
-
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None) -> ExecResult:
         box = self._require()
         argv = list(cmd)
         if timeout is not None:
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
-        if user and user != "root":
-            argv = ["runuser", "-u", user, "--", *argv]
+        argv = self._as_user(argv, user)
         out = f"/tmp/.benchflow/exec-{secrets.token_hex(6)}"
         script = (f'mkdir -p /tmp/.benchflow; {shlex.join(argv)} >{out}.out 2>{out}.err '
                   f'</dev/null; echo $? >{out}.rc; chmod 644 {out}.*')
@@ -326,18 +302,9 @@ class DaytonaSandbox:
             await box.fs.upload_file(data, dst)
             await box.process.exec(f"chmod {mode:o} {shlex.quote(dst)}")
 
-    async def upload(self, src: Path, dst: str) -> None:
-        if not src.exists():
-            raise SandboxExecError(f"upload source {src} does not exist")
-        await self._upload_tar(await anyio.to_thread.run_sync(archive.tar_path, src, dst), dst)
-
-    async def _upload_tar(self, data: bytes, what: str) -> None:
-        """Unpack the tar `data` at / (as root: owners and modes as archived)."""
-        tmp = f"/tmp/.benchflow/up-{secrets.token_hex(6)}.tar"
-        await self.upload_bytes(data, tmp)
-        result = await self.exec(["sh", "-c", f"tar -xf {tmp} -C / && rm -f {tmp}"], user="root")
-        if not result.ok:
-            raise SandboxExecError(f"upload to {what} failed: {result.text(2000)}")
+    async def _write_file(self, data: bytes, path: str) -> None:
+        with map_daytona_errors():
+            await self._require().fs.upload_file(data, path)
 
     async def download(self, src: str, dst: Path) -> None:
         box = self._require()

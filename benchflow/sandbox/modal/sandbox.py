@@ -35,11 +35,12 @@ from benchflow.errors import (
     SandboxStartError,
     SandboxTeardownError,
 )
-from benchflow.sandbox import archive, certs, images, ledger
+from benchflow.sandbox import archive, certs, images
 from benchflow.sandbox.allowlist import split_hosts
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, SandboxCapabilities
-from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED, LABEL_ROLLOUT
+from benchflow.sandbox.cloud_sandbox import INIT_STEPS, CloudSandbox
+from benchflow.sandbox.labels import LABEL_CREATE, LABEL_MANAGED
 from benchflow.sandbox.limits import ProviderLimits, limits_for
 from benchflow.sandbox.cost import Rates, SandboxMeter
 from benchflow.sandbox.modal.config import ModalConfig
@@ -84,34 +85,23 @@ def _limits(config: ModalConfig) -> ProviderLimits:
     return limits_for("modal", config.max_sandboxes, config.creates_per_sec)
 
 
-class ModalSandbox:
+class ModalSandbox(CloudSandbox):
     """A rollout's Modal sandbox (created at `start()`, terminated at `stop()`)."""
 
     capabilities = CAPABILITIES
     backend = "modal"
 
     def __init__(self, spec: SandboxSpec, config: ModalConfig) -> None:
-        self.spec = spec
-        self.config = config
-        self.image: str | None = None
-        self.workdir = spec.workdir or "/"
-        self._box: Any = None
-        self._pems = certs.read_certs(spec.extra_ca_certs)
-        self._env = {**(certs.CA_ENV if self._pems else {}), **spec.env}
+        super().__init__(spec, config, SandboxMeter(
+            Rates(config.price_per_cpu_hour, config.price_per_gib_hour),
+            cpus=spec.cpus or 0.125, memory_mb=spec.memory_mb or 128))
         self._snapshot: str | None = None
         self._index = SnapshotIndex(config)
         self._holding = False  # a slot of the provider's sandbox limit
-        self.meter = SandboxMeter(Rates(config.price_per_cpu_hour, config.price_per_gib_hour),
-                                  cpus=spec.cpus or 0.125, memory_mb=spec.memory_mb or 128)
 
     @property
     def sandbox_id(self) -> str | None:
         return None if self._box is None else str(self._box.object_id)
-
-    @property
-    def cost_usd(self) -> float | None:
-        """Modal's charge for this sandbox so far (its lifetime at the configured rates)."""
-        return self.meter.cost_usd
 
     # -- image -------------------------------------------------------------------------
 
@@ -235,16 +225,10 @@ class ModalSandbox:
         except SandboxError as exc:
             log.warning("could not look up sandboxes of an ambiguous create: %s", exc)
 
-    def _record(self, event: Any, token: str, sandbox_id: str | None = None) -> None:
-        ledger.record(self.spec.ledger_path, ledger.LedgerEntry(
-            event=event, provider=self.backend, rollout=self.spec.labels.get(LABEL_ROLLOUT, ""),
-            sandbox_id=sandbox_id, create_token=token))
-
     async def _init(self) -> None:
         """One upload (the CA certificates and the spec's files and trees, as a tar) and one exec:
         benchflow's folders, the files unpacked, the CAs installed, the image's working dir."""
-        steps = ["mkdir -p /logs/agent /logs/verifier /tmp/.benchflow",
-                 "chmod 777 /logs/agent", "chmod 700 /logs/verifier", "chmod 1777 /tmp/.benchflow"]
+        steps = list(INIT_STEPS)
         if self.spec.workdir:
             steps.append(f"mkdir -p {shlex.quote(self.spec.workdir)}")
         files = {f"{certs.CA_DIR}/{name}": (data, 0o755 if name.endswith(".sh") else 0o644)
@@ -286,15 +270,6 @@ class ModalSandbox:
         self._record("deleted", "", str(box.object_id))
 
     # -- commands ----------------------------------------------------------------------
-
-    def _require(self) -> Any:
-        if self._box is None:
-            raise SandboxExecError("sandbox is not started")
-        return self._box
-
-    @staticmethod
-    def _as_user(argv: list[str], user: str | None) -> list[str]:
-        return argv if not user or user == "root" else ["runuser", "-u", user, "--", *argv]
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None) -> ExecResult:
@@ -346,26 +321,14 @@ class ModalSandbox:
     # -- files -------------------------------------------------------------------------
 
     async def upload_bytes(self, data: bytes, dst: str, mode: int = 0o644) -> None:
-        box = self._require()
-        with map_modal_errors():
-            await box.filesystem.write_bytes.aio(data, dst)
+        await self._write_file(data, dst)
         result = await self.exec(["chmod", f"{mode:o}", dst], user="root")
         if not result.ok:
             raise SandboxExecError(f"chmod of {dst} failed: {result.text(2000)}")
 
-    async def upload(self, src: Path, dst: str) -> None:
-        """A tar through the filesystem API, unpacked in place (modes and folders kept)."""
-        if not src.exists():
-            raise SandboxExecError(f"upload source {src} does not exist")
-        box = self._require()
-        data = await anyio.to_thread.run_sync(archive.tar_path, src, dst)
-        tmp = f"/tmp/.benchflow/up-{secrets.token_hex(6)}.tar"
+    async def _write_file(self, data: bytes, path: str) -> None:
         with map_modal_errors():
-            await box.filesystem.write_bytes.aio(data, tmp)
-        result = await self.exec(["sh", "-c", f"tar -xf {tmp} -C / ; rc=$?; rm -f {tmp}; exit $rc"],
-                                 user="root")
-        if not result.ok:
-            raise SandboxExecError(f"upload to {dst} failed: {result.text(2000)}")
+            await self._require().filesystem.write_bytes.aio(data, path)
 
     async def download(self, src: str, dst: Path) -> None:
         """A tar of `src` streamed out of the sandbox, extracted safely on the host."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchflow.errors import ConfigError
-from benchflow.task._suggest import suggest
+from benchflow._suggest import suggest
 from benchflow.verify.metrics.judge import (
     DEFAULT_JUDGE_PROMPT,
     Judgement,

@@ -71,6 +71,64 @@ async function recordTools(llm: LLMNode, result: Record<string, unknown>): Promi
   }
 }
 
+interface StreamPart extends ToolCallLike {
+  type?: string; text?: string; delta?: string; textDelta?: string; error?: unknown;
+  output?: unknown; usage?: unknown; totalUsage?: unknown;
+}
+
+/**
+ * A pass-through transform, placed after the caller's own (`experimental_transform`), that
+ * records the parts the caller's stream gets: text chunks, tool calls with their results,
+ * errors, aborts and the total usage. Its flush runs however the stream closes (finished,
+ * failed before the first step, aborted), so the span ends with the stream, which the
+ * onFinish callback alone does not give (no onFinish without a finished step).
+ */
+function observeStream(llm: LLMNode, done: () => void): TransformStream<StreamPart, StreamPart> {
+  const settle = new Map<string, (outcome: { output?: unknown; error?: unknown }) => void>();
+  const tools: Promise<unknown>[] = [];
+  return new TransformStream<StreamPart, StreamPart>({
+    transform(part, controller) {
+      controller.enqueue(part);
+      switch (part.type) {
+        case "text-delta":
+          llm.recordChunk(part.text ?? part.delta ?? part.textDelta);
+          break;
+        case "tool-call": {
+          const id = part.toolCallId ?? `call_${settle.size}`;
+          tools.push(llm.tool(part.toolName ?? "tool", (tool) => new Promise<void>((resolve, reject) => {
+            settle.set(id, ({ output, error }) => {
+              if (error !== undefined) return reject(error);
+              if (output !== undefined) tool.recordOutput(output);
+              resolve();
+            });
+          }), { toolCallId: part.toolCallId, arguments: part.input ?? part.args }).catch(() => undefined));
+          break;
+        }
+        case "tool-result":
+        case "tool-error":
+          settle.get(part.toolCallId ?? "")?.(part.type === "tool-error"
+            ? { error: part.error ?? "tool error" } : { output: part.output ?? (part as { result?: unknown }).result });
+          settle.delete(part.toolCallId ?? "");
+          break;
+        case "error":
+          llm.recordError(part.error);
+          break;
+        case "abort":
+          llm.recordError(Object.assign(new Error("the stream was aborted"), { name: "AbortError" }));
+          break;
+        case "finish":
+          llm.setUsage(usageOf(part.totalUsage ?? part.usage));
+          break;
+      }
+    },
+    async flush() {
+      for (const close of settle.values()) close({}); // calls the model made but nothing ran
+      await Promise.all(tools);
+      done();
+    },
+  });
+}
+
 function inTrace<T>(client: Rollout, meta: EventMetadata, fn: (parent: SpanNode) => Promise<T>): Promise<T> {
   const active = client.currentSpan();
   if (active) return fn(active);
@@ -102,38 +160,21 @@ export function wrapAISDK<T extends object>(ai: T, { client }: { client: Rollout
   }
 
   if (typeof source.streamText === "function") {
-    // The span's body runs synchronously up to streamText's return (async functions run
-    // until their first await), so the stream result is there when inTrace returns; the
-    // span ends when the stream finishes (onFinish) or fails (onError).
     wrapped.streamText = (options: Record<string, unknown>) => {
-      let stream: unknown;
+      let result: unknown;
+      // The span's body runs synchronously up to streamText's return (async functions run
+      // until their first await), so the result is there when inTrace returns.
       const traced = inTrace(client, readMetadata(options), (parent) => parent.llm("streamText", (llm) =>
-        new Promise<void>((done, fail) => {
+        new Promise<void>((done) => {
           llm.recordInput(options.messages ?? options.prompt);
-          const onChunk = options.onChunk as AnyFn | undefined;
-          const onFinish = options.onFinish as AnyFn | undefined;
-          const onError = options.onError as AnyFn | undefined;
-          stream = source.streamText({
-            ...options,
-            onChunk: (event: Record<string, unknown>) => {
-              const chunk = event.chunk as { type?: string; text?: string; textDelta?: string };
-              if (chunk?.type === "text-delta" || chunk?.type === "text") llm.recordChunk(chunk.text ?? chunk.textDelta);
-              return onChunk?.(event);
-            },
-            onFinish: async (event: Record<string, unknown>) => {
-              llm.setUsage(usageOf(event.totalUsage ?? event.usage));
-              await recordTools(llm, event);
-              await onFinish?.(event);
-              done();
-            },
-            onError: async (event: Record<string, unknown>) => {
-              await onError?.(event);
-              fail(event.error ?? event);
-            },
+          const own = options.experimental_transform;
+          const transforms = own === undefined ? [] : Array.isArray(own) ? own : [own];
+          result = source.streamText({
+            ...options, experimental_transform: [...transforms, () => observeStream(llm, done)],
           });
         }), { ...modelInfo(options.model), name: "streamText", stream: true }));
       traced.catch(() => undefined); // the stream's consumer sees the error itself
-      return stream;
+      return result;
     };
   }
   return wrapped as T;

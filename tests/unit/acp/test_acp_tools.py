@@ -78,7 +78,8 @@ async def test_fs_and_terminal_through_the_client(harness: Harness) -> None:
     harness.script(
         {
             "actions": [
-                {"type": "shell", "command": "echo hi > f.txt && cat f.txt && echo oops >&2"},
+                {"type": "shell", "command": "echo hi > f.txt && cat f.txt && echo oops >&2 "
+                                             "&& echo after"},
                 {"type": "write_file", "path": "sub/notes.md", "content": "line1\nline2\nline3\n"},
                 {"type": "read_file", "path": "f.txt", "echo": True},
                 {"type": "read_file", "path": "sub/notes.md", "line": 2, "limit": 1, "echo": True},
@@ -114,7 +115,8 @@ async def test_fs_and_terminal_through_the_client(harness: Harness) -> None:
         "failed",
     ]
     shell = updates[0].update["rawOutput"]
-    assert shell["exit_code"] == 0 and "hi\n" in shell["output"] and "oops\n" in shell["output"]
+    # stderr and stdout share one stream, in the order written (as in a terminal)
+    assert (shell["exit_code"], shell["output"]) == (0, "hi\noops\nafter\n")
     assert updates[5].update["rawOutput"]["exit_code"] == 4
     limited = updates[6].update["rawOutput"]["output"]
     assert len(limited) == 100 and limited.endswith("aEND")  # truncated from the beginning

@@ -55,7 +55,7 @@ async def ctx(tmp_path: Path) -> AsyncIterator[AgentContext]:
         sandbox=sandbox, task=load_task(REPO / "tasks" / "hello-world"), paths=paths,
         workdir=str(sandbox.root), agent_user=None, instruction_path="/tmp/i.md",
         trajectory=writer,
-        extras={"agent_user": AgentUser(name="root", uid=0, home=str(tmp_path / "home"))})
+        created_user=AgentUser(name="root", uid=0, home=str(tmp_path / "home")))
     try:
         yield context
     finally:

@@ -22,7 +22,7 @@ from benchflow.paths import RolloutPaths
 from benchflow.rollout.result import RolloutResult, record_endpoint_score
 from benchflow.steps import desugar
 from benchflow.task import load_task
-from benchflow.telemetry.ids import TRACE_ID, TraceIds
+from benchflow.trace_ids import TRACE_ID, TraceIds
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.reader import iter_events
 from benchflow.trajectory.writer import TrajectoryWriter
@@ -72,7 +72,7 @@ async def ask(ctx: AgentContext, url: str, headers: dict[str, str] | None = None
     step = desugar([Scene.single(agent="http")], ctx.task.instruction)[0]
     async with agent.connect(ctx, step.role, step.scene) as connection:
         outcome = await connection.prompt(step)
-    ctx.extras["outcome"] = outcome
+    agent.last_outcome = outcome  # type: ignore[attr-defined]  # what the test reads
     return agent
 
 
@@ -98,12 +98,12 @@ async def test_payload_matches_the_contract_field_by_field(make_ctx, tmp_path, e
 
 async def test_output_goes_to_the_trajectory_with_trace_ids(make_ctx, tmp_path, endpoint):
     ctx = make_ctx(tmp_path)
-    await ask(ctx, f"{endpoint}/eval")
+    agent = await ask(ctx, f"{endpoint}/eval")
     ctx.trajectory.close()
     events = list(iter_events(ctx.trajectory.path))
     expected = load_example().solve(ctx.task.instruction)
     assert [e.type for e in events] == ["user_message", "agent_message"]
-    assert events[1].text == expected and ctx.extras["outcome"].agent_text == expected
+    assert events[1].text == expected and agent.last_outcome.agent_text == expected
     assert all(e.trace_id == ctx.trace.trace_id for e in events)
 
 
@@ -112,8 +112,8 @@ async def test_output_goes_to_the_trajectory_with_trace_ids(make_ctx, tmp_path, 
 async def test_every_score_form(make_ctx, tmp_path, endpoint, form, score, passed):
     ctx = make_ctx(tmp_path)
     await ask(ctx, f"{endpoint}/eval?score={form}")
-    assert ctx.extras.get("endpoint_score") == score
-    assert ctx.extras.get("endpoint_passed") == passed
+    assert ctx.endpoint_score == score
+    assert ctx.endpoint_passed == passed
 
 
 def test_parse_answer_forms_and_errors():
@@ -165,7 +165,7 @@ async def test_wrong_token_is_a_401_failure(make_ctx, tmp_path, endpoint):
 async def test_transient_answers_are_retried(make_ctx, tmp_path, endpoint):
     ctx = make_ctx(tmp_path)
     await ask(ctx, f"{endpoint}/eval?flaky=2&score=number")
-    assert ctx.extras["endpoint_score"] == 1.0
+    assert ctx.endpoint_score == 1.0
     attempts = [p for p in httpx.get(f"{endpoint}/received").json()
                 if p["attempt"]["traceId"] == ctx.trace.trace_id]
     assert len(attempts) == 3

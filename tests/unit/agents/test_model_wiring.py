@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from benchflow.agents.acp_driver import AcpAgentDriver
-from benchflow.agents.agent_env import format_model, launch_plan, resolve_credentials
+from benchflow.agents.agent_env import AgentEndpoint, format_model, launch_plan, resolve_credentials
 from benchflow.agents.builtin import OracleAgent
 from benchflow.agents.catalog import get_manifest
 from benchflow.agents.registry import check_scenes
@@ -30,12 +30,15 @@ from benchflow.rollout.model_endpoint import (
     model_endpoint,
     needs_network_install,
     resolve_policy,
+    check_endpoint,
+    for_endpoint,
     scenes_for_check,
-    with_env,
 )
 from benchflow.sandbox.network import model_only_names
 
 URL = "http://172.18.0.1:41234"
+ENDPOINT = AgentEndpoint(URL, role_keys={"agent": "k-test"})
+"""The typed endpoint a rollout gives its agents (role `agent`'s own key)."""
 ENDPOINT_ENV = {"BENCHFLOW_PROVIDER_BASE_URL": URL, "BENCHFLOW_PROVIDER_API_KEY": "k-test"}
 SCRIPT = Path(__file__).parents[2] / "conformance" / "two-step.yaml"
 
@@ -47,11 +50,12 @@ def _no_host_keys(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _plan(agent: str, role_env: dict[str, str], model: str | None = None):
+def _plan(agent: str, endpoint: AgentEndpoint | None, model: str | None = None,
+          role_env: dict[str, str] | None = None):
     manifest = get_manifest(agent)
     return launch_plan(manifest, model=format_model(manifest, model), role="agent",
-                       role_env=role_env, base_env={}, user="agent", home="/home/agent",
-                       workdir="/app")
+                       role_env=role_env or {}, base_env={}, user="agent", home="/home/agent",
+                       workdir="/app", endpoint=endpoint.for_role("agent") if endpoint else None)
 
 
 def _codex_config(argv: list[str]) -> dict:
@@ -61,14 +65,19 @@ def _codex_config(argv: list[str]) -> dict:
 
 
 def test_claude_gets_the_base_url_without_v1_and_the_key_as_credential():
-    plan = _plan("claude", ENDPOINT_ENV)
+    plan = _plan("claude", ENDPOINT)
     assert plan.env["ANTHROPIC_BASE_URL"] == URL
     assert plan.credentials.env == {"ANTHROPIC_API_KEY": "k-test"}
+    assert plan.env["BENCHFLOW_PROVIDER_BASE_URL"] == URL  # what runs in the sandbox reads
+    # the same settings in the role's own env give the same plan (and win over the endpoint)
+    assert _plan("claude", None, role_env=ENDPOINT_ENV) == plan
+    mine = _plan("claude", ENDPOINT, role_env={"BENCHFLOW_PROVIDER_API_KEY": "mine"})
+    assert mine.credentials.env == {"ANTHROPIC_API_KEY": "mine"}
     assert (plan.env["IS_SANDBOX"], plan.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]) == ("1", "1")
 
 
 def test_gemini_gets_its_base_url_trust_and_no_relaunch():
-    plan = _plan("gemini", ENDPOINT_ENV)
+    plan = _plan("gemini", ENDPOINT)
     assert plan.env["GOOGLE_GEMINI_BASE_URL"] == URL
     assert plan.credentials.env == {"GEMINI_API_KEY": "k-test"}
     assert plan.env["GEMINI_CLI_TRUST_WORKSPACE"] == plan.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
@@ -76,7 +85,7 @@ def test_gemini_gets_its_base_url_trust_and_no_relaunch():
 
 
 def test_codex_uses_a_responses_provider_at_the_base_url():
-    config = _codex_config(_plan("codex", ENDPOINT_ENV).argv)
+    config = _codex_config(_plan("codex", ENDPOINT).argv)
     assert config["model_provider"] == "benchflow"
     assert config["model_providers"]["benchflow"] == {
         "name": "benchflow model endpoint", "base_url": f"{URL}/v1", "env_key": "OPENAI_API_KEY",
@@ -87,12 +96,12 @@ def test_codex_uses_a_responses_provider_at_the_base_url():
 
 def test_codex_without_a_base_url_keeps_the_openai_provider(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk")
-    config = _codex_config(_plan("codex", {}).argv)
+    config = _codex_config(_plan("codex", None).argv)
     assert config["model_provider"] == "openai"
 
 
 def test_opencode_gets_an_openai_compatible_provider_at_the_base_url():
-    plan = _plan("opencode", ENDPOINT_ENV, model="benchflow/claude-sonnet-4-5")
+    plan = _plan("opencode", ENDPOINT, model="benchflow/claude-sonnet-4-5")
     config = json.loads(plan.env["OPENCODE_CONFIG_CONTENT"])
     assert config["model"] == "benchflow/claude-sonnet-4-5"
     assert config["provider"]["benchflow"] == {
@@ -106,7 +115,7 @@ def test_opencode_gets_an_openai_compatible_provider_at_the_base_url():
 
 def test_opencode_without_a_base_url_is_unchanged(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "a")
-    plan = _plan("opencode", {})
+    plan = _plan("opencode", None)
     config = json.loads(plan.env["OPENCODE_CONFIG_CONTENT"])
     assert config == {"model": "anthropic/claude-sonnet-4-5", "autoupdate": False,
                       "share": "disabled"}
@@ -183,12 +192,13 @@ def test_model_endpoint_options_are_checked():
 def test_roles_are_pointed_at_the_endpoint():
     scenes = [Scene.single(agent="opencode", env={"BENCHFLOW_PROVIDER_API_KEY": "mine"}),
               Scene.single(agent="claude", model="claude-opus-4-1")]
-    pointed = with_env(scenes, ENDPOINT_ENV)
+    pointed = for_endpoint(scenes)
     opencode, claude = pointed[0].roles[0], pointed[1].roles[0]
     assert opencode.model == "benchflow/claude-sonnet-4-5"  # the manifest's default, re-homed
-    assert opencode.env == {**ENDPOINT_ENV, "BENCHFLOW_PROVIDER_API_KEY": "mine"}
-    assert claude.model == "claude-opus-4-1" and claude.env == ENDPOINT_ENV
-    assert with_env(scenes, {}) == scenes
+    assert opencode.env == {"BENCHFLOW_PROVIDER_API_KEY": "mine"}  # the role's own, untouched
+    assert claude.model == "claude-opus-4-1" and claude.env == {}
+    assert ENDPOINT.for_role("agent").sandbox_env() == ENDPOINT_ENV
+    assert ENDPOINT.for_role("other").sandbox_env() == {"BENCHFLOW_PROVIDER_BASE_URL": URL}
 
 
 def test_the_credentials_check_passes_with_only_the_endpoint():
@@ -197,10 +207,12 @@ def test_the_credentials_check_passes_with_only_the_endpoint():
         model_endpoint=ModelEndpoint(script=SCRIPT))
     with pytest.raises(ConfigError):
         check_scenes(config.scenes)  # no keys on the host
-    check_scenes(scenes_for_check(config))
+    endpoint = check_endpoint(config)
+    assert endpoint is not None
+    check_scenes(scenes_for_check(config), endpoint=endpoint)
     for role in (s.roles[0] for s in scenes_for_check(config)):
         manifest = get_manifest(role.agent)
-        resolve_credentials(manifest, role.model, role.env)
+        resolve_credentials(manifest, role.model, role.env, endpoint.for_role(role.name))
 
 
 def test_which_installs_need_the_network():

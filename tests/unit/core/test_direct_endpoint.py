@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchflow import RolloutConfig, Scene
-from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV
+from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, PROVIDER_BASE_URL_ENV, AgentEndpoint
 from benchflow.config import ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.rollout.model_endpoint import RolloutNetwork
@@ -32,8 +32,9 @@ async def test_the_endpoints_host_is_the_allowlist(tmp_path, monkeypatch):
                                            api_key_env="BF_TEST_KEY"))
     await net.open()
     try:
-        assert net.env == {PROVIDER_BASE_URL_ENV: "https://llm.example.com",
-                           PROVIDER_API_KEY_ENV: "sk-test"}
+        assert net.agent_endpoint == AgentEndpoint("https://llm.example.com", "sk-test")
+        assert net.agent_endpoint.for_role("any").sandbox_env() == {
+            PROVIDER_BASE_URL_ENV: "https://llm.example.com", PROVIDER_API_KEY_ENV: "sk-test"}
         assert net.sandbox_fields(online_install=False) == {
             "egress_allowlist": ("llm.example.com",), "network_policy": "model-only",
             "network": None, "isolate_services": True}

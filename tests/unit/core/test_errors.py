@@ -11,8 +11,8 @@ import urllib3.exceptions
 
 import benchflow.errors as errors
 from benchflow.errors import ERROR_TYPES, BenchflowError, SandboxError, SandboxStartError
-from benchflow.sandbox.docker import map_docker_errors
-from benchflow.sandbox.images import pull_image
+from benchflow.sandbox.docker.errors import map_docker_errors
+from benchflow.sandbox.docker.images import pull_image
 
 
 def _classes() -> list[type[BenchflowError]]:

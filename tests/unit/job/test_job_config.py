@@ -62,6 +62,18 @@ def test_agent_kinds_are_told_apart():
     assert kinds == [BuiltinAgentConfig, BuiltinAgentConfig, CommandAgentConfig,
                      RegisteredAgentConfig]
     assert config.agents[3].model == "sonnet"
+    assert [a.kind for a in config.agents] == ["builtin", "builtin", "command", "registered"]
+
+
+def test_an_explicit_kind_wins_over_the_shape():
+    config = job(agents=[{"name": "oracle", "kind": "builtin"},
+                         {"name": "mine", "kind": "command", "execute": "e"},
+                         {"name": "a", "kind": "http", "endpoint": "http://x/y"},
+                         {"kind": "roles", "roles": {"coder": "claude"}}])
+    assert [a.kind for a in config.agents] == ["builtin", "command", "http", "roles"]
+    # a kind that does not fit the entry is named, not guessed around
+    assert "agents[0].name" in error_of({**MINIMAL, "agents": [{"name": "claude", "kind": "builtin"}]})
+    assert "kind" in error_of({**MINIMAL, "agents": [{"name": "x", "kind": "robot"}]})
 
 
 def test_dataset_kinds_and_version_as_string():

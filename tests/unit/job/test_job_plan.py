@@ -1,4 +1,4 @@
-"""Trial planning: the product, its order, and the job settings each rollout gets."""
+"""Rollout planning: the product, its order, and the job settings each rollout gets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchflow.agents.command import CommandAgent
-from benchflow.errors import ConfigError
+from benchflow.errors import ConfigError, RolloutCancelled, SandboxTeardownError
 from benchflow.job.config import RetryConfig, parse_job_config
 from benchflow.job.datasets import resolve_datasets
 from benchflow.job.plan import agent_scenes, plan_trials
@@ -26,11 +26,11 @@ def test_trials_are_agents_x_tasks_x_attempts_in_order(dataset):
     config = config_for(dataset, n_attempts=2)
     trials = plan_trials(config, resolve_datasets(config))
     assert len(trials) == 2 * 3 * 2
-    assert [t.trial_name for t in trials[:4]] == [
+    assert [t.rollout_name for t in trials[:4]] == [
         "oracle/bench/alpha__1", "oracle/bench/alpha__2", "oracle/bench/bravo__1",
         "oracle/bench/bravo__2"]
-    assert trials[-1].trial_name == "cmd/bench/charlie__2"
-    assert len({t.trial_name for t in trials}) == 12
+    assert trials[-1].rollout_name == "cmd/bench/charlie__2"
+    assert len({t.rollout_name for t in trials}) == 12
     assert trials[0].drivers == {}
     driver = trials[-1].drivers["cmd"]
     assert isinstance(driver, CommandAgent) and driver.execute == "true"
@@ -101,8 +101,11 @@ def test_only_transient_infrastructure_errors_are_retried():
     assert [policy.should_retry(transient, n) for n in (1, 2, 3, 4)] == [True, True, True, False]
     assert not policy.should_retry(result_with("environment_build_failed"), 1)
     assert not policy.should_retry(result_with("environment_image_pull_failed"), 1)
-    for kind in ("environment_teardown_failed", "cancelled"):
-        assert not policy.should_retry(result_with(kind, retryable=True), 1), kind
+    # what says so is the exception's class (errors.py), recorded as the error is
+    for exc in (SandboxTeardownError("t", transient=True), RolloutCancelled("c")):
+        error = ErrorInfo.from_exception(exc)
+        assert not error.retryable and not policy.should_retry(
+            result_with(error.type).model_copy(update={"error": error}), 1), exc
     for kind in ("agent_execution_failed", "agent_install_failed", "verifier_failed",
                  "verifier_timeout", "internal_error", "task_invalid", "config_invalid", None):
         assert not policy.should_retry(result_with(kind), 1), kind

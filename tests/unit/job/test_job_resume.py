@@ -47,7 +47,7 @@ async def test_resume_runs_exactly_the_unfinished_trials(tmp_path, dataset, beha
     trial(job_dir, "bravo").write_text(text[: len(text) // 2])  # a crash mid-write
     charlie = trial(job_dir, "charlie").read_bytes()
     prepared = prepare_resume(job_dir)
-    assert [t.trial_name for t in prepared.to_run] == ["oracle/bench/alpha__1",
+    assert [t.rollout_name for t in prepared.to_run] == ["oracle/bench/alpha__1",
                                                        "oracle/bench/bravo__1"]
     assert [r.task_name for r in prepared.finished] == ["charlie"]
     reset_unfinished(prepared)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from benchflow.errors import ConfigError
-from benchflow.sandbox import compose
-from benchflow.sandbox.compose import LABEL_GROUP, ComposeSandbox, project_name
+from benchflow.sandbox.docker import compose
+from benchflow.sandbox.docker.compose import LABEL_GROUP, ComposeSandbox, project_name
 from benchflow.sandbox.spec import SandboxSpec
 
 
@@ -45,7 +45,8 @@ def test_every_service_and_the_network_are_labelled_and_policed(tmp_path, policy
     assert overlay["services"]["db"] == {"labels": labels, "image": "benchflow/t-db:1"}
     main = overlay["services"]["main"]
     assert (main["labels"], main["init"], main["environment"]) == (labels, True, {"A": "1"})
-    assert (main["working_dir"], main["mem_limit"]) == ("/app", "2048m")
+    assert (main["working_dir"], main["mem_limit"], main["pids_limit"]) == ("/app", "2048m",
+                                                                             4096)
     network = overlay["networks"]["default"]
     assert network["internal"] is internal
     assert network["labels"] == {**labels, LABEL_GROUP: box.project}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from benchflow.sandbox.compose_mounts import main_can_write
+from benchflow.sandbox.docker.compose_mounts import main_can_write
 
 
 def project(main: list, api: list, **api_extra) -> dict:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import anyio
+import docker.errors
 import pytest
 import requests.exceptions
 import urllib3.exceptions
 
 from benchflow.errors import SandboxBuildError, SandboxBuildTimeout, SandboxTeardownError
 from benchflow.job import signals
-from benchflow.sandbox.images import _until_read_timeout
+from benchflow.sandbox.docker.images import _until_read_timeout
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 
@@ -75,3 +76,30 @@ async def test_the_job_reclaims_sandboxes_once_the_daemon_is_back(monkeypatch):
                 await anyio.sleep(0.001)
             tg.cancel_scope.cancel()
     assert provider.reclaimed == ["box-1", "box-2"]
+
+
+class _StoppedContainerApi:
+    """docker-py's low-level API for a container that stopped under the rollout."""
+
+    def exec_create(self, container, cmd, **kwargs):
+        response = requests.Response()
+        response.status_code = 409
+        raise docker.errors.APIError("Conflict", response,
+                                     explanation=f"Container {container} is not running")
+
+
+@pytest.mark.anyio
+async def test_a_command_in_a_container_that_stopped_under_it_is_retryable(monkeypatch):
+    from benchflow.errors import SandboxExecError
+    from benchflow.sandbox.docker import sandbox as docker_sandbox
+    from benchflow.sandbox.spec import SandboxSpec
+
+    client = type("Client", (), {"api": _StoppedContainerApi()})()
+    monkeypatch.setattr(docker_sandbox, "docker_client", lambda: client)
+    sandbox = docker_sandbox.DockerSandbox(SandboxSpec(name="t", extra_ca_certs=[]))
+    sandbox.container_id = "c0ffee"
+    for run in (lambda: sandbox.exec(["true"]), lambda: sandbox.open_process(["sleep", "1"])):
+        with pytest.raises(SandboxExecError) as stopped:
+            await run()
+        assert stopped.value.retryable and "stopped under benchflow" in str(stopped.value)
+        assert "is not running" in str(stopped.value)

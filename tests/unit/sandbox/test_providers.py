@@ -15,7 +15,7 @@ from benchflow.sandbox import registry
 from benchflow.sandbox.base import Sandbox, SandboxCapabilities
 from benchflow.sandbox.daytona import DaytonaSandboxProvider
 from benchflow.sandbox.docker import CAPABILITIES as DOCKER_CAPABILITIES
-from benchflow.sandbox.docker_provider import DockerProvider
+from benchflow.sandbox.docker.provider import DockerProvider
 from benchflow.sandbox.modal import ModalSandboxProvider
 from benchflow.sandbox.provider import CapabilityError, SandboxNeeds, SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
@@ -217,7 +217,7 @@ def test_cloud_backends_refuse_multi_container_tasks_in_one_line(provider):
 
 
 def test_docker_runs_multi_container_tasks_as_a_compose_sandbox(tmp_path):
-    from benchflow.sandbox.compose import ComposeSandbox
+    from benchflow.sandbox.docker.compose import ComposeSandbox
 
     DockerProvider().require(SandboxNeeds(compose=True))
     (tmp_path / "docker-compose.yaml").write_text("services: {}\n")

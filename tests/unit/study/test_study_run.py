@@ -72,7 +72,7 @@ def test_running_it_again_resumes_only_what_has_no_result(tmp_path, dataset, beh
     (tmp_path / "studies/s/s.oracle/oracle/bench/bravo__2/result.json").unlink()
     again = prepare_study(path)
     assert again.to_run == 1
-    assert [t.trial_name for t in again.arms[1].prepared.to_run] == ["oracle/bench/bravo__2"]
+    assert [t.rollout_name for t in again.arms[1].prepared.to_run] == ["oracle/bench/bravo__2"]
     starts = behaviour.starts
     run(path)
     assert behaviour.starts == starts + 1

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import ErrorInfo, RolloutResult, Timestamps, Tokens
-from benchflow.telemetry.ids import TraceIds, step_span_id, tool_call_span_id
+from benchflow.trace_ids import TraceIds, step_span_id, tool_call_span_id
 from benchflow.telemetry.otel import OtelRecorder, otlp_recorder
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter

@@ -146,7 +146,7 @@ async def test_open_session_refuses_an_unknown_tool(closed_server: ToolServer) -
 
 async def test_the_tools_need_an_acp_agent() -> None:
     rollout = SimpleNamespace(config=SimpleNamespace(acp_tools=AcpTools(tools=["web:search"])),
-                              ctx=SimpleNamespace(extras={}), network=None,
+                              ctx=SimpleNamespace(tool_server=None), network=None,
                               drivers={"model": ModelAgent()})
     with pytest.raises(ConfigError, match="this rollout runs none"):
         await open_acp_tools(rollout)  # type: ignore[arg-type]

@@ -315,7 +315,7 @@ def test_v2_fixture_keeps_loading() -> None:
 
 
 def test_writer_stamps_trace_and_span_ids(tmp_path: Path) -> None:
-    from benchflow.telemetry.ids import TRACE_ID, TraceIds, tool_call_span_id
+    from benchflow.trace_ids import TRACE_ID, TraceIds, tool_call_span_id
 
     ids = TraceIds.new("run_x")
     path = tmp_path / "t.jsonl"
@@ -344,7 +344,7 @@ def test_writer_stamps_trace_and_span_ids(tmp_path: Path) -> None:
 def test_an_event_built_with_the_stamp_is_written_as_the_writer_would_stamp_it(
     tmp_path: Path, update: dict[str, Any]
 ) -> None:
-    from benchflow.telemetry.ids import TraceIds
+    from benchflow.trace_ids import TraceIds
 
     ids = TraceIds.new("run_x")
     header = TrajectoryHeader(trace_id=ids.trace_id, span_id=ids.span_id)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from benchflow.errors import RewardInvalidError, TaskInvalidError
 from benchflow.task import load_task
-from benchflow.verify.agent_judge import build_prompt, parse_judge_scores
+from benchflow.rollout.agent_judge import build_prompt, parse_judge_scores
 from benchflow.verify.rubric import Criterion, Rubric
 from benchflow.verify.runner import rewardkit_command, script_command
 

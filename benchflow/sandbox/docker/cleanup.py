@@ -9,8 +9,8 @@ from __future__ import annotations
 import docker.errors
 
 from benchflow.errors import SandboxTeardownError
-from benchflow.sandbox.docker import LABEL_JOB, LABEL_MANAGED, docker_call, docker_client
-from benchflow.sandbox.network import cleanup_networks, sweep_networks
+from benchflow.sandbox.docker.errors import docker_call, docker_client
+from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.owner import LABEL_JOB_ID, CleanupReport, CleanupScope
 
 
@@ -70,17 +70,4 @@ async def sweep_containers(scope: CleanupScope | str | None = None) -> CleanupRe
     return await docker_call(sweep_containers_now, _scope(scope), error=SandboxTeardownError)
 
 
-async def cleanup_containers(scope: CleanupScope | str | None = None) -> list[str]:
-    """Force-remove benchflow's leftover containers (of one job if named); their names."""
-    return (await sweep_containers(scope)).removed
-
-
-async def cleanup_all(scope: CleanupScope | str | None = None) -> tuple[list[str], list[str]]:
-    """Containers first (a network in use cannot go), then the model-only networks and their
-    host firewall chains; returns (container names, network names)."""
-    containers = await cleanup_containers(scope)
-    return containers, (await sweep_networks(_scope(scope))).removed
-
-
-__all__ = ["cleanup_all", "cleanup_containers", "cleanup_networks", "sweep_containers",
-           "sweep_containers_now"]
+__all__ = ["sweep_containers", "sweep_containers_now"]

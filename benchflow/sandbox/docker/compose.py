@@ -46,10 +46,12 @@ import docker.errors
 
 from benchflow.errors import ConfigError, SandboxExecError, SandboxStartError, SandboxTeardownError
 from benchflow.sandbox import images
+from benchflow.sandbox.docker import images as docker_images
 from benchflow.sandbox.archive import extract
 from benchflow.sandbox.base import ExecResult
-from benchflow.sandbox.compose_mounts import main_can_write
-from benchflow.sandbox.docker import DockerSandbox, docker_call, docker_client
+from benchflow.sandbox.docker.compose_mounts import main_can_write
+from benchflow.sandbox.docker.sandbox import DockerSandbox
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
 from benchflow.sandbox.owner import CleanupScope
@@ -183,6 +185,8 @@ class ComposeSandbox(DockerSandbox):
             main["cpus"] = spec.cpus
         if spec.memory_mb:
             main["mem_limit"] = f"{spec.memory_mb}m"
+        if spec.pids_limit:  # the agent's fork bomb stops here, as in a single container
+            main["pids_limit"] = spec.pids_limit
         if spec.runtime:
             main["runtime"] = spec.runtime
         networks: dict[str, Any] = {"default": {
@@ -220,11 +224,11 @@ class ComposeSandbox(DockerSandbox):
             if not plain:
                 continue  # Compose builds it as written
             tag = images.image_tag(f"{self.spec.name}-{name}", context, self._pems)
-            exists = await docker_call(images.image_exists, client, tag, error=SandboxStartError)
+            exists = await docker_call(docker_images.image_exists, client, tag, error=SandboxStartError)
             if not exists or self.spec.force_build:
                 log_path = (self.spec.build_log_path.with_name(f"build-{name}.log")
                             if self.spec.build_log_path else None)
-                await docker_call(images.build_image, client, tag, context, self._pems,
+                await docker_call(docker_images.build_image, client, tag, context, self._pems,
                                   self.spec.build_timeout_sec, log_path, error=SandboxStartError)
             built[name] = tag
         return built

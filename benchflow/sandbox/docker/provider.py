@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from benchflow._models import FrozenModel
-from benchflow.errors import BenchflowError
+from benchflow.errors import SandboxError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import CAPABILITIES, DockerSandbox, docker_client, preflight
+from benchflow.sandbox.docker.sandbox import CAPABILITIES, DockerSandbox, preflight
 from benchflow.sandbox.owner import CleanupReport, CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
 
+if TYPE_CHECKING:
+    import docker
+
 log = logging.getLogger(__name__)
+
+
+def _remove_image(client: docker.DockerClient, name: str) -> bool:
+    """Remove image `name`; False when there is none."""
+    import docker.errors
+
+    try:
+        client.images.remove(name, force=True)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 class DockerProviderConfig(FrozenModel):
@@ -38,7 +53,7 @@ class DockerProvider(SandboxProvider):
         keys = {k: v for k, v in self.provider_config.items() if k in DockerProviderConfig.model_fields}
         spec = spec.model_copy(update=keys) if keys else spec
         if spec.compose_file is not None:  # a multi-container task
-            from benchflow.sandbox.compose import ComposeSandbox
+            from benchflow.sandbox.docker.compose import ComposeSandbox
 
             return ComposeSandbox(spec)
         return DockerSandbox(spec)
@@ -51,30 +66,27 @@ class DockerProvider(SandboxProvider):
 
     async def remove_snapshots(self, names: list[str]) -> list[str]:
         """Remove the images (turn snapshots) called `names`; missing ones are skipped."""
-        from benchflow.sandbox.docker import docker_call
+        from benchflow.sandbox.docker.errors import docker_call, docker_client
 
-        client = docker_client()
         removed = []
         for name in names:
             try:
-                await docker_call(client.images.remove, name, force=True)
-            except BenchflowError as exc:
-                if "No such image" not in str(exc) and "404" not in str(exc):
-                    log.warning("could not remove snapshot %s: %s", name, exc)
-                continue
-            removed.append(name)
+                if await docker_call(_remove_image, docker_client(), name):
+                    removed.append(name)
+            except SandboxError as exc:
+                log.warning("could not remove snapshot %s: %s", name, exc)
         return removed
 
     def cleanup_now(self, job_name: str) -> list[str]:
         return self.sweep_now(CleanupScope(job_name=job_name)).removed
 
     async def sweep(self, scope: CleanupScope) -> CleanupReport:
-        from benchflow.sandbox.cleanup import sweep_containers
+        from benchflow.sandbox.docker.cleanup import sweep_containers
 
         return await sweep_containers(scope)
 
     async def sweep_extras(self, scope: CleanupScope) -> CleanupReport:
-        from benchflow.sandbox.compose import cleanup_compose_networks
+        from benchflow.sandbox.docker.compose import cleanup_compose_networks
         from benchflow.sandbox.network import sweep_networks
 
         report = CleanupReport(removed=await cleanup_compose_networks(scope))
@@ -82,13 +94,13 @@ class DockerProvider(SandboxProvider):
         return report
 
     async def reclaim(self) -> list[str]:
-        from benchflow.sandbox.docker import reclaim
+        from benchflow.sandbox.docker.sandbox import reclaim
 
         return await reclaim()
 
     def sweep_now(self, scope: CleanupScope) -> CleanupReport:
-        from benchflow.sandbox.cleanup import sweep_containers_now
-        from benchflow.sandbox.compose import cleanup_compose_networks_now
+        from benchflow.sandbox.docker.cleanup import sweep_containers_now
+        from benchflow.sandbox.docker.compose import cleanup_compose_networks_now
 
         try:
             report = sweep_containers_now(scope)

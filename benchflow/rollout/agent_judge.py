@@ -142,7 +142,6 @@ async def agent_judge(rollout: Rollout) -> dict[str, float]:
         VerifierTimeout: the judge ran past `timeout_sec`. AgentError, ConfigError: as any
             agent's install and session.
     """
-    from benchflow.agents.acp_driver import _USER_KEY
     from benchflow.agents.registry import get_driver
     from benchflow.trajectory.events import TrajectoryHeader
     from benchflow.trajectory.writer import TrajectoryWriter
@@ -177,7 +176,8 @@ async def agent_judge(rollout: Rollout) -> dict[str, float]:
                               span_id=rollout.trace.span_id)
     writer = TrajectoryWriter(out / "trajectory" / "acp_trajectory.jsonl", header)
     judge_ctx = dataclasses.replace(ctx, agent_user=user.name, trajectory=writer,
-                                    extras={_USER_KEY: user}, agent_deadline=None)
+                                    created_user=user, python_paths={}, oracle_placed=None,
+                                    agent_deadline=None)
     driver = get_driver(doc.agent)
     prompt = build_prompt(rubric, instruction=task.instruction, notes=doc.body,
                           workdir=ctx.workdir)

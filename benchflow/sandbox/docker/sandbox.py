@@ -8,24 +8,20 @@ runs it in a worker thread and maps Docker's exceptions to benchflow's.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import re
 import secrets
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import docker
 import docker.errors
-import requests.exceptions
-import urllib3.exceptions
 
 from benchflow.errors import (
-    BenchflowError,
     ResourceAllocationError,
     SandboxError,
     SandboxExecError,
@@ -33,14 +29,15 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
+from benchflow.sandbox.docker import images as docker_images
 from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
-from benchflow.sandbox.docker_errors import is_transient
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
-from benchflow.sandbox.process import DockerProcess
+from benchflow.sandbox.docker.process import DockerProcess
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -52,50 +49,15 @@ from benchflow.sandbox.owner import LABEL_JOB_ID, LABEL_OWNER  # noqa: E402
 LABEL_SNAPSHOT_OF = "benchflow.agent-cache"
 """On a committed agent-install image: the task image it was made from."""
 
-_SCRIPTS = Path(__file__).parent / "scripts"
+_SCRIPTS = Path(__file__).parents[1] / "scripts"
 _KILLED_CODES = (128 + 9, 128 + 15, -1)
 """Exit codes of a command whose container may have stopped under it (SIGKILL, SIGTERM)."""
 _pending_removal: set[str] = set()
 """Containers whose removal failed because the daemon was unreachable: `reclaim()` removes
 them once it answers again."""
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
-_docker_limiter = anyio.CapacityLimiter(32)
 _build_locks: dict[str, anyio.Lock] = {}
 _known_images: set[str] = set()  # tags seen locally in this process: skip the inspect call
-
-
-@contextlib.contextmanager
-def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[None]:
-    """Translate Docker SDK and transport failures into `error` (a SandboxError).
-
-    `transient` (what retries read) comes from the exception's type and HTTP status:
-    see `docker_errors.is_transient`.
-    """
-    try:
-        yield
-    except BenchflowError:
-        raise
-    except docker.errors.APIError as exc:
-        raise error(f"docker API error: {exc.explanation or exc}",
-                    transient=is_transient(exc)) from exc
-    except docker.errors.DockerException as exc:
-        raise error(f"docker error: {exc}", transient=is_transient(exc)) from exc
-    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
-        raise error(f"lost connection to the docker daemon: {exc}", transient=True) from exc
-
-
-@functools.cache
-def docker_client() -> docker.DockerClient:
-    """The process-wide Docker client (one connection pool for every sandbox)."""
-    with map_docker_errors(SandboxStartError):
-        return docker.from_env(max_pool_size=64)
-
-
-async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError] = SandboxExecError,
-                **kwargs: Any) -> T:
-    with map_docker_errors(error):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
-                                              limiter=_docker_limiter)
 
 
 _storage_quotas: bool | None = None
@@ -147,11 +109,11 @@ class DockerSandbox:
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             lock = _build_locks.setdefault(tag, anyio.Lock())
             async with lock:
-                exists = tag in _known_images or await docker_call(images.image_exists, client, tag,
+                exists = tag in _known_images or await docker_call(docker_images.image_exists, client, tag,
                                                              error=SandboxStartError)
                 if spec.force_build or not exists:
                     log.info("building %s", tag)
-                    await docker_call(images.build_image, client, tag, spec.environment_dir, self._pems,
+                    await docker_call(docker_images.build_image, client, tag, spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path, _owner(spec.labels),
                                 error=SandboxStartError)
             # the tag covers the CA digest: the final stage installed these certificates
@@ -159,8 +121,8 @@ class DockerSandbox:
                 spec.environment_dir)
         else:
             tag = spec.docker_image or ""
-            if not await docker_call(images.image_exists, client, tag, error=SandboxStartError):
-                await docker_call(images.pull_image, client, tag, error=SandboxStartError)
+            if not await docker_call(docker_images.image_exists, client, tag, error=SandboxStartError):
+                await docker_call(docker_images.pull_image, client, tag, error=SandboxStartError)
         _known_images.add(tag)
         self.image = tag
         return tag
@@ -211,18 +173,15 @@ class DockerSandbox:
         global _storage_quotas
         if storage_mb and _storage_quotas is not False:
             try:
-                container = await docker_call(client.containers.create,
-                                              storage_opt={"size": f"{storage_mb}M"},
-                                              error=SandboxStartError, **kwargs)
+                container = await docker_call(_create_with_quota, client, kwargs, storage_mb,
+                                              error=SandboxStartError)
+            except SandboxStartError as exc:
+                raise _classify_start(exc) from exc
+            if container is not None:
                 _storage_quotas = self.storage_quota = True
                 return container
-            except SandboxStartError as exc:
-                # storage quotas need overlay2 on xfs with pquota: best effort only
-                if "storage" not in str(exc).lower():
-                    raise _classify_start(exc) from exc
-                log.info("the daemon has no storage quota (%s): the disk watchdog enforces "
-                         "storage_mb", exc)
-                _storage_quotas = False  # the daemon's storage driver: ask once per process
+            log.info("the daemon has no storage quota: the disk watchdog enforces storage_mb")
+            _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
             return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
         except SandboxStartError as exc:
@@ -265,16 +224,12 @@ class DockerSandbox:
             return
         container_id, api = self.container_id, docker_client().api
         try:  # by id: no lookup round trip first
-            if delete:
-                await docker_call(api.remove_container, container_id, force=True, v=True,
-                                  error=SandboxTeardownError)
-            else:
-                await docker_call(api.stop, container_id, timeout=5, error=SandboxTeardownError)
+            await docker_call(_remove_or_stop, api, container_id, delete,
+                              error=SandboxTeardownError)
         except SandboxTeardownError as exc:
-            if "No such container" not in str(exc) and "404" not in str(exc):
-                if delete and exc.transient:  # the daemon is away: remove it once it is back
-                    _pending_removal.add(container_id)
-                raise
+            if delete and exc.transient:  # the daemon is away: remove it once it is back
+                _pending_removal.add(container_id)
+            raise
         self.container_id = None if delete else container_id
 
     # -- snapshots (the agent install cache) and network policy ------------------------
@@ -285,7 +240,7 @@ class DockerSandbox:
         return (await docker_call(docker_client().images.get, base)).id
 
     async def snapshot_exists(self, name: str) -> bool:
-        return await docker_call(images.image_exists, docker_client(), name)
+        return await docker_call(docker_images.image_exists, docker_client(), name)
 
     def start_from_snapshot(self, name: str) -> None:
         self.image = name
@@ -299,18 +254,30 @@ class DockerSandbox:
                           conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
                                            LABEL_SNAPSHOT_OF: self.image or ""}})
 
-    # -- volumes (the per-agent install layers; docker_volumes.py) ----------------------
+    # -- volumes (the per-agent install layers; volumes.py) ----- ----------------------
 
     @contextlib.asynccontextmanager
-    async def scratch(self) -> AsyncIterator[Sandbox]:
-        """A short-lived container of this image (public network, no files), removed on exit."""
-        from benchflow.sandbox import docker_volumes  # the volume code, when volumes are used
-
-        async with docker_volumes.scratch(self) as box:
+    async def scratch(self, volumes: dict[str, str] | None = None
+                      ) -> AsyncIterator[DockerSandbox]:
+        """A started container of this sandbox's image on the public network, without its
+        files, with `volumes` (name -> path) mounted read-write; removed on exit."""
+        spec = self.spec.model_copy(update={
+            "name": f"{self.spec.name}-scratch", "network": None, "network_policy": "public",
+            "egress_allowlist": (), "files": {}, "trees": (),
+            "volumes": {n: {"bind": path, "mode": "rw"} for n, path in (volumes or {}).items()}})
+        box = DockerSandbox(spec)
+        # the image this sandbox prepared (or its snapshot), not a build of its own
+        box.image = self.image or await self.prepare_image()
+        box._ca_in_image = self._ca_in_image
+        try:
+            await box.start()
             yield box
+        finally:
+            with anyio.CancelScope(shield=True):
+                await box.stop(delete=True)
 
     async def volume_ready(self, name: str) -> bool:
-        from benchflow.sandbox import docker_volumes
+        from benchflow.sandbox.docker import volumes as docker_volumes
 
         return await docker_volumes.volume_ready(name)
 
@@ -319,7 +286,7 @@ class DockerSandbox:
                           ttl_sec: float = 3600.0) -> bool:
         """Fill volume `name` once (see `VolumeSandbox.fill_volume`); a lock left by a
         killed process is honoured for at most `ttl_sec`."""
-        from benchflow.sandbox import docker_volumes
+        from benchflow.sandbox.docker import volumes as docker_volumes
 
         return await docker_volumes.fill_volume(self, name, target, fill, ttl_sec)
 
@@ -364,8 +331,8 @@ class DockerSandbox:
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
         api = docker_client().api
         started = time.monotonic()
-        exec_id = (await docker_call(api.exec_create, self._require(), argv, user=user or "",
-                               workdir=cwd, environment={**self._ca_env, **(env or {})}))["Id"]
+        exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
+                                          environment={**self._ca_env, **(env or {})})
         await docker_call(_pump, exec_id, capture)
         code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
@@ -373,6 +340,22 @@ class DockerSandbox:
         if not timed_out and (code is None or code in _KILLED_CODES):
             await self._check_still_running()
         return capture.result(code if code is not None else -1, timed_out)
+
+    async def _exec_create(self, argv: list[str], **kwargs: Any) -> str:
+        """A new exec's id. The daemon refuses one (409) only when the container is not
+        running, which benchflow never causes before teardown: the container stopped under
+        the rollout (a daemon restart), a transient SandboxExecError."""
+        try:
+            created = await docker_call(docker_client().api.exec_create, self._require(), argv,
+                                        **kwargs)
+        except SandboxExecError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, docker.errors.APIError) and cause.status_code == 409:
+                raise SandboxExecError(f"the sandbox stopped under benchflow ({exc}): the "
+                                       "Docker daemon restarted or the container was stopped",
+                                       transient=True) from cause
+            raise
+        return created["Id"]
 
     async def _check_still_running(self) -> None:
         """A command killed because its container stopped (a daemon restart, someone's
@@ -389,14 +372,14 @@ class DockerSandbox:
     async def open_process(self, cmd: Sequence[str], *, user: str | None = None,
                            cwd: str | None = None, env: Mapping[str, str] | None = None
                            ) -> DockerProcess:
-        container_id, api = self._require(), docker_client().api
+        api = docker_client().api
         proc_id = secrets.token_hex(8)
         pidfile = f"/tmp/.benchflow/proc-{proc_id}.pid"
         # setsid: the command leads its own process group, so kill() reaches its children.
         argv = ["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
         environment = {**self._ca_env, **(env or {}), "BENCHFLOW_PROC_ID": proc_id}
-        exec_id = (await docker_call(api.exec_create, container_id, argv, user=user or "", workdir=cwd,
-                               environment=environment, stdin=True))["Id"]
+        exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
+                                          environment=environment, stdin=True)
         sock = await docker_call(api.exec_start, exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
 
@@ -503,6 +486,29 @@ def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> No
     for name in attached:
         if name != target or policy != "model-only":
             client.networks.get(name).disconnect(container_id, force=True)
+
+
+def _create_with_quota(client: docker.DockerClient, kwargs: dict[str, Any],
+                       storage_mb: int) -> Any:
+    """The container, with a disk quota; None when the daemon's storage driver has none
+    (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
+    try:
+        return client.containers.create(storage_opt={"size": f"{storage_mb}M"}, **kwargs)
+    except docker.errors.APIError as exc:
+        if "storage" in str(exc.explanation or exc).lower():
+            return None
+        raise
+
+
+def _remove_or_stop(api: Any, container_id: str, delete: bool) -> None:
+    """Remove (or stop) the container; one already gone is fine."""
+    try:
+        if delete:
+            api.remove_container(container_id, force=True, v=True)
+        else:
+            api.stop(container_id, timeout=5)
+    except docker.errors.NotFound:
+        pass
 
 
 def _classify_start(exc: SandboxStartError) -> SandboxError:

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import docker.errors
 
 from benchflow.errors import SandboxStartError
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.docker import DockerSandbox, docker_call, docker_client
+from benchflow.sandbox.docker.errors import docker_call, docker_client
+
+if TYPE_CHECKING:
+    from benchflow.sandbox.docker.sandbox import DockerSandbox
 from benchflow.sandbox.labels import LABEL_MANAGED
 
 log = logging.getLogger(__name__)
@@ -124,7 +127,7 @@ async def fill_volume(sandbox: DockerSandbox, name: str, target: str,
             if await volume_ready(name):  # filled between our look and the claim
                 return False
             await docker_call(_create_volume, client, name, target, error=SandboxStartError)
-            async with scratch(sandbox, {name: target}) as filler:
+            async with sandbox.scratch({name: target}) as filler:
                 emptied = await filler.exec(["find", target, "-mindepth", "1", "-delete"],
                                             user="root", timeout=300)
                 if not emptied.ok:
@@ -139,25 +142,4 @@ async def fill_volume(sandbox: DockerSandbox, name: str, target: str,
                 await docker_call(_release, client, lock, error=SandboxStartError)
 
 
-@asynccontextmanager
-async def scratch(sandbox: DockerSandbox, volumes: dict[str, str] | None = None
-                  ) -> AsyncIterator[DockerSandbox]:
-    """A started container of `sandbox`'s image on the public network, without its files,
-    with `volumes` (name -> path) mounted read-write; removed on exit."""
-    spec = sandbox.spec.model_copy(update={
-        "name": f"{sandbox.spec.name}-scratch", "network": None, "network_policy": "public",
-        "egress_allowlist": (), "files": {}, "trees": (),
-        "volumes": {n: {"bind": path, "mode": "rw"} for n, path in (volumes or {}).items()}})
-    box = DockerSandbox(spec)
-    # the image this sandbox prepared (or its snapshot), not a build of its own
-    box.image = sandbox.image or await sandbox.prepare_image()
-    box._ca_in_image = sandbox._ca_in_image
-    try:
-        await box.start()
-        yield box
-    finally:
-        with anyio.CancelScope(shield=True):
-            await box.stop(delete=True)
-
-
-__all__ = ["COMPLETE_SUFFIX", "LABEL_VOLUME", "fill_volume", "scratch", "volume_ready"]
+__all__ = ["COMPLETE_SUFFIX", "LABEL_VOLUME", "fill_volume", "volume_ready"]

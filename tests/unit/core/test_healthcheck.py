@@ -8,7 +8,7 @@ import pytest
 from benchflow.errors import SandboxStartError
 from benchflow.task.legacy import parse_task_toml
 from benchflow.task.models import HealthcheckSettings
-from benchflow.sandbox.healthcheck import wait_healthy
+from benchflow.rollout.healthcheck import wait_healthy
 from tests.fakes.clock import advance, wait_until
 from tests.fakes.local_sandbox import LocalSandbox
 
