@@ -43,6 +43,7 @@ from benchflow.job.job import Job, PlannedRollout
 from benchflow.job.retry import RetryPolicy
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import ErrorInfo, RolloutResult, write_json_atomic
+from benchflow.sandbox.owner import CleanupScope
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import register_provider, registered_in_code
 
@@ -126,6 +127,12 @@ class RayJob(Job):
                 with anyio.CancelScope(shield=True):
                     await remove_containers(self.cleanup_scope,
                                             self.trials[0].config.environment)
+
+    @property
+    def cleanup_scope(self) -> CleanupScope:
+        """This job instance's sandboxes, also those its Ray workers own: they are other
+        processes, alive (or killed moments ago) when the job removes its sandboxes."""
+        return CleanupScope(job_id=self.job_id, force=True)
 
     def _new_actor(self) -> Any:
         return self._remote.remote(self.name, self.run_id, self.retry, registered_in_code())
