@@ -1,12 +1,17 @@
 """`benchflow datasets list|pull`: registry datasets by name (see `benchflow.job.pull`)."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from benchflow.cli._common import console, user_errors
 from benchflow.job.pull import pull, registry_ref
+
+if TYPE_CHECKING:
+    from benchflow.job.registry import Registry
 
 app = typer.Typer(help="List and pull registry datasets.", no_args_is_help=True)
 
@@ -21,12 +26,17 @@ def list_command(registry: RegistryOption = None) -> None:
 
     with user_errors():
         loaded = load_registry(registry_ref(registry))
-    table = Table(title=f"datasets in {loaded.source}")
-    for column in ("dataset", "version", "tasks", "description"):
+    console.print(registry_table(loaded, "dataset"))
+
+
+def registry_table(loaded: Registry, noun: str) -> Table:
+    """A loaded registry's packages, one row each (`noun`: dataset or benchmark)."""
+    table = Table(title=f"{noun}s in {loaded.source}")
+    for column in (noun, "version", "tasks", "description"):
         table.add_column(column)
     for d in loaded.datasets:
         table.add_row(d.name, d.version, str(len(d.tasks)), d.description or "")
-    console.print(table)
+    return table
 
 
 @app.command("pull")

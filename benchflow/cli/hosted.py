@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from benchflow import bounds as B
 from benchflow.cli._common import EXIT_ROLLOUT_ERROR, console, err_console, user_errors
@@ -104,14 +103,11 @@ def list_command(registry: RegistryOption = None) -> None:
     """List the registry's benchmark packages."""
     from benchflow.job.registry import load_registry
 
+    from benchflow.cli.datasets import registry_table
+
     with user_errors():
         loaded = load_registry(_registry(registry))
-    table = Table(title=f"benchmarks in {loaded.source}")
-    for column in ("benchmark", "version", "tasks", "description"):
-        table.add_column(column)
-    for d in loaded.datasets:
-        table.add_row(d.name, d.version, str(len(d.tasks)), d.description or "")
-    console.print(table)
+    console.print(registry_table(loaded, "benchmark"))
 
 
 @benchmarks.command("pull")
