@@ -31,11 +31,13 @@ def screen_size(config: dict[str, Any]) -> tuple[int, int]:
 async def _start_display(sandbox: Sandbox, config: dict[str, Any]) -> None:
     width, height = screen_size(config)
     app = str(config.get("app", "xterm -geometry 100x30+10+10 -fa Monospace -fs 12"))
+    # Wait for the display, then for the app's window, as long as the exec's timeout allows
+    # (a loaded machine can take seconds): a display without its window is an error.
     script = (f"(Xvfb {DISPLAY} -screen 0 {width}x{height}x24 -nolisten tcp >/tmp/xvfb.log 2>&1 &) "
-              f"&& for i in $(seq 1 100); do xdpyinfo -display {DISPLAY} >/dev/null 2>&1 && break; "
-              f"sleep 0.1; done && (DISPLAY={DISPLAY} {app} >/tmp/app.log 2>&1 &) "
-              f"&& for i in $(seq 1 100); do DISPLAY={DISPLAY} xdotool search --onlyvisible "
-              f"--name . >/dev/null 2>&1 && break; sleep 0.1; done")
+              f"&& until xdpyinfo -display {DISPLAY} >/dev/null 2>&1; do sleep 0.1; done "
+              f"&& (DISPLAY={DISPLAY} {app} >/tmp/app.log 2>&1 &) "
+              f"&& until DISPLAY={DISPLAY} xdotool search --onlyvisible --name . >/dev/null 2>&1; "
+              f"do sleep 0.1; done")
     result = await sandbox.exec(["bash", "-c", script], timeout=60)
     if not result.ok:
         raise OSError(f"the virtual display did not start: {result.text(1000)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 from benchflow.tools import ToolClient
@@ -39,6 +40,12 @@ async def test_code_run_in_docker_keeps_files_and_enforces_its_deadline(server, 
     assert failing.is_error and "[exit code 3]" in failing.text
 
 
+def _colors(png: bytes) -> int:
+    from PIL import Image
+
+    return len(Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 20) or [])
+
+
 async def test_vm_screenshot_is_a_png_of_the_screen_with_a_window(server, job_label):
     from PIL import Image
 
@@ -47,6 +54,11 @@ async def test_vm_screenshot_is_a_png_of_the_screen_with_a_window(server, job_la
             "vm": {"screen": "800x600", "labels": {"benchflow.job": job_label}}},
             timeout_sec=300)
         before = await session.call("vm:screenshot", {})
+        for _ in range(100):  # the window is mapped; wait until xterm has drawn its prompt
+            if before.is_error or _colors(before.images[0]) > 2:
+                break
+            await anyio.sleep(0.2)
+            before = await session.call("vm:screenshot", {})
         clicked = await session.call("vm:click", {"x": 100, "y": 100})
         typed = await session.call("vm:type", {"text": "echo hello from the vm", "key": "Return"})
         after = await session.call("vm:screenshot", {})
@@ -54,7 +66,6 @@ async def test_vm_screenshot_is_a_png_of_the_screen_with_a_window(server, job_la
     assert not before.is_error and len(before.images) == 1, before.text
     image = Image.open(io.BytesIO(before.images[0]))
     assert image.format == "PNG" and image.size == (800, 600)
-    colors = image.convert("RGB").getcolors(maxcolors=1 << 20)
-    assert colors is not None and len(colors) > 2  # the xterm on the root window
+    assert _colors(before.images[0]) > 2  # the xterm on the root window
     assert not clicked.is_error and not typed.is_error
     assert after.images[0] != before.images[0]  # the typed text is on the screen
