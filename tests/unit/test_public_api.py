@@ -46,7 +46,7 @@ def test_no_undeclared_public_modules_leak_into_all():
     modules = {"agents", "cli", "config", "errors", "job", "paths", "rollout", "sandbox",
                "settings", "steps", "task", "verify", "trajectory", "acp", "users", "telemetry",
                "model_server", "mcp", "skills", "view", "models", "qa", "tracing", "traces",
-               "train", "roles", "study", "tools", "bounds", "trace_ids"}
+               "train", "roles", "study", "tools", "bounds", "trace_ids", "hosted"}
     assert exported - set(benchflow.__all__) <= modules
 
 
