@@ -29,6 +29,7 @@ from benchflow.job.datasets import ResolvedDataset
 from benchflow.job.envvars import is_env_template
 from benchflow.rollout.result import RolloutResult, write_json_atomic
 from benchflow.rollout.secrets import redact
+from benchflow.sandbox.owner import pid_alive
 
 CONFIG = "config.json"
 MANIFEST = "manifest.json"
@@ -138,16 +139,6 @@ def iter_trial_results(job_dir: Path) -> Iterator[RolloutResult]:
                 yield result
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def job_lock(job_dir: Path) -> Iterator[None]:
     """Hold `<job>/.lock` while running, so one job folder never runs twice at once.
@@ -165,7 +156,7 @@ def job_lock(job_dir: Path) -> Iterator[None]:
                 pid = int(path.read_text().strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and pid != os.getpid() and _pid_alive(pid):
+            if pid and pid != os.getpid() and pid_alive(pid):
                 raise ConfigError(f"{job_dir}: the job is already running (process {pid}); "
                                   "wait for it or stop it first") from None
             path.unlink(missing_ok=True)  # stale: its process is gone

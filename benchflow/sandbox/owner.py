@@ -56,7 +56,8 @@ def _start_ticks(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one we may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -108,7 +109,7 @@ class Owner:
         my_boot = me.started.partition(".")[0]
         if boot and my_boot and boot != my_boot:
             return "gone"  # made before this host's last boot
-        if not _pid_alive(self.pid):
+        if not pid_alive(self.pid):
             return "gone"
         if ticks and _start_ticks(self.pid) not in ("", ticks):
             return "gone"  # the pid was reused by a newer process
@@ -236,4 +237,4 @@ class CleanupReport:
 
 
 __all__ = ["JOB_ID_FILE", "LABEL_JOB_ID", "LABEL_OWNER", "CleanupReport", "CleanupScope",
-           "Owner", "job_instance_id", "owner_labels", "read_job_id"]
+           "Owner", "job_instance_id", "owner_labels", "pid_alive", "read_job_id"]

@@ -105,15 +105,7 @@ for p in "$@"; do
 done
 
 # Processes alive now: harden.sh kills every other one (and all of the agent user's).
-: > "$base/procs"
-for d in /proc/[0-9]*; do
-    if read -r line < "$d/stat" 2>/dev/null; then
-        rest=${line##*) }
-        # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
-        set -- $rest
-        printf '%s:%s\n' "${d#/proc/}" "${20}" >> "$base/procs"
-    fi
-done
+record_procs
 
 has_ws=0
 case $ws in

@@ -77,6 +77,18 @@ plugin_dists() {  # the dists under the watched Python folders that declare pyte
     fi
 }
 
+record_procs() {  # the processes alive now, "<pid>:<start time>" per line, in $base/procs
+    : > "$base/procs"
+    for d in /proc/[0-9]*; do
+        if read -r line < "$d/stat" 2>/dev/null; then
+            rest=${line##*) }
+            # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
+            set -- $rest
+            printf '%s:%s\n' "${d#/proc/}" "${20}" >> "$base/procs"
+        fi
+    done
+}
+
 digest() {  # digest BASE: one hash over everything baseline.sh saved, and its stamp
     (
         cd "$1"

@@ -6,13 +6,5 @@
 base=$1
 [ -d "$base" ] || exit 66  # NO_BASELINE
 [ "$(id -u)" = 0 ] || exit 65  # NOT_ROOT
-: > "$base/procs"
-for d in /proc/[0-9]*; do
-    if read -r line < "$d/stat" 2>/dev/null; then
-        rest=${line##*) }
-        # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
-        set -- $rest
-        printf '%s:%s\n' "${d#/proc/}" "${20}" >> "$base/procs"
-    fi
-done
+record_procs
 printf '{"digest":"%s"}\n' "$(digest "$base")"
