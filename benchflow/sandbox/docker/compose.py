@@ -50,7 +50,7 @@ from benchflow.sandbox.docker import images as docker_images
 from benchflow.sandbox.archive import extract
 from benchflow.sandbox.base import ExecResult
 from benchflow.sandbox.docker.compose_mounts import main_can_write
-from benchflow.sandbox.docker.sandbox import DockerSandbox
+from benchflow.sandbox.docker.sandbox import DockerSandbox, isolate
 from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.labels import LABEL_JOB, LABEL_MANAGED
@@ -351,7 +351,7 @@ class ComposeSandbox(DockerSandbox):
         """Like a single container's, except that main keeps the services' network."""
         if policy == "public" or self.container_id is None:
             return
-        await docker_call(_isolate_main, self.container_id, policy, network,
+        await docker_call(isolate, self.container_id, policy, network,
                           f"{self.project}_default", error=SandboxStartError)
 
 
@@ -359,16 +359,6 @@ def _connect(network: str, container_id: str) -> None:
     docker_client().networks.get(network).connect(container_id)
 
 
-def _isolate_main(container_id: str, policy: NetworkPolicy, target: str | None,
-                  group: str) -> None:
-    client = docker_client()
-    container = client.containers.get(container_id)
-    attached = list((container.attrs.get("NetworkSettings") or {}).get("Networks") or {})
-    if policy == "model-only" and target and target not in attached:
-        client.networks.get(target).connect(container_id)
-    for name in attached:
-        if name != group and (name != target or policy != "model-only"):
-            client.networks.get(name).disconnect(container_id, force=True)
 
 
 def _service_container(project: str, service: str) -> str | None:

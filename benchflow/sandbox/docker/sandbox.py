@@ -304,7 +304,7 @@ class DockerSandbox:
         and disconnects the rest; `public` does nothing."""
         if policy == "public" or self.container_id is None:
             return
-        await docker_call(_isolate, self.container_id, policy, network, error=SandboxStartError)
+        await docker_call(isolate, self.container_id, policy, network, error=SandboxStartError)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -477,14 +477,17 @@ def _owner(labels: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k in (LABEL_JOB_ID, LABEL_OWNER)}
 
 
-def _isolate(container_id: str, policy: NetworkPolicy, target: str | None) -> None:
+def isolate(container_id: str, policy: NetworkPolicy, target: str | None,
+            keep: str | None = None) -> None:
+    """Leave the container on the model-only network `target` (connected if it is not) and
+    on `keep` (a compose project's own network) only: every other network is disconnected."""
     client = docker_client()
     container = client.containers.get(container_id)
     attached = list((container.attrs.get("NetworkSettings") or {}).get("Networks") or {})
     if policy == "model-only" and target and target not in attached:
         client.networks.get(target).connect(container_id)
     for name in attached:
-        if name != target or policy != "model-only":
+        if name != keep and (name != target or policy != "model-only"):
             client.networks.get(name).disconnect(container_id, force=True)
 
 
