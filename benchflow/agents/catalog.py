@@ -16,6 +16,7 @@ and does not hide the others.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 from collections.abc import Callable
@@ -33,8 +34,10 @@ ENTRY_POINT_GROUP = "benchflow.agents"
 DriverFactory = Callable[[], Any]
 
 
+@functools.cache
 def packaged_agents_dir() -> Path | None:
-    """The manifests shipped with benchflow: the wheel's `_agents`, else the source tree's."""
+    """The manifests shipped with benchflow: the wheel's `_agents`, else the source tree's
+    (looked up once: the installation does not move under a running process)."""
     package = Path(__file__).resolve().parents[1]  # benchflow/
     for folder in (package / "_agents", package.parent / "agents"):
         if folder.is_dir() and any(folder.glob(f"*/{MANIFEST_FILE}")):
@@ -127,6 +130,13 @@ class AgentCatalog:
                                   "AgentManifest, a manifest folder path, or a driver factory")
 
 
+@functools.cache
+def _plugins() -> tuple[importlib.metadata.EntryPoint, ...]:
+    """The group's entry points, once per process: scanning the installed packages cost
+    more than the rest of a rollout's orchestration."""
+    return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
 def load_catalog(settings: Settings | None = None) -> AgentCatalog:
     """Find every agent (see the module docstring for the order). Never raises for a bad
     manifest: those go to `errors`."""
@@ -134,7 +144,7 @@ def load_catalog(settings: Settings | None = None) -> AgentCatalog:
     catalog = AgentCatalog()
     for folder in settings.agents_path:
         catalog._add_folder(folder, "BENCHFLOW_AGENTS_PATH")
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _plugins():
         catalog._add_entry_point(ep)
     packaged = packaged_agents_dir()
     if packaged is not None:

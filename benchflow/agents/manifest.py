@@ -49,6 +49,7 @@ env = ["CLAUDE_CODE_OAUTH_TOKEN"]
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 import re
@@ -249,6 +250,19 @@ def load_manifest(path: Path) -> AgentManifest:
     """
     path = path / MANIFEST_FILE if path.is_dir() else path
     try:
+        stat = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read agent manifest ({exc.strerror})") from exc
+    manifest = _parse(path, stat.st_mtime_ns, stat.st_size)
+    _check_files(manifest, path)
+    return manifest
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(path: Path, mtime_ns: int, size: int) -> AgentManifest:
+    """`path` parsed and validated, once per version of the file (every rollout reads the
+    catalog: parsing it each time cost milliseconds per rollout)."""
+    try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read agent manifest ({exc.strerror})") from exc
@@ -263,7 +277,6 @@ def load_manifest(path: Path) -> AgentManifest:
             f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
             for err in exc.errors())
         raise ConfigError(f"{path}: invalid agent manifest: {problems}") from exc
-    _check_files(manifest, path)
     return manifest
 
 

@@ -84,8 +84,8 @@ def _entry_points(monkeypatch: pytest.MonkeyPatch, targets: dict[str, object]) -
                 raise self._obj
             return self._obj
 
-    monkeypatch.setattr(catalog_module.importlib.metadata, "entry_points",
-                        lambda group: [FakeEP(ep, obj) for ep, obj in eps])
+    monkeypatch.setattr(catalog_module, "_plugins",
+                        lambda: [FakeEP(ep, obj) for ep, obj in eps])
 
 
 def test_entry_points_give_manifests_folders_and_drivers(tmp_path: Path,
