@@ -34,10 +34,8 @@ ENTRY_POINT_GROUP = "benchflow.agents"
 DriverFactory = Callable[[], Any]
 
 
-@functools.cache
 def packaged_agents_dir() -> Path | None:
-    """The manifests shipped with benchflow: the wheel's `_agents`, else the source tree's
-    (looked up once: the installation does not move under a running process)."""
+    """The manifests shipped with benchflow: the wheel's `_agents`, else the source tree's."""
     package = Path(__file__).resolve().parents[1]  # benchflow/
     for folder in (package / "_agents", package.parent / "agents"):
         if folder.is_dir() and any(folder.glob(f"*/{MANIFEST_FILE}")):
@@ -146,9 +144,21 @@ def load_catalog(settings: Settings | None = None) -> AgentCatalog:
         catalog._add_folder(folder, "BENCHFLOW_AGENTS_PATH")
     for ep in _plugins():
         catalog._add_entry_point(ep)
-    packaged = packaged_agents_dir()
-    if packaged is not None:
-        catalog._add_folder(packaged, "benchflow")
+    packaged = _packaged()
+    for name, manifest in packaged.manifests.items():
+        catalog._add_manifest(manifest, packaged.sources[name])
+    catalog.errors.update(packaged.errors)
+    return catalog
+
+
+@functools.cache
+def _packaged() -> AgentCatalog:
+    """The manifests shipped with benchflow, read once per process (the installation does
+    not change under it; every rollout looks its agents' default models up)."""
+    catalog = AgentCatalog()
+    folder = packaged_agents_dir()
+    if folder is not None:
+        catalog._add_folder(folder, "benchflow")
     return catalog
 
 
