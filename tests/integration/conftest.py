@@ -6,6 +6,7 @@ of the session any left behind is removed and reported as a failure.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,17 @@ def job_containers(job: str, *labels: str, running: bool = False) -> list:
     return docker.from_env().containers.list(
         all=not running, ignore_removed=True,
         filters={"label": [f"benchflow.job={job}", *labels]})
+
+
+@pytest.fixture
+def job_name(job_label: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A job name unique to the test; its containers are checked (and removed) afterwards."""
+    name = f"{job_label}-{re.sub(r'[^a-z0-9]+', '-', request.node.name.lower())[:30].strip('-')}"
+    yield name
+    leaked = job_containers(name)
+    for container in leaked:
+        container.remove(force=True)
+    assert not leaked, f"leaked containers: {[c.name for c in leaked]}"
 
 
 @pytest.fixture(scope="session")

@@ -42,17 +42,6 @@ COMMAND_AGENT = {
 }
 
 
-@pytest.fixture
-def job_name(job_label: str, request: pytest.FixtureRequest):
-    """A job name unique to the test; its containers are checked (and removed) afterwards."""
-    name = f"{job_label}-{re.sub(r'[^a-z0-9]+', '-', request.node.name.lower())[:30].strip('-')}"
-    yield name
-    leaked = job_containers(name)
-    for container in leaked:
-        container.remove(force=True)
-    assert not leaked, f"leaked containers: {[c.name for c in leaked]}"
-
-
 def write_job(path: Path, **data: object) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

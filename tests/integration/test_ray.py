@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import anyio
-import docker
 import pytest
 import yaml
 

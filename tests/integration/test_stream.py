@@ -3,7 +3,6 @@ stops early leaves no container behind."""
 
 from __future__ import annotations
 
-import docker
 import pytest
 
 import benchflow as bf
