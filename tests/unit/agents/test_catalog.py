@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,18 @@ def test_agents_path_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(ConfigError, match="broken"):  # an unknown name mentions broken files
         catalog.manifest("nope")
     assert get_driver("mine").name == "mine"
+
+
+def test_an_edited_manifest_is_read_again(tmp_path: Path) -> None:
+    """Manifests are parsed once per version of the file, not once per process."""
+    toml = write_agent(tmp_path / "mine", MINIMAL.format(name="mine")) / "agent.toml"
+    assert load_manifest(toml).version == "1.0"
+    toml.write_text(MINIMAL.format(name="mine").replace("1.0", "2.0"))  # same size
+    stat = toml.stat()
+    os.utime(toml, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert load_manifest(toml).version == "2.0"
+    toml.write_text(MINIMAL.format(name="mine").replace("1.0", "3.0.1"))
+    assert load_manifest(toml).version == "3.0.1"
 
 
 class _Plugin:
