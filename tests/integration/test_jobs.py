@@ -253,6 +253,7 @@ def test_sigint_cancels_the_job_and_resume_runs_exactly_the_rest(tmp_path, job_n
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     job = JobResult.model_validate_json((job_dir / "result.json").read_text())
@@ -297,6 +298,7 @@ def test_a_second_sigint_exits_at_once_and_still_removes_containers(tmp_path, jo
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
     assert proc.returncode == 130, err
     # the second signal took the hard exit (results written, sandboxes removed at once)
     assert "sandbox(es); exiting" in err and "Traceback" not in err

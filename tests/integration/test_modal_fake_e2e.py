@@ -356,6 +356,7 @@ def test_sigint_leaves_no_modal_sandbox_behind(tmp_path, job_label):
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     job = JobResult.model_validate_json((tmp_path / "jobs" / job_label / "result.json").read_text())

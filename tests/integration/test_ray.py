@@ -166,12 +166,17 @@ def test_sigint_on_the_driver_then_resume(tmp_path, cluster, job_label):
     proc = subprocess.Popen([benchflow, "jobs", "run", str(job_file)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     job_dir = tmp_path / "jobs" / name
-    deadline = time.monotonic() + 60
-    while not job_containers(name) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert job_containers(name), "no sandbox started"
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 60
+        while not job_containers(name) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert job_containers(name), "no sandbox started"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
     assert proc.returncode == 130, out
     assert not job_containers(name), out
     saved = JobResult.model_validate_json((job_dir / "result.json").read_text())

@@ -299,6 +299,7 @@ def test_sigint_cancels_every_arm_and_the_study_resumes(tmp_path: Path, job_labe
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
         no_containers_left(name, ["fast", "slow"])
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "cancelling the study" in err
