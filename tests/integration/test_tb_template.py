@@ -91,9 +91,17 @@ async def rollout(task: Path, agent: str, jobs: Path, job: str, *, harden: bool 
     return await run.run(), run
 
 
+def said(run: Rollout) -> str:
+    """What the verifier printed (its last lines): why a reward was not the one expected
+    (uvx's downloads from PyPI while the verifier runs can fail under load)."""
+    logs = run.paths.logs_dir / "verifier"
+    return "\n".join(f"{name}:\n{(logs / name).read_text(errors='replace')[-2000:]}"
+                     for name in ("stdout.txt", "stderr.txt") if (logs / name).exists())
+
+
 async def test_the_oracle_scores_one_hardened_with_the_image_plugin(tmp_path, job_label):
     result, run = await rollout(TASK, "oracle", tmp_path, job_label, harden=True)
-    assert (result.reward, result.error) == (1.0, None), run.paths.root
+    assert (result.reward, result.error) == (1.0, None), said(run)
     assert result.hardened is True and [w for w in result.warnings
                                         if "disk watchdog" not in w] == []
     report = json.loads((run.paths.verifier_dir / "hardening.json").read_text())
@@ -106,7 +114,7 @@ async def test_the_oracle_scores_one_hardened_with_the_image_plugin(tmp_path, jo
 async def test_the_oracle_scores_one_with_the_plugin_uvx_installs_at_verify_time(
         harden, tmp_path, job_label):
     result, run = await rollout(UVX_TASK, "oracle", tmp_path, job_label, harden=harden)
-    assert (result.reward, result.error) == (1.0, None), run.paths.root
+    assert (result.reward, result.error) == (1.0, None), said(run)
     assert result.hardened is harden
     verifier_out = run.paths.logs_dir / "verifier"
     ctrf = json.loads((verifier_out / "ctrf.json").read_text())
@@ -131,7 +139,7 @@ printf 'export PATH="$HOME/.local/bin:$PATH"\n' > /root/.local/bin/env
 async def test_a_uv_planted_in_roots_bin_folder_is_removed_not_used(tmp_path, job_label):
     result, run = await rollout(UVX_TASK, "plant-uv", tmp_path, job_label, harden=True,
                                 script=SOLVE_AND_PLANT_UV)
-    assert (result.reward, result.error) == (1.0, None), run.paths.root
+    assert (result.reward, result.error) == (1.0, None), said(run)
     report = json.loads((run.paths.verifier_dir / "hardening.json").read_text())
     assert {"/root/.local/bin/uvx", "/root/.local/bin/env"} <= set(report["removed"]), report
     assert report["tampered"] == []
@@ -146,7 +154,7 @@ async def test_a_declared_ctrf_plugin_and_the_uvx_one_load_once(tmp_path, job_la
         "[verifier]\n", '[verifier]\npytest_plugins = ["ctrf.main"]\n')
     (task / "task.toml").write_text(text)
     result, run = await rollout(task, "oracle", tmp_path / "jobs", job_label, harden=True)
-    assert (result.reward, result.error) == (1.0, None), run.paths.root
+    assert (result.reward, result.error) == (1.0, None), said(run)
     ctrf = json.loads((run.paths.logs_dir / "verifier" / "ctrf.json").read_text())
     assert ctrf["results"]["summary"]["passed"] == 2
 
@@ -157,12 +165,12 @@ async def test_a_plugin_the_agent_installs_never_loads(harden, tmp_path, job_lab
                                 script=INSTALL_PLUGIN)
     marker = run.paths.logs_dir / "verifier" / "evil-loaded"
     if harden:
-        assert (result.reward, result.error) == (0.0, None), run.paths.root
+        assert (result.reward, result.error) == (0.0, None), said(run)
         assert not marker.exists()
         report = json.loads((run.paths.verifier_dir / "hardening.json").read_text())
         assert any("evilplug-1.0.dist-info" in note for note in report["notes"]), report
     else:  # the attack is real: autoload picks the plugin up and it forces a pass
-        assert (result.reward, result.error) == (1.0, None), run.paths.root
+        assert (result.reward, result.error) == (1.0, None), said(run)
         assert marker.read_text() == "loaded"
         assert result.hardened is False
         assert result.warnings and "hardening is off" in result.warnings[0]
@@ -175,7 +183,7 @@ async def test_a_shadowed_plugin_is_refused_even_when_left_on_disk(tmp_path, job
         toml.write("\n[verifier.hardening]\nremove_injected_files = false\n")
     result, run = await rollout(task, "shadow-plugin", tmp_path / "jobs", job_label,
                                 harden=True, script=SHADOW_PLUGIN)
-    assert (result.reward, result.error) == (0.0, None), run.paths.root
+    assert (result.reward, result.error) == (0.0, None), said(run)
     verifier_out = run.paths.logs_dir / "verifier"  # test.sh's output, as the spec lays it out
     output = (verifier_out / "stdout.txt").read_text() + (verifier_out / "stderr.txt").read_text()
     assert "benchflow: pytest plugin ctrf.main not loaded: found at /app/ctrf" in output
