@@ -25,6 +25,9 @@ class ExitCode(IntEnum):
     """harden.sh found no baseline: take_baseline() never ran in this sandbox."""
     BASELINE_TAMPERED = 67
     """The baseline saved before the agent ran no longer has the digest Python recorded."""
+    TAMPERED = 68
+    """harden.sh with its `f` step: tampering found or agent processes survived (its report
+    is printed first); the commands chained after it do not run."""
     TIMEOUT = 124
     """`timeout` stopped the command at its deadline."""
     KILLED = 137

@@ -90,6 +90,27 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
+def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str = "755"
+                 ) -> tuple[list[str], str | None, str]:
+    """The argv that starts test.sh (or the script strategy's command) as `run_test_script`
+    runs it, the working folder of its exec, and what it is called in errors."""
+    script = f"{run.mount}/test.sh"
+    # Reward files written before this moment never count.
+    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
+             '&& ') if reset_logs else ""
+    if run.command is None:
+        launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
+        what = "test.sh"
+    else:  # the native script strategy: `cd /verifier && <command>`
+        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
+                          '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
+                          '&& exec sh -c "$2"')
+        argv, cwd = [run.mount], run.mount
+        what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
+                if "rewardkit" in run.command else f"the verifier command {run.command!r}")
+    return ["sh", "-c", launch, *argv, logs_mode, run.command or "", run.cwd or "/"], cwd, what
+
+
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
                           reset_logs: bool = True, logs_mode: str = "755",
                           before: Sequence[Sequence[str]] = ()) -> ExecResult:
@@ -106,26 +127,22 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         VerifierTimeout: test.sh ran past `timeout_sec`.
         VerifierFailed: test.sh exited non-zero.
     """
-    script = f"{run.mount}/test.sh"
-    # Reward files written before this moment never count.
-    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
-             '&& ') if reset_logs else ""
-    if run.command is None:
-        launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
-        what = "test.sh"
-    else:  # the native script strategy: `cd /verifier && <command>`
-        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
-                          '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
-                          '&& exec sh -c "$2"')
-        argv, cwd = [run.mount], run.mount
-        what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
-                if "rewardkit" in run.command else f"the verifier command {run.command!r}")
-    result = await sandbox.exec(chained_argv(before, ["sh", "-c", launch, *argv, logs_mode,
-                                                      run.command or "", run.cwd or "/"]),
-                                user="root", cwd=cwd, env=dict(run.env),
-                                timeout=run.timeout_sec)
+    argv, cwd, what = verifier_argv(run, reset_logs=reset_logs, logs_mode=logs_mode)
+    result = await sandbox.exec(chained_argv(before, argv), user="root", cwd=cwd,
+                                env=dict(run.env), timeout=run.timeout_sec)
     if before:
         result = after_chained(result, before, what)
+    return await check_verifier_result(result, run, out_dir, what)
+
+
+async def check_verifier_result(result: ExecResult, run: VerifierRun, out_dir: Path, what: str
+                       ) -> ExecResult:
+    """Keep test.sh's stdout/stderr under `out_dir`; raise for a timeout or a failure.
+
+    Raises:
+        VerifierTimeout: test.sh ran past `timeout_sec`.
+        VerifierFailed: test.sh exited non-zero.
+    """
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,

@@ -151,7 +151,12 @@ async def sh(sb: DockerSandbox, script: str, user: str = "agent") -> str:
 
 async def final_verify(sb: DockerSandbox, tmp_path: Path, baseline: Baseline, *,
                        config: HardeningConfig | None = None, agent_user: str = "agent",
-                       kind: str = "mean") -> float:
+                       kind: str = "mean", upload: bool = False) -> float:
+    """`upload`: the verifier folder uploaded apart, after a harden exec of its own (as for
+    an image without base64 or tar), instead of carried in the one final exec."""
+    assert baseline.unpack  # the image has base64 and tar
+    if upload:
+        baseline = baseline.model_copy(update={"unpack": False})
     run = VerifierRun(verifier_dir=verifier_dir(tmp_path, kind), mount="/verifier",
                       timeout_sec=120, env={}, cwd="/app")
     done = await verify_hardened(sb, run, tmp_path / "out", tmp_path / "logs", baseline=baseline,
@@ -160,7 +165,8 @@ async def final_verify(sb: DockerSandbox, tmp_path: Path, baseline: Baseline, *,
 
 
 async def play(sb: DockerSandbox, tmp_path: Path, agent: str = "", root: str = "", *,
-               config: HardeningConfig | None = None, kind: str = "mean") -> float:
+               config: HardeningConfig | None = None, kind: str = "mean",
+               upload: bool = False) -> float:
     """Baseline, the exploit (agent's commands, then root's), the final hardened verify."""
     baseline = await take_baseline(sb, workspace="/app")
     if agent:
@@ -168,7 +174,8 @@ async def play(sb: DockerSandbox, tmp_path: Path, agent: str = "", root: str = "
     if root:
         await sh(sb, root, user="root")
     return await final_verify(sb, tmp_path, baseline, config=config,
-                              agent_user="root" if root and not agent else "agent", kind=kind)
+                              agent_user="root" if root and not agent else "agent", kind=kind,
+                              upload=upload)
 
 
 # -- no false positives ------------------------------------------------------------------
@@ -242,10 +249,11 @@ EXPLOITS = {
 }
 
 
+@pytest.mark.parametrize("upload", [False, True], ids=["one-exec", "upload"])
 @pytest.mark.parametrize("name", EXPLOITS)
-async def test_exploit_is_stopped(name, sandbox, tmp_path):
+async def test_exploit_is_stopped(name, upload, sandbox, tmp_path):
     agent, root, _, kind = EXPLOITS[name]
-    assert await play(sandbox, tmp_path, agent, root, kind=kind) == 0.0
+    assert await play(sandbox, tmp_path, agent, root, kind=kind, upload=upload) == 0.0
 
 
 @pytest.mark.parametrize("name", EXPLOITS)
@@ -266,12 +274,16 @@ async def test_addopts_injection(exploit, config, expected, sandbox, tmp_path):
     assert await play(sandbox, tmp_path, exploit, config=config) == expected
 
 
-async def test_changed_system_file_fails_closed(sandbox, tmp_path):
+@pytest.mark.parametrize("upload", [False, True], ids=["one-exec", "upload"])
+async def test_changed_system_file_fails_closed(upload, sandbox, tmp_path):
     with pytest.raises(VerifierTampered, match="pytest/__main__.py") as caught:
-        await play(sandbox, tmp_path, root=PATCH_PYTEST)
+        await play(sandbox, tmp_path, root=PATCH_PYTEST, upload=upload)
     assert caught.value.error_type == "verifier_tampered"
     assert "changed: /usr/lib/python3/dist-packages/pytest/__main__.py" in (
         tmp_path / "out" / "hardening.json").read_text()
+    # failed closed: neither the verifier folder nor test.sh's output is there
+    assert await sh(sandbox, "test ! -e /verifier && ls -A /logs/verifier | wc -l",
+                    user="root") == "0\n"
 
 
 async def test_changed_system_file_scores_with_integrity_off(sandbox, tmp_path):

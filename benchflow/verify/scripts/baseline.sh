@@ -115,6 +115,9 @@ esac
 
 gnu=0
 if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
+# Whether seal.sh can unpack the verifier from its exec's arguments (builtins: no fork).
+unpack=false
+if command -v base64 >/dev/null 2>&1 && command -v tar >/dev/null 2>&1; then unpack=true; fi
 
 # PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
 # (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
@@ -247,7 +250,8 @@ while IFS= read -r p; do
     printf '%s\n' "$p" >> "$base/interps"
 done < "$base/interps.cand"
 rm -f "$base/interps.cand" "$base/interps.seen"
-python=$(sed -n 1p "$base/interps")
+python=
+read -r python < "$base/interps" || :
 # The test runner and what it imports at startup (pytest's dependencies, the import hooks of
 # uv- and virtualenv-made environments): a new workspace module with one of these names
 # would run inside the verifier when the workspace is on PYTHONPATH, even in an environment
@@ -270,15 +274,21 @@ while IFS= read -r py; do
     # Its bin folder's commands are watched like a PATH folder's.
     if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
 done < "$base/interps"
-sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"
-sort -u -o "$base/plugins.sums" "$base/plugins.sums"
-# The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder).
+# (sorting, filtering and counting skipped when empty: each command is a fork)
+if [ -s "$base/plugins.tsv" ]; then sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"; fi
+if [ -s "$base/plugins.sums" ]; then sort -u -o "$base/plugins.sums" "$base/plugins.sums"; fi
+# The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder),
+# made world-readable (folder 0755, files 0644) by the umask they are created with.
 rm -rf -- "$loader_dir"
+umask 022
 mkdir -p -- "$loader_dir"
+chmod 755 "$loader_dir"  # mkdir -p keeps an existing folder's mode
 printf '%s\n' "$loader" > "$loader_dir/benchflow_verifier_plugins.py"
-grep -v '^!' "$base/plugins.tsv" | cut -f1,2 > "$loader_dir/plugins.txt" || :
-chmod 755 "$loader_dir"
-chmod 644 "$loader_dir/benchflow_verifier_plugins.py" "$loader_dir/plugins.txt"
+: > "$loader_dir/plugins.txt"
+if [ -s "$base/plugins.tsv" ]; then
+    grep -v '^!' "$base/plugins.tsv" | cut -f1,2 > "$loader_dir/plugins.txt" || :
+fi
+umask 077
 sha256sum -- "$loader_dir/benchflow_verifier_plugins.py" "$loader_dir/plugins.txt" \
     >> "$base/plugins.sums"
 for p in /etc/python3*; do
@@ -306,8 +316,12 @@ if [ "$gnu" = 1 ]; then
     # pytest11 entry points: recorded so the report can name plugins the agent added.
     plugin_dists > "$base/plugins"
 fi
-tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
-    || tar -cf "$base/ws.tar" -C / -T "$base/ws.list"
+if [ -s "$base/ws.list" ]; then
+    tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
+        || tar -cf "$base/ws.tar" -C / -T "$base/ws.list"
+else
+    : > "$base/ws.tar"  # nothing to restore from
+fi
 rm -f "$base/ws.list"
 
 ld_preload=absent
@@ -322,8 +336,12 @@ fi
     printf 'ld_preload=%s\n' "$ld_preload"
 } > "$base/meta"
 
-printf '{"digest":"%s","supported":%s,"workspace":%s,"path":' "$(digest "$base")" \
-    "$([ "$gnu" = 1 ] && echo true || echo false)" "$([ "$has_ws" = 1 ] && echo true || echo false)"
+supported=false
+if [ "$gnu" = 1 ]; then supported=true; fi
+workspace=false
+if [ "$has_ws" = 1 ]; then workspace=true; fi
+printf '{"digest":"%s","supported":%s,"workspace":%s,"unpack":%s,"path":' "$(digest "$base")" \
+    "$supported" "$workspace" "$unpack"
 json_str "$safe_path"
 printf ',"pythonpath":'
 json_str "$safe_pythonpath"
@@ -333,11 +351,17 @@ printf ',"interpreters":'
 json_list "$base/interps"
 printf ',"watched_dirs":'
 json_list "$base/sys.tree"
+# shellcheck disable=SC2046  # the counts in wc's first column
+set -- $(wc -l "$base/ws.sig" "$base/sys.sig" "$base/procs")
 printf ',"n_workspace_files":%s,"n_system_entries":%s,"n_processes":%s,"pytest_plugin_dists":' \
-    "$(wc -l < "$base/ws.sig")" "$(wc -l < "$base/sys.sig")" "$(wc -l < "$base/procs")"
+    "$1" "$3" "$5"
 json_list "$base/plugins"
-grep -v '^!' "$base/plugins.tsv" | cut -f1 | sort -u > "$base/plugins.loaded" || :
-grep '^!' "$base/plugins.tsv" | cut -f2,3 | tr '\t' ' ' > "$base/plugins.untrusted" || :
+: > "$base/plugins.loaded"
+: > "$base/plugins.untrusted"
+if [ -s "$base/plugins.tsv" ]; then
+    grep -v '^!' "$base/plugins.tsv" | cut -f1 | sort -u > "$base/plugins.loaded" || :
+    grep '^!' "$base/plugins.tsv" | cut -f2,3 | tr '\t' ' ' > "$base/plugins.untrusted" || :
+fi
 printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'

@@ -12,7 +12,7 @@ path_of_image=${PATH:-}
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 umask 077
-tab=$(printf '\t')
+tab='	'  # a literal tab: no fork
 # Names with control characters are never parsed (a newline could forge a line); they
 # are pruned from every scan and handled on their own.
 cntrl='*[[:cntrl:]]*'
@@ -90,14 +90,15 @@ record_procs() {  # the processes alive now, "<pid>:<start time>" per line, in $
 }
 
 digest() {  # digest BASE: one hash over everything baseline.sh saved, and its stamp
-    (
+    # shellcheck disable=SC2046  # the first word of sha256sum's output
+    set -- $(
         cd "$1"
         set -- procs meta ws.sig ws.top ws.tar sys.tree sys.flat sys.self sys.sig modules plugins \
             plugins.tsv plugins.sums
         if [ -e ld.so.preload ] || [ -L ld.so.preload ]; then set -- "$@" ld.so.preload; fi
-        sha256sum -- "$@"
-        stat -c '%z %i' stamp
-    ) | sha256sum | cut -c1-64
+        { sha256sum -- "$@"; stat -c '%z %i' stamp; } | sha256sum
+    )
+    printf '%s\n' "${1:-}"
 }
 
 json_str() {  # json_str VALUE: print VALUE as a JSON string (control characters dropped)
@@ -109,6 +110,13 @@ json_str() {  # json_str VALUE: print VALUE as a JSON string (control characters
 }
 
 json_list() {  # json_list FILE: the lines of FILE as a JSON array of strings
-    printf '[%s]' "$(tr -d '\000-\011\013-\037' < "$1" | sed 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&"/' \
-        | paste -sd, -)"
+    # Builtins only (a fork per list added up): json_str forks for an odd line alone.
+    printf '['
+    sep=
+    while IFS= read -r line || [ -n "$line" ]; do
+        printf '%s' "$sep"
+        json_str "$line"
+        sep=,
+    done < "$1"
+    printf ']'
 }

@@ -14,9 +14,11 @@
 #      entry that existed is tampering and is reported, never repaired
 # Always: the files of the image's pytest plugins (plugins.sums) must be unchanged, or it
 # is tampering (the verifier loads them).
+#   f  fail closed: exit TAMPERED after the report when anything was tampered with or
+#      agent processes survived, so that the commands chained after it never run
 # STEPS holds the letters of the steps to run. MOUNT (the verifier folder) is emptied for a
 # fresh upload. AGENT_USER "" means the agent ran as root. Prints one JSON line:
-# {"killed", "survivors", "restored", "removed", "tampered", "notes"}.
+# {"killed", "survivors", "restored", "removed", "tampered", "notes", "duration_sec"}.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 # shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
 set -eu
@@ -42,6 +44,11 @@ case $mount/ in
     "$ws"/*) if [ "$ws" != / ]; then exit 64; fi ;;  # USAGE: the verifier folder is in the workspace
 esac
 if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+# centis UPTIME: sets $c to /proc/uptime's seconds (two decimals) in hundredths, no fork.
+centis() { c=${1%.*}${1#*.}; c=${c#"${c%%[!0]*}"}; c=${c:-0}; }
+read -r up _ < /proc/uptime || up=0.00
+centis "$up"
+started=$c
 if [ ! -f "$base/meta" ]; then exit 66; fi  # NO_BASELINE
 if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPERED
 
@@ -52,9 +59,14 @@ for f in restored removed tampered notes; do : > "$out/$f"; done
 note() { printf '%s\n' "$*" >> "$out/notes"; }
 has() { case $steps in *"$1"*) return 0 ;; esac; return 1; }
 add() { printf '%s\n' "$2" >> "$out/$1"; }
-meta() { sed -n "s/^$1=//p" "$base/meta"; }
-has_ws=$(meta has_ws)
-gnu=$(meta gnu)
+has_ws=0
+gnu=0
+while IFS='=' read -r key value; do  # meta's facts (builtins: no fork)
+    case $key in
+        has_ws) has_ws=$value ;;
+        gnu) gnu=$value ;;
+    esac
+done < "$base/meta"
 
 # ---- k: processes --------------------------------------------------------------------
 agent_uid=-1
@@ -76,7 +88,8 @@ while [ "$p" -gt 1 ]; do
     done < "/proc/$p/status"
     p=${ppid:-1}
 done
-base_procs=" $(tr '\n' ' ' < "$base/procs")"
+base_procs=" "
+while IFS= read -r line; do base_procs="$base_procs$line "; done < "$base/procs"
 
 # agent_proc PID: the process is the agent's (sets $state). Builtins only: a forked helper
 # would itself be a process started after the baseline.
@@ -346,4 +359,8 @@ printf ',"tampered":'
 json_list "$out/tampered"
 printf ',"notes":'
 json_list "$out/notes"
-printf '}\n'
+read -r up _ < /proc/uptime || up=0.00
+centis "$up"
+took=$((c - started))
+printf ',"duration_sec":%d.%02d}\n' "$((took / 100))" "$((took % 100))"
+if has f && { [ "$survivors" -gt 0 ] || [ -s "$out/tampered" ]; }; then exit 68; fi  # TAMPERED

@@ -1,7 +1,8 @@
 #!/bin/sh
-# seal.sh MOUNT LOGS LOCK TOOLS: after the verifier upload, make the verifier folder root's
-# (common.sh is prepended). /logs/verifier itself is emptied and recreated by the exec that
-# starts test.sh (runner.run_test_script), so nothing can be planted between the two.
+# seal.sh MOUNT LOGS LOCK TOOLS [ARCHIVE]: after the verifier upload, make the verifier
+# folder root's (common.sh is prepended). /logs/verifier itself is emptied and recreated by
+# the exec that starts test.sh (runner.run_test_script), so nothing can be planted between
+# the two.
 #   MOUNT  the verifier folder; always chowned to root (an upload keeps the host's uid,
 #          which may be the agent's inside the sandbox)
 #   LOGS   /logs/verifier
@@ -9,10 +10,13 @@
 #          others, so that nobody but root can replace LOGS
 #   TOOLS  where uv and pip build the verifier's tools (verifier_env.tool_env): deleted and
 #          recreated empty, root-owned 0755, whatever was there (only root can write it)
+#   ARCHIVE  the verifier folder itself, a base64 tar (of MOUNT, from /): MOUNT is removed
+#          and unpacked from it first. It travels in the exec that runs harden.sh before
+#          this and test.sh after, so nothing the agent left running can touch it.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 set -eu
 
-if [ $# -ne 4 ]; then exit 64; fi  # USAGE
+if [ $# -ne 4 ] && [ $# -ne 5 ]; then exit 64; fi  # USAGE
 mount=$1
 logs=$2
 lock=$3
@@ -25,6 +29,14 @@ for p in "$mount" "$logs" "$tools"; do
 done
 if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
 
+if [ $# -eq 5 ]; then
+    if [ "$mount" = / ]; then exit 64; fi  # USAGE
+    rm -rf -- "$mount"
+    mkdir -p -- "$mount"  # 0700 (umask 077) until the archive's own mode is set
+    printf '%s' "$5" | base64 -d > "$mount/.benchflow-verifier.tar"
+    tar -xpf "$mount/.benchflow-verifier.tar" -C /
+    rm -f -- "$mount/.benchflow-verifier.tar"
+fi
 if [ -e "$mount" ]; then chown -R -h 0:0 -- "$mount"; fi
 if [ "$lock" = 1 ]; then
     if [ -e "$mount" ]; then
