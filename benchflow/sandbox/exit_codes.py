@@ -28,6 +28,8 @@ class ExitCode(IntEnum):
     TAMPERED = 68
     """harden.sh with its `f` step: tampering found or agent processes survived (its report
     is printed first); the commands chained after it do not run."""
+    NO_TOOLS = 69
+    """unpack.sh: the image has no base64 or tar (the verifier folder is uploaded instead)."""
     TIMEOUT = 124
     """`timeout` stopped the command at its deadline."""
     KILLED = 137

@@ -19,7 +19,6 @@ that cannot be undone raises `VerifierTampered` (reward null): never a silent sc
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import logging
 import time
@@ -32,7 +31,6 @@ from pydantic import Field
 
 from benchflow._models import FrozenModel
 from benchflow.errors import VerifierError, VerifierTampered
-from benchflow.sandbox.archive import tar_path
 from benchflow.sandbox.base import ExecResult, Sandbox
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.task.models import HardeningConfig
@@ -51,6 +49,7 @@ from benchflow.verify.runner import (
     VerifierOutcome,
     VerifierRun,
     check_verifier_result,
+    inline_verifier,
     run_test_script,
     verifier_argv,
 )
@@ -206,18 +205,6 @@ def seal_argv(verifier_mount: str, *, lock: bool, archive: str | None = None) ->
                                     *([] if archive is None else [archive]))[1:]]
 
 
-INLINE_VERIFIER_MAX = 48 << 10
-"""The largest verifier folder (as a tar) that travels inside the final verify's exec;
-base64 keeps one argument well under Linux's 128 KiB per argument."""
-
-
-def inline_verifier(run: VerifierRun) -> str | None:
-    """The verifier folder as a base64 tar of `run.mount` (for `seal_argv(archive=...)`),
-    or None when it is larger than `INLINE_VERIFIER_MAX` (it is uploaded instead)."""
-    data = tar_path(run.verifier_dir, run.mount)
-    return base64.b64encode(data).decode() if len(data) <= INLINE_VERIFIER_MAX else None
-
-
 _SCRIPTS_BUDGET = 660.0
 """The final exec's time for what runs before test.sh: harden.sh, seal.sh, lock_workspace.sh
 (300 + 60 + 300 s, as each had in an exec of its own); test.sh keeps its own deadline."""
@@ -358,7 +345,6 @@ __all__ = [
     "HardenedOutcome",
     "HardeningReport",
     "harden",
-    "inline_verifier",
     "lock_workspace",
     "lock_workspace_argv",
     "protect_paths",

@@ -9,6 +9,7 @@ ignored.
 
 from __future__ import annotations
 
+import base64
 import logging
 import shlex
 from collections.abc import Mapping, Sequence
@@ -18,9 +19,11 @@ from pathlib import Path
 import anyio
 
 from benchflow.errors import VerifierFailed, VerifierTimeout
+from benchflow.sandbox.archive import tar_path
 from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.task import Task
-from benchflow.verify._scripts import after_chained, chained_argv
+from benchflow.verify._scripts import after_chained, chained_argv, script_argv, split_chained
 from benchflow.verify.rewards import read_rewards
 
 log = logging.getLogger(__name__)
@@ -83,6 +86,19 @@ def script_command(task: Task) -> str | None:
     if task.layout == "legacy":
         return task.config.verifier.command
     return doc.script_command
+
+
+INLINE_VERIFIER_MAX = 48 << 10
+"""The largest verifier folder (as a tar) that travels inside the exec that runs test.sh;
+base64 keeps one argument well under Linux's 128 KiB per argument."""
+
+
+def inline_verifier(run: VerifierRun) -> str | None:
+    """The verifier folder as a base64 tar of `run.mount` (for `unpack.sh` and
+    `hardening.seal_argv(archive=...)`), or None when it is larger than
+    `INLINE_VERIFIER_MAX` (it is uploaded instead)."""
+    data = tar_path(run.verifier_dir, run.mount)
+    return base64.b64encode(data).decode() if len(data) <= INLINE_VERIFIER_MAX else None
 
 
 async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
@@ -153,6 +169,24 @@ async def check_verifier_result(result: ExecResult, run: VerifierRun, out_dir: P
     return result
 
 
+async def _unpack_and_test(sandbox: Sandbox, run: VerifierRun, out_dir: Path
+                           ) -> ExecResult | None:
+    """`run_test_script` with the verifier folder unpacked first in the same exec, or None
+    (nothing ran) when the folder is too large or the image cannot unpack it."""
+    archive = await anyio.to_thread.run_sync(inline_verifier, run)
+    if archive is None:
+        return None
+    argv, _, what = verifier_argv(run)
+    before = [script_argv("unpack.sh", run.mount, archive)]
+    # cwd: the workdir (the mount exists once unpack.sh ran; the script strategy's launch
+    # changes into it itself)
+    result = await sandbox.exec(chained_argv(before, argv), user="root", cwd=run.cwd,
+                                env=dict(run.env), timeout=run.timeout_sec)
+    if result.exit_code == ExitCode.NO_TOOLS and split_chained(result) is None:
+        return None
+    return await check_verifier_result(after_chained(result, before, what), run, out_dir, what)
+
+
 def _keep_output(out_dir: Path, result: ExecResult) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "stdout.txt").write_bytes(result.stdout)
@@ -162,11 +196,15 @@ def _keep_output(out_dir: Path, result: ExecResult) -> None:
 async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:
     """Upload, run, download `/logs` to `logs_dir` and parse the rewards.
 
-    test.sh's stdout/stderr go to `logs_dir/verifier/`. When test.sh fails, `/logs` is not
-    downloaded here: the rollout's cleanup collects it for every outcome.
+    A small verifier folder travels in test.sh's exec (`unpack.sh`: one round trip fewer);
+    an image without base64 or tar gets it uploaded after all. test.sh's stdout/stderr go
+    to `logs_dir/verifier/`. When test.sh fails, `/logs` is not downloaded here: the
+    rollout's cleanup collects it for every outcome.
     """
-    await upload_verifier(sandbox, run)
-    result = await run_test_script(sandbox, run, logs_dir / "verifier")
+    result = await _unpack_and_test(sandbox, run, logs_dir / "verifier")
+    if result is None:
+        await upload_verifier(sandbox, run)
+        result = await run_test_script(sandbox, run, logs_dir / "verifier")
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return VerifierOutcome(rewards, result)

@@ -101,6 +101,14 @@ digest() {  # digest BASE: one hash over everything baseline.sh saved, and its s
     printf '%s\n' "${1:-}"
 }
 
+unpack_into() {  # unpack_into MOUNT ARCHIVE: unpack ARCHIVE, a base64 tar of MOUNT (from /),
+    # over what MOUNT holds, as an upload would
+    mkdir -p -- "$1"  # 0700 (umask 077) until the archive's own mode is set
+    printf '%s' "$2" | base64 -d > "$1/.benchflow-verifier.tar"
+    tar -xpf "$1/.benchflow-verifier.tar" -C /
+    rm -f -- "$1/.benchflow-verifier.tar"
+}
+
 json_str() {  # json_str VALUE: print VALUE as a JSON string (control characters dropped)
     case $1 in
         *[\\\"]* | *[[:cntrl:]]*)

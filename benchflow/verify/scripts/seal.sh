@@ -11,7 +11,7 @@
 #   TOOLS  where uv and pip build the verifier's tools (verifier_env.tool_env): deleted and
 #          recreated empty, root-owned 0755, whatever was there (only root can write it)
 #   ARCHIVE  the verifier folder itself, a base64 tar (of MOUNT, from /): MOUNT is removed
-#          and unpacked from it first. It travels in the exec that runs harden.sh before
+#          and unpacked anew from it first. It travels in the exec that runs harden.sh before
 #          this and test.sh after, so nothing the agent left running can touch it.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 set -eu
@@ -31,11 +31,8 @@ if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
 
 if [ $# -eq 5 ]; then
     if [ "$mount" = / ]; then exit 64; fi  # USAGE
-    rm -rf -- "$mount"
-    mkdir -p -- "$mount"  # 0700 (umask 077) until the archive's own mode is set
-    printf '%s' "$5" | base64 -d > "$mount/.benchflow-verifier.tar"
-    tar -xpf "$mount/.benchflow-verifier.tar" -C /
-    rm -f -- "$mount/.benchflow-verifier.tar"
+    rm -rf -- "$mount"  # only what the task gave: nothing the agent left there
+    unpack_into "$mount" "$5"
 fi
 if [ -e "$mount" ]; then chown -R -h 0:0 -- "$mount"; fi
 if [ "$lock" = 1 ]; then

@@ -28,13 +28,8 @@ from benchflow.verify.baseline import (
     take_baseline,
 )
 from benchflow.verify._scripts import _BEFORE_DONE
-from benchflow.verify.hardening import (
-    INLINE_VERIFIER_MAX,
-    harden,
-    protect_paths,
-    verify_hardened,
-)
-from benchflow.verify.runner import VerifierRun
+from benchflow.verify.hardening import harden, protect_paths, verify_hardened
+from benchflow.verify.runner import INLINE_VERIFIER_MAX, VerifierRun
 from benchflow.verify.verifier_env import FIXED_KEYS, pytest_addopts, verifier_env
 
 pytestmark = pytest.mark.anyio
