@@ -43,7 +43,7 @@ for p in "$base" "$loader_dir"; do
         *) exit 64 ;;  # USAGE
     esac
 done
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 
 # resolve DIR: sets $resolved to DIR's physical path (no fork); fails if DIR is no folder.
 resolve() {
@@ -256,9 +256,9 @@ read -r python < "$base/interps" || :
 # uv- and virtualenv-made environments): a new workspace module with one of these names
 # would run inside the verifier when the workspace is on PYTHONPATH, even in an environment
 # uvx builds at verify time.
-printf '%s\n' pytest _pytest py pluggy iniconfig packaging pygments exceptiongroup tomli \
-    colorama _virtualenv _distutils_hack sitecustomize usercustomize \
-    benchflow_verifier_plugins > "$base/modules"
+printf '%s\n' _distutils_hack _pytest _virtualenv benchflow_verifier_plugins colorama \
+    exceptiongroup iniconfig packaging pluggy py pygments pytest sitecustomize tomli \
+    usercustomize > "$base/modules"  # sorted: sorted again only when interpreters add names
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"
 while IFS= read -r py; do
@@ -296,7 +296,7 @@ for p in /etc/python3*; do
 done
 printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
 printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
-sort -u -o "$base/modules" "$base/modules"
+if [ -s "$base/interps" ]; then sort -u -o "$base/modules" "$base/modules"; fi
 sort -u -o "$base/sys.tree" "$base/sys.tree"
 sort -u -o "$base/sys.flat" "$base/sys.flat"
 
@@ -307,8 +307,10 @@ sort -u -o "$base/sys.flat" "$base/sys.flat"
 : > "$base/plugins"
 if [ "$gnu" = 1 ]; then
     if [ "$has_ws" = 1 ]; then
-        ws_scan > "$base/ws.sig"
-        ws_find -printf '%p\n' 2>/dev/null | sed 's|^/||' > "$base/ws.list"
+        # the signatures, and in the same walk the list ws.tar copies (tar drops the
+        # leading /, as it always did)
+        ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) -fprint "$base/ws.list" \
+            2>/dev/null | sort > "$base/ws.sig"
         find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
             | sort > "$base/ws.top"
     fi

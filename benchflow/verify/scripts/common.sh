@@ -77,6 +77,15 @@ plugin_dists() {  # the dists under the watched Python folders that declare pyte
     fi
 }
 
+is_root() {  # the shell's effective uid is 0 (from /proc, no fork; else `id -u`)
+    if [ -r /proc/self/status ]; then
+        while read -r key _ euid _; do
+            if [ "$key" = Uid: ]; then [ "$euid" = 0 ]; return; fi
+        done < /proc/self/status
+    fi
+    [ "$(id -u)" = 0 ]
+}
+
 record_procs() {  # the processes alive now, "<pid>:<start time>" per line, in $base/procs
     : > "$base/procs"
     for d in /proc/[0-9]*; do

@@ -43,7 +43,7 @@ esac
 case $mount/ in
     "$ws"/*) if [ "$ws" != / ]; then exit 64; fi ;;  # USAGE: the verifier folder is in the workspace
 esac
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 # centis UPTIME: sets $c to /proc/uptime's seconds (two decimals) in hundredths, no fork.
 centis() { c=${1%.*}${1#*.}; c=${c#"${c%%[!0]*}"}; c=${c:-0}; }
 read -r up _ < /proc/uptime || up=0.00

@@ -27,7 +27,7 @@ for p in "$mount" "$logs" "$tools"; do
         *) exit 64 ;;  # USAGE
     esac
 done
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 
 if [ $# -eq 5 ]; then
     if [ "$mount" = / ]; then exit 64; fi  # USAGE
