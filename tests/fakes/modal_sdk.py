@@ -427,9 +427,11 @@ def _tags(labels: dict[str, str]) -> dict[str, str]:
 
 
 def containers(**labels: str) -> list[Any]:
-    """The fake's sandboxes (running or not) carrying `labels` (for tests' leak checks)."""
+    """The fake's sandboxes (running or not) carrying `labels` (for tests' leak checks);
+    like Modal's own listing, none half-created or half-removed (which docker lists but
+    cannot inspect)."""
     wanted = [FAKE_LABEL] + [f"{k}={v}" for k, v in labels.items()]
-    return _docker().containers.list(all=True, filters={"label": wanted})
+    return _docker().containers.list(all=True, ignore_removed=True, filters={"label": wanted})
 
 
 _snapshots: list[str] = []

@@ -6,6 +6,7 @@ of the session any left behind is removed and reported as a failure.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,13 +42,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def job_containers(job: str, *labels: str, running: bool = False) -> list:
+    """The containers of job `job` also carrying `labels` (stopped ones too unless `running`).
+
+    One the daemon lists but cannot inspect, being created or removed at that moment, is
+    skipped (docker-py's `ignore_removed`), so that polling while a job starts or removes
+    sandboxes cannot fail on it; the session's check (`job_label`) lists without inspecting
+    and sees every container left in any state."""
+    return docker.from_env().containers.list(
+        all=not running, ignore_removed=True,
+        filters={"label": [f"benchflow.job={job}", *labels]})
+
+
+@pytest.fixture
+def job_name(job_label: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A job name unique to the test; its containers are checked (and removed) afterwards."""
+    name = f"{job_label}-{re.sub(r'[^a-z0-9]+', '-', request.node.name.lower())[:30].strip('-')}"
+    yield name
+    leaked = job_containers(name)
+    for container in leaked:
+        container.remove(force=True)
+    assert not leaked, f"leaked containers: {[c.name for c in leaked]}"
+
+
 @pytest.fixture(scope="session")
 def job_label() -> Iterator[str]:
     """A job name unique to this test session; every rollout of the tests uses it."""
     name = f"pytest-{uuid.uuid4().hex[:12]}"
     yield name
-    client = docker.from_env()
-    leaked = client.containers.list(all=True, filters={"label": f"benchflow.job={name}"})
-    for container in leaked:
-        container.remove(force=True)
-    assert not leaked, f"leaked containers: {[c.name for c in leaked]}"
+    api = docker.from_env().api
+    leaked = api.containers(all=True, filters={"label": f"benchflow.job={name}"})
+    for info in leaked:
+        api.remove_container(info["Id"], force=True, v=True)
+    assert not leaked, f"leaked containers: {[info['Names'] for info in leaked]}"

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 import benchflow
@@ -27,7 +26,7 @@ from benchflow.sandbox.registry import get_provider
 from benchflow.task import load_task
 from tests.fakes import daytona_sdk, modal_sdk
 
-from .conftest import TASKS
+from .conftest import TASKS, job_containers
 from .test_network_policy import other_server  # noqa: F401 - a fixture
 from .test_user_loop import RIGHT_SLUG, WRONG_SLUG, write_script
 
@@ -45,8 +44,7 @@ class Backend:
 
     def left(self, job: str) -> list[Any]:
         """The fake's containers of `job` still there."""
-        return docker.from_env().containers.list(
-            all=True, filters={"label": [self.fake_label, f"benchflow.job={job}"]})
+        return job_containers(job, self.fake_label)
 
 
 BACKENDS = {

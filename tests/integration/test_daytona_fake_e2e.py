@@ -14,6 +14,7 @@ import benchflow
 from benchflow.config import RolloutConfig, Scene
 from benchflow.sandbox.registry import get_provider
 from tests.fakes import daytona_sdk
+from tests.integration.conftest import job_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -35,8 +36,7 @@ def _config(tmp_path: Path, job_label: str, agent: str, task: str = "hello-world
 
 
 def _containers(job_label: str) -> list:
-    return docker.from_env().containers.list(
-        all=True, filters={"label": [daytona_sdk.FAKE_LABEL, f"benchflow.job={job_label}"]})
+    return job_containers(job_label, daytona_sdk.FAKE_LABEL)
 
 
 def _agents_sleeping(containers: list, n: int) -> bool:

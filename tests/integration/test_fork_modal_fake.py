@@ -20,19 +20,11 @@ from tests.fakes import modal_sdk
 
 from .conftest import TASKS
 from .test_fork import state_before
+from .test_modal_fake_e2e import _reset_fake  # noqa: F401 - autouse: a fresh fake per test
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 CODER_REVIEWER = TASKS / "coder-reviewer"
-
-
-@pytest.fixture(autouse=True)
-def _reset_fake(tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path / "cache"))  # the snapshot index
-    modal_sdk.reset()
-    yield
-    modal_sdk.reset()
-    modal_sdk.remove_snapshots()
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from benchflow.cli.jobs import run_job_file
 from benchflow.job.models import JobResult, aggregate
 from benchflow.rollout.result import RolloutResult
 
-from .conftest import TASKS
+from .conftest import TASKS, job_containers
 
 pytestmark = pytest.mark.docker
 
@@ -40,21 +40,6 @@ COMMAND_AGENT = {
                "echo \"$AGENT_LABEL\" > /logs/agent/label.txt\n",
     "env": {"AGENT_LABEL": "${BF_TEST_LABEL}", "API_TOKEN": "literal-secret"},
 }
-
-
-def containers(name: str) -> list:
-    return docker.from_env().containers.list(all=True, filters={"label": f"benchflow.job={name}"})
-
-
-@pytest.fixture
-def job_name(job_label: str, request: pytest.FixtureRequest):
-    """A job name unique to the test; its containers are checked (and removed) afterwards."""
-    name = f"{job_label}-{re.sub(r'[^a-z0-9]+', '-', request.node.name.lower())[:30].strip('-')}"
-    yield name
-    leaked = containers(name)
-    for container in leaked:
-        container.remove(force=True)
-    assert not leaked, f"leaked containers: {[c.name for c in leaked]}"
 
 
 def write_job(path: Path, **data: object) -> Path:
@@ -158,7 +143,7 @@ def test_filter_errors_fail_the_job_before_it_starts(tmp_path, job_name, dataset
     assert run_job_file(job_file) == 2
     err = capsys.readouterr().err.replace("\n", " ")
     assert message in err and "Traceback" not in err
-    assert not (tmp_path / "jobs").exists() and not containers(job_name)
+    assert not (tmp_path / "jobs").exists() and not job_containers(job_name)
 
 
 def test_filter_duplicates_dropped_and_order_kept(tmp_path, job_name):
@@ -261,8 +246,7 @@ def test_sigint_cancels_the_job_and_resume_runs_exactly_the_rest(tmp_path, job_n
                             stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: len(list(job_dir.glob("fast/*/*/result.json"))) == 4
-                 and len(docker.from_env().containers.list(
-                     filters={"label": f"benchflow.job={job_name}"})) == 3,
+                 and len(job_containers(job_name, running=True)) == 3,
                  120, "4 fast trials done and 3 slow ones running")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)
@@ -276,7 +260,7 @@ def test_sigint_cancels_the_job_and_resume_runs_exactly_the_rest(tmp_path, job_n
     assert (job.skipped_trials, [s.agent_name for s in job.skipped]) == (1, ["slow"])
     slow_results = [r for r in trial_results(job_dir) if r.agent_name == "slow"]
     assert len(slow_results) == 3 and all(r.error.type == "cancelled" for r in slow_results)
-    assert containers(job_name) == []
+    assert job_containers(job_name) == []
     fast_files = {p: p.read_bytes() for p in job_dir.glob("fast/*/*/result.json")}
 
     resumed = subprocess.run([*cli, "resume", str(job_dir)], capture_output=True, text=True,
@@ -289,7 +273,7 @@ def test_sigint_cancels_the_job_and_resume_runs_exactly_the_rest(tmp_path, job_n
     job = JobResult.model_validate_json((job_dir / "result.json").read_text())
     assert (job.cancelled, job.total_trials, job.completed_trials, job.skipped_trials) == (
         False, 8, 8, 0)
-    assert containers(job_name) == []
+    assert job_containers(job_name) == []
 
 
 def test_a_second_sigint_exits_at_once_and_still_removes_containers(tmp_path, job_name):
@@ -300,8 +284,7 @@ def test_a_second_sigint_exits_at_once_and_still_removes_containers(tmp_path, jo
     proc = subprocess.Popen([*benchflow_cli(), "run", str(job_file)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: len(docker.from_env().containers.list(
-            filters={"label": f"benchflow.job={job_name}"})) == 2, 120, "2 running trials")
+        wait_for(lambda: len(job_containers(job_name, running=True)) == 2, 120, "2 running trials")
         proc.send_signal(signal.SIGINT)
         assert proc.stderr is not None
         said = ""
@@ -317,7 +300,7 @@ def test_a_second_sigint_exits_at_once_and_still_removes_containers(tmp_path, jo
     assert proc.returncode == 130, err
     # the second signal took the hard exit (results written, sandboxes removed at once)
     assert "sandbox(es); exiting" in err and "Traceback" not in err
-    assert containers(job_name) == []
+    assert job_containers(job_name) == []
     job = JobResult.model_validate_json(
         (tmp_path / "jobs" / job_name / "result.json").read_text())
     assert job.cancelled and job.total_trials == 3

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import anyio
-import docker
 import pytest
 import yaml
 
@@ -24,7 +23,7 @@ from benchflow.rollout.events import RolloutEventKind
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox import registry
 
-from .conftest import TASKS
+from .conftest import TASKS, job_containers
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -94,10 +93,6 @@ def _results(job_dir: Path) -> list[RolloutResult]:
             for p in job_dir.glob("*/*/*/result.json")]
 
 
-def _containers(name: str) -> list:
-    return docker.from_env().containers.list(all=True, filters={"label": f"benchflow.job={name}"})
-
-
 def test_docker_job_on_two_nodes_matches_a_local_run(tmp_path, cluster, job_label):
     name = f"{job_label}-ray20"
     result, _ = _run(_job(tmp_path, name, cluster, n_attempts=20, n_concurrent_trials=6))
@@ -115,7 +110,7 @@ def test_docker_job_on_two_nodes_matches_a_local_run(tmp_path, cluster, job_labe
     assert saved == result
     trajectory = Path(results[0].trajectory_path)
     assert trajectory.is_file() and trajectory.is_relative_to(tmp_path / "jobs" / name)
-    assert not _containers(name)
+    assert not job_containers(name)
 
 
 def test_200_trials_on_a_fake_cloud_backend(tmp_path, cluster, job_label, monkeypatch):
@@ -158,7 +153,7 @@ def test_a_killed_worker_has_its_trials_retried(tmp_path, cluster, job_label):
     assert all(r.error is None for r in results), [r.error for r in results]
     assert any(e.type == "worker_lost" for r in results for e in r.retried_errors)
     assert result.failed_trials == 0
-    assert not _containers(name)  # the dead worker's sandboxes were removed too
+    assert not job_containers(name)  # the dead worker's sandboxes were removed too
 
 
 def test_sigint_on_the_driver_then_resume(tmp_path, cluster, job_label):
@@ -172,13 +167,13 @@ def test_sigint_on_the_driver_then_resume(tmp_path, cluster, job_label):
                             stderr=subprocess.STDOUT, text=True)
     job_dir = tmp_path / "jobs" / name
     deadline = time.monotonic() + 60
-    while not _containers(name) and time.monotonic() < deadline:
+    while not job_containers(name) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _containers(name), "no sandbox started"
+    assert job_containers(name), "no sandbox started"
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
-    assert not _containers(name), out
+    assert not job_containers(name), out
     saved = JobResult.model_validate_json((job_dir / "result.json").read_text())
     assert saved.cancelled and saved.completed_trials < 6
     done = subprocess.run([benchflow, "jobs", "resume", str(job_dir)], capture_output=True,
@@ -187,4 +182,4 @@ def test_sigint_on_the_driver_then_resume(tmp_path, cluster, job_label):
     resumed = JobResult.model_validate_json((job_dir / "result.json").read_text())
     assert resumed.total_trials == 6 and resumed.failed_trials == 0 and not resumed.cancelled
     assert sorted(r.attempt for r in _results(job_dir)) == list(range(1, 7))
-    assert not _containers(name)
+    assert not job_containers(name)

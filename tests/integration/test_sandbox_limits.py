@@ -8,28 +8,14 @@ and say so in result.json.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-import docker
 import pytest
 import yaml
 
 from benchflow.cli.jobs import run_job_file
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture
-def job_name(job_label: str, request: pytest.FixtureRequest):
-    name = f"{job_label}-{re.sub(r'[^a-z0-9]+', '-', request.node.name.lower())[:30].strip('-')}"
-    yield name
-    client = docker.from_env()
-    leaked = client.containers.list(all=True, filters={"label": f"benchflow.job={name}"})
-    for container in leaked:
-        container.remove(force=True)
-    client.close()
-    assert not leaked, f"leaked containers: {[c.name for c in leaked]}"
 
 
 def _task(root: Path, sandbox: str) -> Path:

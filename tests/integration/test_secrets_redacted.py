@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
-import docker
 import pytest
 import yaml
 
@@ -29,18 +27,6 @@ pytestmark = pytest.mark.docker
 
 SECRETS = {"BF_LEAK_PLAIN": "leak-agent-7f3a9c1e5d", "BF_GATEWAY": "leak-model-2b8d4e6f0a",
            "BF_LEAK_DB": "leak-task-9c0a1b2d3e"}
-
-
-@pytest.fixture
-def job_name(job_label: str):
-    name = f"{job_label}-secrets"
-    yield name
-    client = docker.from_env()
-    leaked = client.containers.list(all=True, filters={"label": f"benchflow.job={name}"})
-    for container in leaked:
-        container.remove(force=True)
-    client.close()
-    assert not leaked
 
 
 def _leaks(data: bytes) -> list[str]:

@@ -3,13 +3,12 @@ stops early leaves no container behind."""
 
 from __future__ import annotations
 
-import docker
 import pytest
 
 import benchflow as bf
 from benchflow.job.config import parse_job_config
 
-from .conftest import TASKS
+from .conftest import TASKS, job_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -21,10 +20,6 @@ def _config(tmp_path, name: str, tasks: list[str], attempts: int = 1):
         "datasets": [{"path": str(TASKS), "tasks": tasks}]})
 
 
-def _containers(name: str) -> list:
-    return docker.from_env().containers.list(all=True, filters={"label": f"benchflow.job={name}"})
-
-
 async def test_stream_yields_real_rollouts(tmp_path, job_label):
     name = f"{job_label}-stream"
     async with bf.stream(_config(tmp_path, name, ["hello-world"], attempts=3),
@@ -32,7 +27,7 @@ async def test_stream_yields_real_rollouts(tmp_path, job_label):
         rewards = [r.reward async for r in results]
     assert rewards == [1.0, 1.0, 1.0]
     assert results.result is not None and results.result.completed_trials == 3
-    assert not _containers(name)
+    assert not job_containers(name)
 
 
 async def test_breaking_out_removes_the_running_sandboxes(tmp_path, job_label):
@@ -43,7 +38,7 @@ async def test_breaking_out_removes_the_running_sandboxes(tmp_path, job_label):
             break
     assert first.reward == 1.0
     assert results.result is not None and results.result.cancelled
-    assert not _containers(name)
+    assert not job_containers(name)
 
 
 def test_the_scale_docs_example_runs(tmp_path, job_label):
@@ -65,6 +60,6 @@ def test_the_scale_docs_example_runs(tmp_path, job_label):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[1.0, 1.0]"
-    assert not _containers(name)
+    assert not job_containers(name)
     result = (tmp_path / "jobs" / name / "result.json").read_text()
     assert '"cancelled": true' in result  # two of four were still running or queued

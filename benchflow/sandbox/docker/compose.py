@@ -29,6 +29,7 @@ too through a shared mount (`compose_mounts`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -359,12 +360,10 @@ def _connect(network: str, container_id: str) -> None:
     docker_client().networks.get(network).connect(container_id)
 
 
-
-
 def _service_container(project: str, service: str) -> str | None:
-    found = docker_client().containers.list(all=True, filters={
+    found = docker_client().api.containers(all=True, filters={
         "label": [f"{LABEL_PROJECT}={project}", f"{LABEL_SERVICE}={service}"]})
-    return found[0].id if found else None
+    return found[0]["Id"] if found else None
 
 
 def _archive(container_id: str, src: str) -> Any:
@@ -380,10 +379,11 @@ def remove_project(project: str) -> list[str]:
     """Force-remove the containers and networks of one Compose project (blocking)."""
     client = docker_client()
     removed = []
-    for container in client.containers.list(all=True,
-                                             filters={"label": f"{LABEL_PROJECT}={project}"}):
-        container.remove(force=True, v=True)
-        removed.append(container.name)
+    # listed without an inspect each: one being removed meanwhile must not fail the rest
+    for info in client.api.containers(all=True, filters={"label": f"{LABEL_PROJECT}={project}"}):
+        with contextlib.suppress(docker.errors.NotFound):
+            client.api.remove_container(info["Id"], force=True, v=True)
+        removed.append(info["Names"][0].lstrip("/"))
     for net in client.networks.list(filters={"label": f"{LABEL_PROJECT}={project}"}):
         net.remove()
         removed.append(net.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -76,4 +77,44 @@ async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError
                                               limiter=_docker_limiter)
 
 
-__all__ = ["docker_call", "docker_client", "is_transient", "map_docker_errors"]
+class InFlight:
+    """The requests under way that make or remove containers.
+
+    The daemon finishes a request whose caller has exited: a create answered after a
+    second Ctrl-C's sweep leaves a container nobody removes. A process exiting at once
+    therefore `settle`s first (no create starts after it) and again after its sweep (the
+    removals other threads began meanwhile are answered)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._count = 0
+        self._closed = False
+
+    @contextlib.contextmanager
+    def request(self, *, creates: bool) -> Iterator[None]:
+        """Around one blocking request; a create is refused once the process is exiting."""
+        with self._changed:
+            if creates and self._closed:
+                raise SandboxStartError("the process is exiting: no sandbox starts now")
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._count -= 1
+                self._changed.notify_all()
+
+    def settle(self, timeout: float) -> bool:
+        """Refuse creates from now on; wait (at most `timeout` s) until no request is under
+        way. Returns whether none is."""
+        with self._changed:
+            self._closed = True
+            return self._changed.wait_for(lambda: self._count == 0, timeout)
+
+
+in_flight = InFlight()
+"""This process's container creates and removals (see `InFlight`)."""
+
+
+__all__ = ["InFlight", "docker_call", "docker_client", "in_flight", "is_transient",
+           "map_docker_errors"]

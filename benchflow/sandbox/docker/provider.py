@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SETTLE_SEC = 15.0
+"""How long a process exiting at once waits for its container creates and removals under
+way to be answered (each is one daemon request: well under a second when it answers)."""
+
 
 def _remove_image(client: docker.DockerClient, name: str) -> bool:
     """Remove image `name`; False when there is none."""
@@ -101,10 +105,13 @@ class DockerProvider(SandboxProvider):
     def sweep_now(self, scope: CleanupScope) -> CleanupReport:
         from benchflow.sandbox.docker.cleanup import sweep_containers_now
         from benchflow.sandbox.docker.compose import cleanup_compose_networks_now
+        from benchflow.sandbox.docker.errors import in_flight
 
         try:
+            in_flight.settle(SETTLE_SEC)  # no create is answered after the sweep
             report = sweep_containers_now(scope)
             report.removed += cleanup_compose_networks_now(scope)
+            in_flight.settle(SETTLE_SEC)  # nor a removal another task began meanwhile
             return report
         except Exception as exc:  # noqa: BLE001 - no daemon: nothing to remove
             log.warning("could not list containers of job %s: %s",

@@ -34,7 +34,7 @@ from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
-from benchflow.sandbox.docker.errors import docker_call, docker_client
+from benchflow.sandbox.docker.errors import docker_call, docker_client, in_flight
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.docker.process import DockerProcess
@@ -183,7 +183,7 @@ class DockerSandbox:
             log.info("the daemon has no storage quota: the disk watchdog enforces storage_mb")
             _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
-            return await docker_call(client.containers.create, error=SandboxStartError, **kwargs)
+            return await docker_call(_create_plain, client, kwargs, error=SandboxStartError)
         except SandboxStartError as exc:
             raise _classify_start(exc) from exc
 
@@ -491,12 +491,18 @@ def isolate(container_id: str, policy: NetworkPolicy, target: str | None,
             client.networks.get(name).disconnect(container_id, force=True)
 
 
+def _create_plain(client: docker.DockerClient, kwargs: dict[str, Any]) -> Any:
+    with in_flight.request(creates=True):
+        return client.containers.create(**kwargs)
+
+
 def _create_with_quota(client: docker.DockerClient, kwargs: dict[str, Any],
                        storage_mb: int) -> Any:
     """The container, with a disk quota; None when the daemon's storage driver has none
     (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
     try:
-        return client.containers.create(storage_opt={"size": f"{storage_mb}M"}, **kwargs)
+        with in_flight.request(creates=True):
+            return client.containers.create(storage_opt={"size": f"{storage_mb}M"}, **kwargs)
     except docker.errors.APIError as exc:
         if "storage" in str(exc.explanation or exc).lower():
             return None
@@ -506,10 +512,11 @@ def _create_with_quota(client: docker.DockerClient, kwargs: dict[str, Any],
 def _remove_or_stop(api: Any, container_id: str, delete: bool) -> None:
     """Remove (or stop) the container; one already gone is fine."""
     try:
-        if delete:
-            api.remove_container(container_id, force=True, v=True)
-        else:
-            api.stop(container_id, timeout=5)
+        with in_flight.request(creates=False):
+            if delete:
+                api.remove_container(container_id, force=True, v=True)
+            else:
+                api.stop(container_id, timeout=5)
     except docker.errors.NotFound:
         pass
 
