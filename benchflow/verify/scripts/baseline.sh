@@ -53,20 +53,25 @@ resolve() {
     cd /
 }
 
-# unsafe_dirs < DIRS: print those of DIRS and the folders above them that are not
-# root-owned or are group/other-writable (one stat for all of them).
+# unsafe_dirs DIR...: print those of the DIRs (absolute) and the folders above them that
+# are not root-owned or are group/other-writable (one find for all of them; a symlink is
+# judged as itself, as lstat sees it: mode 777, so unsafe).
 unsafe_dirs() {
-    while IFS= read -r d; do
+    seen=$nl
+    for d in "$@"; do
+        shift
         while :; do
-            printf '%s\n' "$d"
+            case $seen in *"$nl$d$nl"*) break ;; esac  # its parents are in too
+            seen="$seen$d$nl"
+            set -- "$@" "$d"
             if [ "$d" = / ]; then break; fi
             d=${d%/*}
             d=${d:-/}
         done
-    done | sort -u | tr '\n' '\0' | xargs -0 stat -c '%u %a %n' -- 2>/dev/null \
-        | while read -r owner mode name; do
-            if [ "$owner" != 0 ] || [ $((0$mode & 18)) -ne 0 ]; then printf '%s\n' "$name"; fi
-        done
+    done
+    if [ $# -gt 0 ]; then
+        find "$@" -prune \( ! -user 0 -o -perm -020 -o -perm -002 \) -print 2>/dev/null || :
+    fi
 }
 
 # resolve_all DIR...: the physical path of each DIR that is a folder, one per line.
@@ -131,7 +136,10 @@ IFS=:
 set -- $path_of_image ${PYTHONPATH:-}
 IFS=$old_ifs
 set +f
-unsafe="$nl$(resolve_all "$@" | unsafe_dirs)$nl"
+resolve_all "$@" > "$base/dirs"
+set --
+while IFS= read -r d; do set -- "$@" "$d"; done < "$base/dirs"
+unsafe="$nl$(unsafe_dirs "$@")$nl"
 safe_path=
 : > "$base/sys.flat"
 : > "$base/sys.self"
@@ -245,11 +253,10 @@ while IFS= read -r p; do
     # shellcheck disable=SC2046  # split stat's two fields
     set -- $(stat -L -c '%u %a' -- "$p" 2>/dev/null)
     if [ "${1:-1}" != 0 ] || [ $((0${2:-2} & 18)) -ne 0 ]; then continue; fi
-    if [ -n "$(printf '%s\n%s\n' "${p%/*}" "${real%/*}" | unsafe_dirs)" ]; then continue; fi
+    if [ -n "$(unsafe_dirs "${p%/*}" "${real%/*}")" ]; then continue; fi
     if in_ws "$real" || in_ws "$p"; then continue; fi
     printf '%s\n' "$p" >> "$base/interps"
 done < "$base/interps.cand"
-rm -f "$base/interps.cand" "$base/interps.seen"
 python=
 read -r python < "$base/interps" || :
 # The test runner and what it imports at startup (pytest's dependencies, the import hooks of
@@ -281,8 +288,7 @@ if [ -s "$base/plugins.sums" ]; then sort -u -o "$base/plugins.sums" "$base/plug
 # made world-readable (folder 0755, files 0644) by the umask they are created with.
 rm -rf -- "$loader_dir"
 umask 022
-mkdir -p -- "$loader_dir"
-chmod 755 "$loader_dir"  # mkdir -p keeps an existing folder's mode
+mkdir -p -- "$loader_dir"  # 0755: just removed, so made anew with this umask
 printf '%s\n' "$loader" > "$loader_dir/benchflow_verifier_plugins.py"
 : > "$loader_dir/plugins.txt"
 if [ -s "$base/plugins.tsv" ]; then
@@ -368,5 +374,6 @@ printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
-rm -f "$base/plugins.loaded" "$base/plugins.untrusted"
+rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" \
+    "$base/interps.seen" "$base/dirs"
 printf '}\n'

@@ -203,9 +203,12 @@ fi
 
 if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" ]; then
     # Names with control characters made during the run: never legitimate, never parsed.
-    n=$(find "$ws" -xdev -mindepth 1 -name "$cntrl" -cnewer "$base/stamp" -prune -printf x \
-        -exec rm -rf -- {} + 2>/dev/null | wc -c)
-    if [ "$n" -gt 0 ]; then add removed "$n entries with control characters in their names"; fi
+    # (one x printed per entry; counted only when there is one: each command is a fork)
+    find "$ws" -xdev -mindepth 1 -name "$cntrl" -cnewer "$base/stamp" -prune -printf x \
+        -exec rm -rf -- {} + 2>/dev/null > "$out/cntrl" || :
+    if [ -s "$out/cntrl" ]; then
+        add removed "$(wc -c < "$out/cntrl") entries with control characters in their names"
+    fi
     # Bytecode written during the run (a poisoned __pycache__ or a sourceless module).
     find "$ws" -xdev \( -name .git -o -name "$cntrl" \) -prune -o \
         \( -name '*.pyc' -o -name '*.pyo' \) -cnewer "$base/stamp" -print 2>/dev/null \
@@ -252,13 +255,13 @@ if [ "$gnu" = 1 ] && has i; then
 fi
 
 # ---- s: system integrity --------------------------------------------------------------
-new_cntrl_entries() {  # how many names with control characters appeared in system folders
+new_cntrl_entries() {  # an x per name with control characters new in system folders
     set --
     while IFS= read -r p; do
         if [ -e "$p" ]; then set -- "$@" "$p"; fi
     done < "$base/sys.tree"
-    if [ $# -eq 0 ]; then echo 0; return; fi
-    find -H "$@" -xdev -name "$cntrl" -cnewer "$base/stamp" -prune -printf x 2>/dev/null | wc -c
+    if [ $# -eq 0 ]; then return; fi
+    find -H "$@" -xdev -name "$cntrl" -cnewer "$base/stamp" -prune -printf x 2>/dev/null || :
 }
 
 if [ "$gnu" = 1 ] && has s; then
@@ -332,8 +335,10 @@ if [ "$gnu" = 1 ] && has s; then
     if [ "$kept" -gt 0 ]; then
         note "$kept new files kept in system folders (new packages; nothing they shadow)"
     fi
-    n=$(new_cntrl_entries)
-    if [ "$n" -gt 0 ]; then add tampered "$n new entries with control characters in their names"; fi
+    new_cntrl_entries > "$out/cntrl.sys"
+    if [ -s "$out/cntrl.sys" ]; then
+        add tampered "$(wc -c < "$out/cntrl.sys") new entries with control characters in their names"
+    fi
     plugin_dists > "$out/plugins"
     comm -13 "$base/plugins" "$out/plugins" | while IFS= read -r dist; do
         note "new pytest plugin (not loaded: not in the baseline): $dist"
@@ -342,10 +347,11 @@ fi
 
 # ---- the image's pytest plugins: the verifier loads them, so they must be unchanged ----
 if [ -s "$base/plugins.sums" ]; then
-    sha256sum --quiet -c -- "$base/plugins.sums" 2>/dev/null | sed -n 's/: FAILED.*$//p' \
-        > "$out/plugins.changed" || :
-    while IFS= read -r f; do add tampered "pytest plugin file changed: $f"; done \
-        < "$out/plugins.changed"
+    if ! sha256sum --quiet -c -- "$base/plugins.sums" > "$out/plugins.check" 2>/dev/null; then
+        sed -n 's/: FAILED.*$//p' "$out/plugins.check" > "$out/plugins.changed"
+        while IFS= read -r f; do add tampered "pytest plugin file changed: $f"; done \
+            < "$out/plugins.changed"
+    fi
 fi
 
 # ---- the verifier folder, emptied for a fresh upload ---------------------------------
