@@ -43,11 +43,12 @@ _BEFORE_DONE = "benchflow: scripts before done"
 
 
 def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str], *,
-                 keep_stdout: Sequence[int] = ()) -> list[str]:
+                 keep_stdout: Sequence[int] = (), shell: str = "sh") -> list[str]:
     """One argv that runs each of `before` in turn (their output to stderr, but for the
     indexes in `keep_stdout`, whose stdout comes before the done-marker; the first that
     fails ends it with its exit code), then prints `_BEFORE_DONE` and execs `main`: one
-    round trip to the sandbox instead of several. Values stay arguments, never code."""
+    round trip to the sandbox instead of several. Values stay arguments, never code.
+    `shell`: the one that chains them (`/bin/sh` where PATH may hold what an agent put)."""
     if not before:
         return list(main)
     steps, args = [], []
@@ -57,7 +58,7 @@ def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str], *,
         steps.append(" ".join(f'"${{{i}}}"' for i in range(first, len(args) + 1)))
     body = "".join(f"{step}{'' if i in keep_stdout else ' >&2'} || exit; "
                    for i, step in enumerate(steps[:-1]))
-    return ["sh", "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
+    return [shell, "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
 
 
 def split_chained(result: ExecResult) -> tuple[bytes, ExecResult] | None:

@@ -226,17 +226,20 @@ async def _harden_then_test(sandbox: Sandbox, run: VerifierRun, *, baseline: Bas
     steps = _steps(config)
     test, _, what = verifier_argv(run, reset_logs=config.reset_verifier_logs,
                                   logs_mode="755" if config.lock_verifier_dirs else "777")
-    before = [script_argv("harden.sh", *_harden_args(baseline, agent_user,
-                                                     "".join(steps.values()) + "f",
-                                                     run.mount, protected)),
+    # Every shell by absolute path: the exec's PATH is the image's (filtered), whose
+    # folders may hold a `sh` a root agent planted that only harden.sh removes.
+    before = [["/bin/sh", *script_argv("harden.sh", *_harden_args(
+                  baseline, agent_user, "".join(steps.values()) + "f", run.mount,
+                  protected))[1:]],
               seal_argv(run.mount, lock=config.lock_verifier_dirs, archive=archive),
               *lock_workspace_argv(baseline.workspace or run.cwd, config)]
-    main = ["/usr/bin/timeout", "-k", "5s", f"{max(run.timeout_sec, 0.01):.3f}s", *test]
+    main = ["/usr/bin/timeout", "-k", "5s", f"{max(run.timeout_sec, 0.01):.3f}s", "/bin/sh",
+            *test[1:]]
     started = time.monotonic()
     # cwd: the workdir (the mount does not exist before seal.sh unpacks it; the script
     # strategy's launch changes into it itself)
-    result = await sandbox.exec(chained_argv(before, main, keep_stdout=(0,)), user="root",
-                                cwd=run.cwd, env=dict(run.env),
+    result = await sandbox.exec(chained_argv(before, main, keep_stdout=(0,), shell="/bin/sh"),
+                                user="root", cwd=run.cwd, env=dict(run.env),
                                 timeout=run.timeout_sec + _SCRIPTS_BUDGET)
     elapsed = time.monotonic() - started
     split = split_chained(result)
