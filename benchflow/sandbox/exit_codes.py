@@ -25,9 +25,6 @@ class ExitCode(IntEnum):
     """harden.sh found no baseline: take_baseline() never ran in this sandbox."""
     BASELINE_TAMPERED = 67
     """The baseline saved before the agent ran no longer has the digest Python recorded."""
-    TAMPERED = 68
-    """harden.sh with its `f` step: tampering found or agent processes survived (its report
-    is printed first); the commands chained after it do not run."""
     NO_TOOLS = 69
     """unpack.sh: the image has no base64 or tar (the verifier folder is uploaded instead)."""
     TIMEOUT = 124

@@ -43,9 +43,8 @@ _BEFORE_DONE = "benchflow: scripts before done"
 
 
 def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str], *,
-                 keep_stdout: Sequence[int] = (), shell: str = "sh") -> list[str]:
-    """One argv that runs each of `before` in turn (their output to stderr, but for the
-    indexes in `keep_stdout`, whose stdout comes before the done-marker; the first that
+                 shell: str = "sh") -> list[str]:
+    """One argv that runs each of `before` in turn (their output to stderr; the first that
     fails ends it with its exit code), then prints `_BEFORE_DONE` and execs `main`: one
     round trip to the sandbox instead of several. Values stay arguments, never code.
     `shell`: the one that chains them (`/bin/sh` where PATH may hold what an agent put)."""
@@ -56,14 +55,13 @@ def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str], *,
         first = len(args) + 1
         args.extend(argv)
         steps.append(" ".join(f'"${{{i}}}"' for i in range(first, len(args) + 1)))
-    body = "".join(f"{step}{'' if i in keep_stdout else ' >&2'} || exit; "
-                   for i, step in enumerate(steps[:-1]))
+    body = "".join(f"{step} >&2 || exit; " for step in steps[:-1])
     return [shell, "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
 
 
 def split_chained(result: ExecResult) -> tuple[bytes, ExecResult] | None:
-    """A `chained_argv` exec's stdout before the done-marker (what `keep_stdout` steps
-    printed) and the main command's result; None when a step before it failed."""
+    """A `chained_argv` exec's stdout before the done-marker and the main command's result;
+    None when a step before it failed."""
     head, sep, rest = result.stdout.partition(_BEFORE_DONE.encode() + b"\n")
     if not sep:
         return None

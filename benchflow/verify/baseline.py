@@ -58,9 +58,6 @@ class Baseline(FrozenModel):
     """sha256 over the saved files; harden.sh refuses a baseline whose digest changed."""
     supported: bool = True
     """False when the image has no GNU find: only kill, env and log reset can run."""
-    unpack: bool = False
-    """The image has base64 and tar: the final verify carries the verifier folder in its
-    one exec (hardening, the folder, the seal and test.sh) instead of uploading it apart."""
     path: str = DEFAULT_PATH
     """The image's PATH, keeping only folders (and parents) root-owned and not group/other-writable."""
     pythonpath: str = ""
@@ -151,7 +148,6 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
         workspace=ws if data.get("workspace") else None,
         digest=str(data["digest"]),
         supported=bool(data.get("supported")),
-        unpack=bool(data.get("unpack")),
         path=str(data.get("path") or DEFAULT_PATH),
         pythonpath=str(data.get("pythonpath") or ""),
         python=data.get("python") or None,

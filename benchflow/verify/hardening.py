@@ -9,9 +9,7 @@ The rollout calls, in order:
    processes, restore the workspace's build/test files, remove injected files, check the
    interpreter and PATH folders, empty the verifier folder), a fresh upload of the
    verifier, then one exec: `seal()` (verifier folder root-only), /logs/verifier emptied
-   and recreated root-owned, and test.sh in `verifier_env()`. When the image has base64
-   and tar and the verifier folder is small (`inline_verifier()`), all of it is one exec:
-   the folder travels as an argument of the exec that hardens, seals and runs test.sh.
+   and recreated root-owned, and test.sh in `verifier_env()`.
 
 Every step is on by default and switched off only through `HardeningConfig`. A change
 that cannot be undone raises `VerifierTampered` (reward null): never a silent score.
@@ -24,35 +22,18 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 from pydantic import Field
 
 from benchflow._models import FrozenModel
-from benchflow.errors import VerifierError, VerifierTampered
-from benchflow.sandbox.base import ExecResult, Sandbox
-from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
+from benchflow.errors import VerifierTampered
+from benchflow.sandbox.base import Sandbox
 from benchflow.task.models import HardeningConfig
-from benchflow.verify._scripts import (
-    chained_argv,
-    last_json,
-    run_script,
-    script_argv,
-    script_failure,
-    split_chained,
-)
+from benchflow.verify._scripts import run_script, script_argv
 from benchflow.verify.baseline import VERIFIER_TOOLS_DIR, Baseline, take_baseline
 from benchflow.verify.rewards import read_rewards
-from benchflow.verify.runner import (
-    VERIFIER_LOGS,
-    VerifierOutcome,
-    VerifierRun,
-    check_verifier_result,
-    inline_verifier,
-    run_test_script,
-    verifier_argv,
-)
+from benchflow.verify.runner import VERIFIER_LOGS, VerifierOutcome, VerifierRun, run_test_script
 from benchflow.verify.verifier_env import verifier_env
 
 log = logging.getLogger(__name__)
@@ -132,21 +113,9 @@ async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None
     steps = _steps(config)
     started = time.monotonic()
     _, data = await run_script(
-        sandbox, "harden.sh", *_harden_args(baseline, agent_user, "".join(steps.values()),
-                                            verifier_mount, protected), timeout=timeout)
-    return _checked_report(data, steps, baseline, time.monotonic() - started)
-
-
-def _harden_args(baseline: Baseline, agent_user: str | None, letters: str, verifier_mount: str,
-                 protected: Sequence[str]) -> list[str]:
-    return [baseline.dir, baseline.digest, baseline.workspace or "/",
-            _agent_user_arg(agent_user), letters, verifier_mount, VERIFIER_LOGS, *SECRET_DIRS,
-            *protected]
-
-
-def _checked_report(data: Mapping[str, Any], steps: Mapping[str, str], baseline: Baseline,
-                    elapsed: float) -> HardeningReport:
-    """harden.sh's JSON line as a report. Raises VerifierTampered (`.report`) unless clean."""
+        sandbox, "harden.sh", baseline.dir, baseline.digest, baseline.workspace or "/",
+        _agent_user_arg(agent_user), "".join(steps.values()), verifier_mount,
+        VERIFIER_LOGS, *SECRET_DIRS, *protected, timeout=timeout)
     report = HardeningReport(
         steps=tuple(steps), killed=int(data.get("killed", 0)),
         survivors=int(data.get("survivors", 0)),
@@ -154,7 +123,7 @@ def _checked_report(data: Mapping[str, Any], steps: Mapping[str, str], baseline:
         tampered=_capped(data.get("tampered", ())), notes=_capped(data.get("notes", ())),
         pytest_plugins=baseline.pytest_plugins,
         pytest_plugins_untrusted=baseline.pytest_plugins_untrusted,
-        duration_sec=float(data.get("duration_sec") or elapsed))
+        duration_sec=time.monotonic() - started)
     log.info("hardening: killed %d, restored %d, removed %d, tampered %d (%.2f s)",
              report.killed, len(report.restored), len(report.removed), len(report.tampered),
              report.duration_sec)
@@ -196,66 +165,11 @@ def lock_workspace_argv(workspace: str | None, config: HardeningConfig) -> list[
     return [] if path is None else [["/bin/sh", *script_argv("lock_workspace.sh", path)[1:]]]
 
 
-def seal_argv(verifier_mount: str, *, lock: bool, archive: str | None = None) -> list[str]:
+def seal_argv(verifier_mount: str, *, lock: bool) -> list[str]:
     """`seal()` as an argv, for `run_test_script(before=...)` (by absolute path: the
-    verifier's PATH is the image's, filtered). `archive`: the verifier folder as a base64
-    tar (`inline_verifier()`), unpacked at `verifier_mount` first."""
+    verifier's PATH is the image's, filtered)."""
     return ["/bin/sh", *script_argv("seal.sh", verifier_mount, VERIFIER_LOGS,
-                                    "1" if lock else "0", VERIFIER_TOOLS_DIR,
-                                    *([] if archive is None else [archive]))[1:]]
-
-
-_SCRIPTS_BUDGET = 660.0
-"""The final exec's time for what runs before test.sh: harden.sh, seal.sh, lock_workspace.sh
-(300 + 60 + 300 s, as each had in an exec of its own); test.sh keeps its own deadline."""
-
-
-async def _harden_then_test(sandbox: Sandbox, run: VerifierRun, *, baseline: Baseline,
-                            agent_user: str | None, config: HardeningConfig,
-                            protected: Sequence[str], archive: str
-                            ) -> tuple[HardeningReport, tuple[ExecResult, str]]:
-    """`harden()`, the verifier folder (carried in `archive`), the seal and test.sh in one
-    root exec: harden.sh fails closed (`f`), so nothing after it runs on a tampered sandbox,
-    and nothing the agent left could touch the folder between its upload and the seal.
-    Returns the report and test.sh's result with its name (for `check_verifier_result`).
-
-    Raises:
-        VerifierTampered: as `harden()`.
-        VerifierError: harden.sh or a script after it failed (test.sh did not run).
-    """
-    steps = _steps(config)
-    test, _, what = verifier_argv(run, reset_logs=config.reset_verifier_logs,
-                                  logs_mode="755" if config.lock_verifier_dirs else "777")
-    # Every shell by absolute path: the exec's PATH is the image's (filtered), whose
-    # folders may hold a `sh` a root agent planted that only harden.sh removes.
-    before = [["/bin/sh", *script_argv("harden.sh", *_harden_args(
-                  baseline, agent_user, "".join(steps.values()) + "f", run.mount,
-                  protected))[1:]],
-              seal_argv(run.mount, lock=config.lock_verifier_dirs, archive=archive),
-              *lock_workspace_argv(baseline.workspace or run.cwd, config)]
-    main = ["/usr/bin/timeout", "-k", "5s", f"{max(run.timeout_sec, 0.01):.3f}s", "/bin/sh",
-            *test[1:]]
-    started = time.monotonic()
-    # cwd: the workdir (the mount does not exist before seal.sh unpacks it; the script
-    # strategy's launch changes into it itself)
-    result = await sandbox.exec(chained_argv(before, main, keep_stdout=(0,), shell="/bin/sh"),
-                                user="root", cwd=run.cwd, env=dict(run.env),
-                                timeout=run.timeout_sec + _SCRIPTS_BUDGET)
-    elapsed = time.monotonic() - started
-    split = split_chained(result)
-    data = last_json(result.stdout if split is None else split[0])
-    if data is None:  # harden.sh did not finish
-        if result.timed_out:
-            raise VerifierError(f"harden.sh exceeded its timeout of {_SCRIPTS_BUDGET:g} s")
-        raise script_failure("harden.sh", result)
-    report = _checked_report(data, steps, baseline, elapsed)
-    if split is None:
-        raise VerifierError(f"a script run before {what} (seal, lock_workspace) exited with "
-                            f"code {result.exit_code}; output tail:\n{result.text(1500)}")
-    result = split[1]
-    if result.exit_code in TIMEOUT_EXIT_CODES and elapsed >= run.timeout_sec * 0.99:
-        result = dataclasses.replace(result, timed_out=True)
-    return report, (result, what)
+                                    "1" if lock else "0", VERIFIER_TOOLS_DIR)[1:]]
 
 
 async def protect_paths(sandbox: Sandbox, paths: Sequence[str], agent_user: str | None = None
@@ -301,42 +215,36 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     report_path = out_dir / "hardening.json"
-    run = dataclasses.replace(run, env=verifier_env(
-        workspace=baseline.workspace or run.cwd, verifier_dir=run.mount, task_env=run.env,
-        pytest_plugins=pytest_plugins, config=config, baseline=baseline))
-    archive = (await anyio.to_thread.run_sync(inline_verifier, run)
-               if baseline.unpack and not task_files else None)
     try:
-        if archive is not None:  # one exec: harden, the verifier folder, seal, test.sh
-            report, ran = await _harden_then_test(sandbox, run, baseline=baseline,
-                                                  agent_user=agent_user, config=config,
-                                                  protected=protected, archive=archive)
-        else:
-            report = await harden(sandbox, baseline, agent_user=agent_user, config=config,
-                                  verifier_mount=run.mount, protected=protected)
+        report = await harden(sandbox, baseline, agent_user=agent_user, config=config,
+                              verifier_mount=run.mount, protected=protected)
     except VerifierTampered as exc:
         tampered = getattr(exc, "report", None)
         if tampered is not None:
             report_path.write_text(tampered.model_dump_json(indent=2))
         raise
-    if archive is not None:
-        report_path.write_text(report.model_dump_json(indent=2))
-        result = await check_verifier_result(ran[0], run, logs_dir / "verifier", ran[1])
-    else:
-        replaced = [p for p in dict.fromkeys((*report.removed, *report.restored))
-                    if p in (task_files or {})]
-        for path in replaced:
-            await sandbox.upload((task_files or {})[path], path)
-        if replaced:
-            report = report.model_copy(update={"notes": (*report.notes, *(
-                f"put back as the task placed it (a step's workdir): {p}" for p in replaced))})
-        report_path.write_text(report.model_dump_json(indent=2))
-        await sandbox.upload(run.verifier_dir, run.mount)
-        result = await run_test_script(
-            sandbox, run, logs_dir / "verifier", reset_logs=config.reset_verifier_logs,
-            logs_mode="755" if config.lock_verifier_dirs else "777",
-            before=[seal_argv(run.mount, lock=config.lock_verifier_dirs),
-                    *lock_workspace_argv(baseline.workspace or run.cwd, config)])
+    replaced = [p for p in dict.fromkeys((*report.removed, *report.restored))
+                if p in (task_files or {})]
+    for path in replaced:
+        await sandbox.upload((task_files or {})[path], path)
+    if replaced:
+        report = report.model_copy(update={"notes": (*report.notes, *(
+            f"put back as the task placed it (a step's workdir): {p}" for p in replaced))})
+    report_path.write_text(report.model_dump_json(indent=2))
+    # Uploaded only now, after the kill: never in an exec's argv, env or stdin, which
+    # /proc shows to any process (one the agent left would read the tests there).
+    await sandbox.upload(run.verifier_dir, run.mount)
+    env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
+                       task_env=run.env, pytest_plugins=pytest_plugins, config=config,
+                       baseline=baseline)
+    result = await run_test_script(sandbox, dataclasses.replace(run, env=env),
+                                   logs_dir / "verifier",
+                                   reset_logs=config.reset_verifier_logs,
+                                   logs_mode="755" if config.lock_verifier_dirs else "777",
+                                   before=[seal_argv(run.mount, lock=config.lock_verifier_dirs),
+                                           *lock_workspace_argv(baseline.workspace or run.cwd,
+                                                                config)],
+                                   shell="/bin/sh")
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return HardenedOutcome(VerifierOutcome(rewards, result), report)

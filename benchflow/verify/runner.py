@@ -94,9 +94,10 @@ base64 keeps one argument well under Linux's 128 KiB per argument."""
 
 
 def inline_verifier(run: VerifierRun) -> str | None:
-    """The verifier folder as a base64 tar of `run.mount` (for `unpack.sh` and
-    `hardening.seal_argv(archive=...)`), or None when it is larger than
-    `INLINE_VERIFIER_MAX` (it is uploaded instead)."""
+    """The verifier folder as a base64 tar of `run.mount` (for `unpack.sh`), or None when it
+    is larger than `INLINE_VERIFIER_MAX` (it is uploaded instead). Plain verify only: an
+    exec's arguments are world-readable (/proc/PID/cmdline), so a hardened verify, whose
+    agent processes are killed first, never carries the folder in one."""
     data = tar_path(run.verifier_dir, run.mount)
     return base64.b64encode(data).decode() if len(data) <= INLINE_VERIFIER_MAX else None
 
@@ -106,8 +107,8 @@ async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
-def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str = "755"
-                 ) -> tuple[list[str], str | None, str]:
+def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str = "755",
+                  shell: str = "sh") -> tuple[list[str], str | None, str]:
     """The argv that starts test.sh (or the script strategy's command) as `run_test_script`
     runs it, the working folder of its exec, and what it is called in errors."""
     script = f"{run.mount}/test.sh"
@@ -124,27 +125,31 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
         argv, cwd = [run.mount], run.mount
         what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
                 if "rewardkit" in run.command else f"the verifier command {run.command!r}")
-    return ["sh", "-c", launch, *argv, logs_mode, run.command or "", run.cwd or "/"], cwd, what
+    return [shell, "-c", launch, *argv, logs_mode, run.command or "", run.cwd or "/"], cwd, what
 
 
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
                           reset_logs: bool = True, logs_mode: str = "755",
-                          before: Sequence[Sequence[str]] = ()) -> ExecResult:
+                          before: Sequence[Sequence[str]] = (), shell: str = "sh"
+                          ) -> ExecResult:
     """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
 
     In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
     root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
     `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). `before`: argvs (e.g.
     `hardening.seal_argv()`) run first in that exec, as root, each of which must succeed:
-    one round trip to the sandbox instead of one more per command.
+    one round trip to the sandbox instead of one more per command. `shell`: the one that
+    chains them and launches test.sh (`/bin/sh` after hardening: the exec's PATH is the
+    image's, filtered).
 
     Raises:
         VerifierError: a command of `before` failed (test.sh did not run).
         VerifierTimeout: test.sh ran past `timeout_sec`.
         VerifierFailed: test.sh exited non-zero.
     """
-    argv, cwd, what = verifier_argv(run, reset_logs=reset_logs, logs_mode=logs_mode)
-    result = await sandbox.exec(chained_argv(before, argv), user="root", cwd=cwd,
+    argv, cwd, what = verifier_argv(run, reset_logs=reset_logs, logs_mode=logs_mode,
+                                    shell=shell)
+    result = await sandbox.exec(chained_argv(before, argv, shell=shell), user="root", cwd=cwd,
                                 env=dict(run.env), timeout=run.timeout_sec)
     if before:
         result = after_chained(result, before, what)

@@ -11,8 +11,10 @@ with its hardening step switched off must give 1, so every test here can fail.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import shlex
 import tarfile
 import textwrap
 import time
@@ -151,12 +153,7 @@ async def sh(sb: DockerSandbox, script: str, user: str = "agent") -> str:
 
 async def final_verify(sb: DockerSandbox, tmp_path: Path, baseline: Baseline, *,
                        config: HardeningConfig | None = None, agent_user: str = "agent",
-                       kind: str = "mean", upload: bool = False) -> float:
-    """`upload`: the verifier folder uploaded apart, after a harden exec of its own (as for
-    an image without base64 or tar), instead of carried in the one final exec."""
-    assert baseline.unpack  # the image has base64 and tar
-    if upload:
-        baseline = baseline.model_copy(update={"unpack": False})
+                       kind: str = "mean") -> float:
     run = VerifierRun(verifier_dir=verifier_dir(tmp_path, kind), mount="/verifier",
                       timeout_sec=120, env={}, cwd="/app")
     done = await verify_hardened(sb, run, tmp_path / "out", tmp_path / "logs", baseline=baseline,
@@ -165,8 +162,7 @@ async def final_verify(sb: DockerSandbox, tmp_path: Path, baseline: Baseline, *,
 
 
 async def play(sb: DockerSandbox, tmp_path: Path, agent: str = "", root: str = "", *,
-               config: HardeningConfig | None = None, kind: str = "mean",
-               upload: bool = False) -> float:
+               config: HardeningConfig | None = None, kind: str = "mean") -> float:
     """Baseline, the exploit (agent's commands, then root's), the final hardened verify."""
     baseline = await take_baseline(sb, workspace="/app")
     if agent:
@@ -174,8 +170,7 @@ async def play(sb: DockerSandbox, tmp_path: Path, agent: str = "", root: str = "
     if root:
         await sh(sb, root, user="root")
     return await final_verify(sb, tmp_path, baseline, config=config,
-                              agent_user="root" if root and not agent else "agent", kind=kind,
-                              upload=upload)
+                              agent_user="root" if root and not agent else "agent", kind=kind)
 
 
 # -- no false positives ------------------------------------------------------------------
@@ -249,11 +244,10 @@ EXPLOITS = {
 }
 
 
-@pytest.mark.parametrize("upload", [False, True], ids=["one-exec", "upload"])
 @pytest.mark.parametrize("name", EXPLOITS)
-async def test_exploit_is_stopped(name, upload, sandbox, tmp_path):
+async def test_exploit_is_stopped(name, sandbox, tmp_path):
     agent, root, _, kind = EXPLOITS[name]
-    assert await play(sandbox, tmp_path, agent, root, kind=kind, upload=upload) == 0.0
+    assert await play(sandbox, tmp_path, agent, root, kind=kind) == 0.0
 
 
 @pytest.mark.parametrize("name", EXPLOITS)
@@ -274,10 +268,9 @@ async def test_addopts_injection(exploit, config, expected, sandbox, tmp_path):
     assert await play(sandbox, tmp_path, exploit, config=config) == expected
 
 
-@pytest.mark.parametrize("upload", [False, True], ids=["one-exec", "upload"])
-async def test_changed_system_file_fails_closed(upload, sandbox, tmp_path):
+async def test_changed_system_file_fails_closed(sandbox, tmp_path):
     with pytest.raises(VerifierTampered, match="pytest/__main__.py") as caught:
-        await play(sandbox, tmp_path, root=PATCH_PYTEST, upload=upload)
+        await play(sandbox, tmp_path, root=PATCH_PYTEST)
     assert caught.value.error_type == "verifier_tampered"
     assert "changed: /usr/lib/python3/dist-packages/pytest/__main__.py" in (
         tmp_path / "out" / "hardening.json").read_text()
@@ -287,8 +280,8 @@ async def test_changed_system_file_fails_closed(upload, sandbox, tmp_path):
 
 
 # A `sh` a root agent plants in a root-owned PATH folder ahead of /usr/bin (the verifier's
-# PATH keeps such folders): were it run before harden.sh removes it, it would answer for
-# the whole final exec (a clean report, the done-marker, a reward of 1).
+# PATH keeps such folders): were it run in place of the final exec's shell, it would
+# answer for it (the done-marker, a reward of 1).
 SH_TROJAN = """cat > /usr/local/sbin/sh <<'EOF'
 #!/bin/bash
 echo '{"killed": 0}'
@@ -298,16 +291,67 @@ EOF
 chmod +x /usr/local/sbin/sh"""
 
 
-@pytest.mark.parametrize("upload", [False, True], ids=["one-exec", "upload"])
-async def test_a_planted_sh_ahead_on_path_never_runs_the_final_verify(upload, sandbox,
-                                                                     tmp_path):
+async def test_a_planted_sh_ahead_on_path_never_runs_the_final_verify(sandbox, tmp_path):
     baseline = await take_baseline(sandbox, workspace="/app")
     await sh(sandbox, SH_TROJAN, user="root")
     assert await sh(sandbox, "command -v sh", user="root") == "/usr/local/sbin/sh\n"
-    assert await final_verify(sandbox, tmp_path, baseline, agent_user="root",
-                              upload=upload) == 0.0
+    assert await final_verify(sandbox, tmp_path, baseline, agent_user="root") == 0.0
     report = (tmp_path / "out" / "hardening.json").read_text()
     assert "/usr/local/sbin/sh" in report  # removed
+
+
+# A root process the agent leaves behind reads every new process's argv and environment
+# from /proc (ps shows the same), keeps what it saw in /tmp/seen.log, and writes the
+# expected answer to /app/answer.txt if the verifier folder passes by (as a base64 tar
+# argument, as an earlier one-exec final verify carried it before harden.sh's kill).
+SNOOPER = r"""
+import base64, io, os, tarfile
+seen = set()
+with open("/tmp/seen.log", "ab", buffering=0) as log:
+    log.write(b"started\0")
+    while True:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            for what in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{pid}/{what}", "rb") as f:
+                        data = f.read()
+                except OSError:
+                    continue
+                if (pid, data) in seen:
+                    continue
+                seen.add((pid, data))
+                log.write(data + b"\0\n")
+                for word in data.split(b"\0"):
+                    try:
+                        tar = tarfile.open(fileobj=io.BytesIO(base64.b64decode(word, validate=True)))
+                        answer = tar.extractfile("verifier/expected.txt").read()
+                    except Exception:
+                        continue
+                    with open("/app/answer.txt", "wb") as out:
+                        out.write(answer)
+"""
+
+
+async def test_a_process_left_behind_never_sees_the_tests_in_an_exec(sandbox, tmp_path):
+    baseline = await take_baseline(sandbox, workspace="/app")
+    await sh(sandbox, f"nohup python3 -c {shlex.quote(SNOOPER)} >/dev/null 2>&1 </dev/null &",
+             user="root")
+    await sh(sandbox, "until [ -s /tmp/seen.log ]; do sleep 0.05; done", user="root")
+    assert await final_verify(sandbox, tmp_path, baseline, agent_user="root",
+                              kind="answer") == 0.0
+    seen = (await sandbox.exec(["cat", "/tmp/seen.log"], user="root", timeout=60)).stdout
+    assert b"harden" in seen  # it was running when the final verify began
+    test_sh = b"which only the verifier holds"  # a line of ANSWER_TEST_SH
+    assert test_sh not in seen  # not as is ...
+    for word in seen.split(b"\0"):  # ... nor as a base64 tar
+        try:
+            data = base64.b64decode(word.strip(), validate=True)
+        except ValueError:
+            continue
+        assert test_sh not in data
+    assert await sh(sandbox, "test ! -e /app/answer.txt && echo none", user="root") == "none\n"
 
 
 async def test_changed_system_file_scores_with_integrity_off(sandbox, tmp_path):

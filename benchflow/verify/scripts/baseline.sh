@@ -120,9 +120,6 @@ esac
 
 gnu=0
 if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
-# Whether seal.sh can unpack the verifier from its exec's arguments (builtins: no fork).
-unpack=false
-if command -v base64 >/dev/null 2>&1 && command -v tar >/dev/null 2>&1; then unpack=true; fi
 
 # PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
 # (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
@@ -348,8 +345,8 @@ supported=false
 if [ "$gnu" = 1 ]; then supported=true; fi
 workspace=false
 if [ "$has_ws" = 1 ]; then workspace=true; fi
-printf '{"digest":"%s","supported":%s,"workspace":%s,"unpack":%s,"path":' "$(digest "$base")" \
-    "$supported" "$workspace" "$unpack"
+printf '{"digest":"%s","supported":%s,"workspace":%s,"path":' "$(digest "$base")" \
+    "$supported" "$workspace"
 json_str "$safe_path"
 printf ',"pythonpath":'
 json_str "$safe_pythonpath"

@@ -14,11 +14,9 @@
 #      entry that existed is tampering and is reported, never repaired
 # Always: the files of the image's pytest plugins (plugins.sums) must be unchanged, or it
 # is tampering (the verifier loads them).
-#   f  fail closed: exit TAMPERED after the report when anything was tampered with or
-#      agent processes survived, so that the commands chained after it never run
 # STEPS holds the letters of the steps to run. MOUNT (the verifier folder) is emptied for a
 # fresh upload. AGENT_USER "" means the agent ran as root. Prints one JSON line:
-# {"killed", "survivors", "restored", "removed", "tampered", "notes", "duration_sec"}.
+# {"killed", "survivors", "restored", "removed", "tampered", "notes"}.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 # shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
 set -eu
@@ -44,11 +42,6 @@ case $mount/ in
     "$ws"/*) if [ "$ws" != / ]; then exit 64; fi ;;  # USAGE: the verifier folder is in the workspace
 esac
 if ! is_root; then exit 65; fi  # NOT_ROOT
-# centis UPTIME: sets $c to /proc/uptime's seconds (two decimals) in hundredths, no fork.
-centis() { c=${1%.*}${1#*.}; c=${c#"${c%%[!0]*}"}; c=${c:-0}; }
-read -r up _ < /proc/uptime || up=0.00
-centis "$up"
-started=$c
 if [ ! -f "$base/meta" ]; then exit 66; fi  # NO_BASELINE
 if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPERED
 
@@ -365,8 +358,4 @@ printf ',"tampered":'
 json_list "$out/tampered"
 printf ',"notes":'
 json_list "$out/notes"
-read -r up _ < /proc/uptime || up=0.00
-centis "$up"
-took=$((c - started))
-printf ',"duration_sec":%d.%02d}\n' "$((took / 100))" "$((took % 100))"
-if has f && { [ "$survivors" -gt 0 ] || [ -s "$out/tampered" ]; }; then exit 68; fi  # TAMPERED
+printf '}\n'

@@ -1,8 +1,7 @@
 #!/bin/sh
-# seal.sh MOUNT LOGS LOCK TOOLS [ARCHIVE]: after the verifier upload, make the verifier
-# folder root's (common.sh is prepended). /logs/verifier itself is emptied and recreated by
-# the exec that starts test.sh (runner.run_test_script), so nothing can be planted between
-# the two.
+# seal.sh MOUNT LOGS LOCK TOOLS: after the verifier upload, make the verifier folder root's
+# (common.sh is prepended). /logs/verifier itself is emptied and recreated by the exec that
+# starts test.sh (runner.run_test_script), so nothing can be planted between the two.
 #   MOUNT  the verifier folder; always chowned to root (an upload keeps the host's uid,
 #          which may be the agent's inside the sandbox)
 #   LOGS   /logs/verifier
@@ -10,13 +9,10 @@
 #          others, so that nobody but root can replace LOGS
 #   TOOLS  where uv and pip build the verifier's tools (verifier_env.tool_env): deleted and
 #          recreated empty, root-owned 0755, whatever was there (only root can write it)
-#   ARCHIVE  the verifier folder itself, a base64 tar (of MOUNT, from /): MOUNT is removed
-#          and unpacked anew from it first. It travels in the exec that runs harden.sh before
-#          this and test.sh after, so nothing the agent left running can touch it.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 set -eu
 
-if [ $# -ne 4 ] && [ $# -ne 5 ]; then exit 64; fi  # USAGE
+if [ $# -ne 4 ]; then exit 64; fi  # USAGE
 mount=$1
 logs=$2
 lock=$3
@@ -29,11 +25,6 @@ for p in "$mount" "$logs" "$tools"; do
 done
 if ! is_root; then exit 65; fi  # NOT_ROOT
 
-if [ $# -eq 5 ]; then
-    if [ "$mount" = / ]; then exit 64; fi  # USAGE
-    rm -rf -- "$mount"  # only what the task gave: nothing the agent left there
-    unpack_into "$mount" "$5"
-fi
 if [ -e "$mount" ]; then chown -R -h 0:0 -- "$mount"; fi
 if [ "$lock" = 1 ]; then
     if [ -e "$mount" ]; then

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
-import os
 import shlex
-import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchflow.errors import VerifierError, VerifierFailed, VerifierTampered
+from benchflow.errors import VerifierError, VerifierTampered
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
 from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.task.models import HardeningConfig
@@ -29,7 +26,7 @@ from benchflow.verify.baseline import (
 )
 from benchflow.verify._scripts import _BEFORE_DONE
 from benchflow.verify.hardening import harden, protect_paths, verify_hardened
-from benchflow.verify.runner import INLINE_VERIFIER_MAX, VerifierRun
+from benchflow.verify.runner import VerifierRun, inline_verifier
 from benchflow.verify.verifier_env import FIXED_KEYS, pytest_addopts, verifier_env
 
 pytestmark = pytest.mark.anyio
@@ -212,121 +209,104 @@ def test_addopts_quote_any_path(path):
     assert f"--rootdir={path}" in args and f"--confcutdir={path}" in args and args[-1] == path
 
 
-# -- the final verify in one exec -------------------------------------------------------
+# -- the final verify: the verifier folder only after the kill -------------------------
 
 
 class ScriptedSandbox(RecordingSandbox):
-    """Answers each exec with the next of `results`; records uploads; a download of /logs
+    """Answers each exec with the next of `results` and records, in order, every exec
+    (argv, env, stdin: what /proc shows other processes) and upload; a download of /logs
     leaves `reward` in logs/verifier/reward.txt."""
 
     def __init__(self, *results: ExecResult, reward: str = "1") -> None:
         super().__init__()
         self.results = list(results)
-        self.uploads: list[tuple[Path, str]] = []
+        self.events: list[tuple[str, object]] = []
         self.reward = reward
 
     async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None,
-                   ) -> ExecResult:
+                   stdin: bytes | None = None) -> ExecResult:
         self.calls.append((list(cmd), user))
+        self.events.append(("exec", (list(cmd), dict(env or {}), stdin or b"")))
         return self.results.pop(0)
 
     async def upload(self, src: Path, dst: str) -> None:
-        self.uploads.append((src, dst))
+        self.events.append(("upload", (src, dst)))
 
     async def download(self, src: str, dst: Path) -> None:
         (dst / "verifier").mkdir(parents=True, exist_ok=True)
         (dst / "verifier" / "reward.txt").write_text(self.reward)
 
 
-ONE_EXEC = BASELINE.model_copy(update={"unpack": True})
+SECRET = "expected-answer-7c1e2f"
 
 
-def _verifier_run(tmp_path: Path, size: int = 0) -> VerifierRun:
+def _verifier_run(tmp_path: Path) -> VerifierRun:
     folder = tmp_path / "tests"
     folder.mkdir(exist_ok=True)
-    (folder / "test.sh").write_text("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
-    if size:
-        (folder / "data.bin").write_bytes(os.urandom(size))
+    (folder / "test.sh").write_text(f"#!/bin/sh\ngrep -q {SECRET} /app/out.txt\n")
+    (folder / "expected.txt").write_text(SECRET + "\n")
     return VerifierRun(verifier_dir=folder, mount="/tests", timeout_sec=60, env={}, cwd="/app")
 
 
-def _final(report: Mapping[str, object], test_out: bytes = b"ok\n", code: int = 0,
-           done: bool = True) -> ExecResult:
-    head = json.dumps(report).encode() + b"\n"
-    return ExecResult(code, head + (_BEFORE_DONE.encode() + b"\n" + test_out if done else b""),
-                      b"")
+def _leaks(argv: Sequence[str], env: Mapping[str, str], stdin: bytes) -> bool:
+    """Whether the tests' content shows in an exec's argv, env or stdin, as is or as the
+    base64 of a (tar) archive of them."""
+    for word in (*argv, *env.values(), stdin.decode("latin-1")):
+        if SECRET in word or "test.sh" in word and "grep -q" in word:
+            return True
+        try:
+            data = base64.b64decode(word, validate=True)
+        except ValueError:
+            continue
+        if SECRET.encode() in data:
+            return True
+    return False
 
 
-async def test_harden_the_verifier_folder_seal_and_test_sh_are_one_exec(tmp_path):
-    sandbox = ScriptedSandbox(_final(CLEAN))
-    done = await verify_hardened(sandbox, _verifier_run(tmp_path), tmp_path / "out",
-                                 tmp_path / "logs", baseline=ONE_EXEC, agent_user="agent",
+async def test_the_verifier_folder_is_uploaded_after_the_harden_exec_and_in_no_exec(tmp_path):
+    # Regression: the folder carried as a base64 tar in the argv of an exec that started
+    # before harden.sh's kill (/proc/PID/cmdline is world-readable) let a process the agent
+    # left read the tests and write the expected answer before it was killed.
+    # (the image has base64 and tar, which the leaky version carried the folder with)
+    line = {"digest": "a" * 64, "supported": True, "workspace": True, "unpack": True,
+            "path": "/usr/bin:/bin", "pythonpath": ""}
+    sandbox = ScriptedSandbox(ExecResult(0, json.dumps(line).encode(), b""),
+                              ExecResult(0, json.dumps(CLEAN).encode(), b""),
+                              ExecResult(0, _BEFORE_DONE.encode() + b"\nok\n", b""))
+    baseline = await take_baseline(sandbox, workspace="/app")
+    del sandbox.events[0]
+    run = _verifier_run(tmp_path)
+    done = await verify_hardened(sandbox, run, tmp_path / "out", tmp_path / "logs",
+                                 baseline=baseline, agent_user="agent",
                                  config=HardeningConfig())
-    assert len(sandbox.calls) == 1 and sandbox.uploads == []
-    argv, user = sandbox.calls[0]
-    assert user == "root"
-    names = [argv[i + 2] for i, word in enumerate(argv) if word == "-c" and i + 2 < len(argv)]
-    assert names[:3] == ["chained", "harden", "seal"]
-    harden_steps = argv[argv.index("harden") + 5]
-    assert "f" in harden_steps  # fails closed: nothing chained after it runs on tampering
-    archive = argv[argv.index("seal") + 5]  # MOUNT LOGS LOCK TOOLS ARCHIVE
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(archive))) as tar:
-        assert "tests/test.sh" in tar.getnames()
+    kinds = [kind for kind, _ in sandbox.events]
+    assert kinds == ["exec", "upload", "exec"]
+    harden_argv = sandbox.events[0][1][0]
+    assert harden_argv[3] == "harden"  # sh -c TEXT harden ...: the kill comes first
+    assert sandbox.events[1][1] == (run.verifier_dir, "/tests")
+    for kind, what in sandbox.events:
+        if kind == "exec":
+            assert not _leaks(*what), what
+    test_argv = sandbox.events[2][1][0]
+    assert test_argv[0] == "/bin/sh" and "seal" in test_argv  # seal, reset, test.sh
     assert done.outcome.reward == 1.0 and done.outcome.exec_result.stdout == b"ok\n"
     assert json.loads((tmp_path / "out" / "hardening.json").read_text())["killed"] == 2
 
 
-async def test_tampering_found_in_the_one_exec_fails_closed_with_the_report(tmp_path):
+def test_the_leak_check_sees_an_archive_in_an_argument(tmp_path):
+    # the check above can fail: the leaky one-exec form (the folder as a base64 tar argument)
+    archive = inline_verifier(_verifier_run(tmp_path))
+    assert archive is not None and _leaks(["sh", "-c", "x", "seal", archive], {}, b"")
+    assert not _leaks(["sh", "-c", "x", "seal", "/tests"], {"PATH": "/bin"}, b"")
+
+
+async def test_tampering_stops_before_the_verifier_folder_is_uploaded(tmp_path):
     report = {**CLEAN, "tampered": ["changed: /usr/bin/python3"]}
-    sandbox = ScriptedSandbox(_final(report, code=ExitCode.TAMPERED, done=False))
-    with pytest.raises(VerifierTampered, match="python3") as caught:
+    sandbox = ScriptedSandbox(ExecResult(0, json.dumps(report).encode(), b""))
+    with pytest.raises(VerifierTampered, match="python3"):
         await verify_hardened(sandbox, _verifier_run(tmp_path), tmp_path / "out",
-                              tmp_path / "logs", baseline=ONE_EXEC, agent_user="agent",
+                              tmp_path / "logs", baseline=BASELINE, agent_user="agent",
                               config=HardeningConfig())
-    assert caught.value.report.tampered == ("changed: /usr/bin/python3",)
+    assert [kind for kind, _ in sandbox.events] == ["exec"]
     assert "python3" in (tmp_path / "out" / "hardening.json").read_text()
-
-
-async def test_a_failing_test_sh_after_a_clean_harden_keeps_the_report(tmp_path):
-    sandbox = ScriptedSandbox(_final(CLEAN, b"FAILED\n", code=1))
-    with pytest.raises(VerifierFailed, match="exited with code 1"):
-        await verify_hardened(sandbox, _verifier_run(tmp_path), tmp_path / "out",
-                              tmp_path / "logs", baseline=ONE_EXEC, agent_user="agent",
-                              config=HardeningConfig())
-    assert json.loads((tmp_path / "out" / "hardening.json").read_text())["restored"]
-    assert (tmp_path / "logs" / "verifier" / "stdout.txt").read_bytes() == b"FAILED\n"
-
-
-@pytest.mark.parametrize(("result", "error", "match"), [
-    (ExecResult(ExitCode.BASELINE_TAMPERED, b"", b""), VerifierTampered, "baseline"),
-    (ExecResult(1, b"", b"find: broken"), VerifierError, "harden.sh exited with code 1"),
-    (_final(CLEAN, code=1, done=False), VerifierError, "seal, lock_workspace"),
-])
-async def test_scripts_failing_in_the_one_exec_stop_before_test_sh(result, error, match,
-                                                                   tmp_path):
-    sandbox = ScriptedSandbox(result)
-    with pytest.raises(error, match=match) as caught:
-        await verify_hardened(sandbox, _verifier_run(tmp_path), tmp_path / "out",
-                              tmp_path / "logs", baseline=ONE_EXEC, agent_user="agent",
-                              config=HardeningConfig())
-    assert error is VerifierTampered or not isinstance(caught.value, VerifierTampered)
-    assert not (tmp_path / "logs" / "verifier" / "stdout.txt").exists()
-
-
-@pytest.mark.parametrize(("baseline", "size", "task_files"), [
-    (BASELINE, 0, None),  # the image has no base64 or tar
-    (ONE_EXEC, INLINE_VERIFIER_MAX + 1, None),  # too large to travel as an argument
-    (ONE_EXEC, 0, {"/app/step.txt": Path("step.txt")}),  # a step's files may need putting back
-])
-async def test_otherwise_the_verifier_folder_is_uploaded_after_hardening(baseline, size,
-                                                                         task_files, tmp_path):
-    sandbox = ScriptedSandbox(ExecResult(0, json.dumps(CLEAN).encode(), b""),
-                              ExecResult(0, _BEFORE_DONE.encode() + b"\nok\n", b""))
-    run = _verifier_run(tmp_path, size)
-    done = await verify_hardened(sandbox, run, tmp_path / "out", tmp_path / "logs",
-                                 baseline=baseline, agent_user="agent",
-                                 config=HardeningConfig(), task_files=task_files)
-    assert sandbox.uploads == [(run.verifier_dir, "/tests")]
-    assert sandbox.calls[0][0][3] == "harden" and "f" not in sandbox.calls[0][0][8]
-    assert len(sandbox.calls) == 2 and done.outcome.reward == 1.0

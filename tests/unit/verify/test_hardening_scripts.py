@@ -254,18 +254,3 @@ def test_unpack_puts_the_verifier_folder_over_what_the_mount_holds(tmp_path):
     assert sorted(p.name for p in mount.iterdir()) == ["data", "from-the-image.txt", "test.sh"]
     assert run("unpack.sh", "/", "x").returncode == ExitCode.USAGE
     assert run("unpack.sh", "relative", "x").returncode == ExitCode.USAGE
-
-
-@needs_root
-def test_seal_with_an_archive_replaces_the_mount_and_makes_it_root_only(tmp_path):
-    mount = tmp_path / "sandbox" / "tests"
-    mount.mkdir(parents=True)
-    (mount / "planted.py").write_text("evil\n")
-    logs = tmp_path / "logs" / "verifier"
-    result = run("seal.sh", str(mount), str(logs), "1", str(tmp_path / "tools"),
-                 _archive(tmp_path, mount))
-    assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in mount.iterdir()) == ["data", "test.sh"]
-    info = mount.stat()
-    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o700)
-    assert (mount / "test.sh").read_text() == "#!/bin/sh\necho ran\n"
