@@ -111,17 +111,20 @@ class _OracleConnection:
         timeout = ctx.bounded(ctx.scaled(oracle.timeout_sec or ctx.task.config.agent.timeout_sec))
         # The oracle is trusted: root unless the task names its agent user.
         user = ctx.task.config.agent.user or "root"
-        # Output to the log file only, read afterwards: a server or database solve.sh leaves
-        # running holds no pipe of this exec open, so the run ends when solve.sh does
-        # (hardening kills such leftovers before the verifier, as any agent's).
-        script = f"bash {ORACLE_DIR}/solve.sh > {ORACLE_LOG} 2>&1 < /dev/null"
+        # Output to the log file only, its end printed once solve.sh exits (same exec: one
+        # round trip): a server or database solve.sh leaves running holds no pipe of this
+        # exec open, so the run ends when solve.sh does (hardening kills such leftovers
+        # before the verifier, as any agent's).
+        script = (f"bash {ORACLE_DIR}/solve.sh > {ORACLE_LOG} 2>&1 < /dev/null; code=$?; "
+                  f"tail -c {_LOG_LIMIT} {ORACLE_LOG} 2>/dev/null; exit $code")
         env = {**ctx.env, **oracle.env}
         started = time.monotonic()
-        ran = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
-                                     env=env, timeout=timeout)
-        log = await ctx.sandbox.exec(["tail", "-c", str(_LOG_LIMIT), ORACLE_LOG], user="root",
-                                     timeout=60, env={"PATH": SYSTEM_PATH})
-        result = dataclasses.replace(ran, stdout=log.stdout + ran.stdout)
+        result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
+                                        env=env, timeout=timeout)
+        if result.timed_out:  # killed before its tail: read the log in an exec of its own
+            log = await ctx.sandbox.exec(["tail", "-c", str(_LOG_LIMIT), ORACLE_LOG],
+                                         user="root", timeout=60, env={"PATH": SYSTEM_PATH})
+            result = dataclasses.replace(result, stdout=log.stdout + result.stdout)
         out = ctx.paths.command_dir
         out.mkdir(parents=True, exist_ok=True)
         (out / "stdout.txt").write_bytes(result.stdout)

@@ -25,6 +25,8 @@ class ExitCode(IntEnum):
     """harden.sh found no baseline: take_baseline() never ran in this sandbox."""
     BASELINE_TAMPERED = 67
     """The baseline saved before the agent ran no longer has the digest Python recorded."""
+    NO_TOOLS = 69
+    """unpack.sh: the image has no base64 or tar (the verifier folder is uploaded instead)."""
     TIMEOUT = 124
     """`timeout` stopped the command at its deadline."""
     KILLED = 137

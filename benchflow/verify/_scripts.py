@@ -42,10 +42,12 @@ _BEFORE_DONE = "benchflow: scripts before done"
 """Printed once the `before` scripts succeeded: its absence means one of them failed."""
 
 
-def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str]) -> list[str]:
+def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str], *,
+                 shell: str = "sh") -> list[str]:
     """One argv that runs each of `before` in turn (their output to stderr; the first that
     fails ends it with its exit code), then prints `_BEFORE_DONE` and execs `main`: one
-    round trip to the sandbox instead of several. Values stay arguments, never code."""
+    round trip to the sandbox instead of several. Values stay arguments, never code.
+    `shell`: the one that chains them (`/bin/sh` where PATH may hold what an agent put)."""
     if not before:
         return list(main)
     steps, args = [], []
@@ -54,7 +56,39 @@ def chained_argv(before: Sequence[Sequence[str]], main: Sequence[str]) -> list[s
         args.extend(argv)
         steps.append(" ".join(f'"${{{i}}}"' for i in range(first, len(args) + 1)))
     body = "".join(f"{step} >&2 || exit; " for step in steps[:-1])
-    return ["sh", "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
+    return [shell, "-c", f"{body}echo '{_BEFORE_DONE}'; exec {steps[-1]}", "chained", *args]
+
+
+def split_chained(result: ExecResult) -> tuple[bytes, ExecResult] | None:
+    """A `chained_argv` exec's stdout before the done-marker and the main command's result;
+    None when a step before it failed."""
+    head, sep, rest = result.stdout.partition(_BEFORE_DONE.encode() + b"\n")
+    if not sep:
+        return None
+    return head, dataclasses.replace(result, stdout=rest)
+
+
+def last_json(stdout: bytes) -> dict[str, Any] | None:
+    """The last non-blank line of `stdout` as a JSON object, or None."""
+    lines = [line for line in stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def script_failure(name: str, result: ExecResult) -> VerifierError:
+    """The error for script `name` exiting non-zero (`BASELINE_TAMPERED`: tampering)."""
+    if result.exit_code == ExitCode.BASELINE_TAMPERED:
+        return VerifierTampered("the hardening baseline saved before the agent ran was "
+                                "modified (only a root agent can do that)")
+    try:
+        meaning = ExitCode(result.exit_code).name
+    except ValueError:
+        meaning = "unexpected"
+    return VerifierError(f"{name} exited with code {result.exit_code} ({meaning}); "
+                         f"output tail:\n{result.text(1500)}")
 
 
 def after_chained(result: ExecResult, before: Sequence[Sequence[str]], what: str) -> ExecResult:
@@ -63,12 +97,12 @@ def after_chained(result: ExecResult, before: Sequence[Sequence[str]], what: str
     Raises:
         VerifierError: one of `before` failed, so `what` never ran.
     """
-    head, sep, rest = result.stdout.partition(_BEFORE_DONE.encode() + b"\n")
-    if not sep or head:
+    split = split_chained(result)
+    if split is None or split[0]:
         names = ", ".join(argv[3] if len(argv) > 3 else argv[0] for argv in before)
         raise VerifierError(f"a script run before {what} ({names}) exited with code "
                             f"{result.exit_code}; output tail:\n{result.text(1500)}")
-    return dataclasses.replace(result, stdout=rest)
+    return split[1]
 
 
 async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
@@ -91,23 +125,11 @@ async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
         raise VerifierError(f"{name} exceeded its timeout of {timeout:g} s")
     if before:
         result = after_chained(result, before, name)
-    if result.exit_code == ExitCode.BASELINE_TAMPERED:
-        raise VerifierTampered("the hardening baseline saved before the agent ran was modified "
-                               "(only a root agent can do that)")
     if result.exit_code != ExitCode.OK:
-        try:
-            meaning = ExitCode(result.exit_code).name
-        except ValueError:
-            meaning = "unexpected"
-        raise VerifierError(f"{name} exited with code {result.exit_code} ({meaning}); "
-                            f"output tail:\n{result.text(1500)}")
+        raise script_failure(name, result)
     if not parse:
         return result, {}
-    lines = [line for line in result.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
-    try:
-        data = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        data = None
-    if not isinstance(data, dict):
+    data = last_json(result.stdout)
+    if data is None:
         raise VerifierError(f"{name} printed no JSON report; output tail:\n{result.text(1500)}")
     return result, data

@@ -231,6 +231,8 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
         report = report.model_copy(update={"notes": (*report.notes, *(
             f"put back as the task placed it (a step's workdir): {p}" for p in replaced))})
     report_path.write_text(report.model_dump_json(indent=2))
+    # Uploaded only now, after the kill: never in an exec's argv, env or stdin, which
+    # /proc shows to any process (one the agent left would read the tests there).
     await sandbox.upload(run.verifier_dir, run.mount)
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
@@ -241,7 +243,8 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                                    logs_mode="755" if config.lock_verifier_dirs else "777",
                                    before=[seal_argv(run.mount, lock=config.lock_verifier_dirs),
                                            *lock_workspace_argv(baseline.workspace or run.cwd,
-                                                                config)])
+                                                                config)],
+                                   shell="/bin/sh")
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return HardenedOutcome(VerifierOutcome(rewards, result), report)

@@ -9,6 +9,7 @@ ignored.
 
 from __future__ import annotations
 
+import base64
 import logging
 import shlex
 from collections.abc import Mapping, Sequence
@@ -18,9 +19,11 @@ from pathlib import Path
 import anyio
 
 from benchflow.errors import VerifierFailed, VerifierTimeout
+from benchflow.sandbox.archive import tar_path
 from benchflow.sandbox.base import ExecResult, Sandbox
+from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.task import Task
-from benchflow.verify._scripts import after_chained, chained_argv
+from benchflow.verify._scripts import after_chained, chained_argv, script_argv, split_chained
 from benchflow.verify.rewards import read_rewards
 
 log = logging.getLogger(__name__)
@@ -85,27 +88,29 @@ def script_command(task: Task) -> str | None:
     return doc.script_command
 
 
+INLINE_VERIFIER_MAX = 48 << 10
+"""The largest verifier folder (as a tar) that travels inside the exec that runs test.sh;
+base64 keeps one argument well under Linux's 128 KiB per argument."""
+
+
+def inline_verifier(run: VerifierRun) -> str | None:
+    """The verifier folder as a base64 tar of `run.mount` (for `unpack.sh`), or None when it
+    is larger than `INLINE_VERIFIER_MAX` (it is uploaded instead). Plain verify only: an
+    exec's arguments are world-readable (/proc/PID/cmdline), so a hardened verify, whose
+    agent processes are killed first, never carries the folder in one."""
+    data = tar_path(run.verifier_dir, run.mount)
+    return base64.b64encode(data).decode() if len(data) <= INLINE_VERIFIER_MAX else None
+
+
 async def upload_verifier(sandbox: Sandbox, run: VerifierRun) -> None:
     """Copy the task's verifier folder into the sandbox."""
     await sandbox.upload(run.verifier_dir, run.mount)
 
 
-async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
-                          reset_logs: bool = True, logs_mode: str = "755",
-                          before: Sequence[Sequence[str]] = ()) -> ExecResult:
-    """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
-
-    In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
-    root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
-    `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). `before`: argvs (e.g.
-    `hardening.seal_argv()`) run first in that exec, as root, each of which must succeed:
-    one round trip to the sandbox instead of one more per command.
-
-    Raises:
-        VerifierError: a command of `before` failed (test.sh did not run).
-        VerifierTimeout: test.sh ran past `timeout_sec`.
-        VerifierFailed: test.sh exited non-zero.
-    """
+def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str = "755",
+                  shell: str = "sh") -> tuple[list[str], str | None, str]:
+    """The argv that starts test.sh (or the script strategy's command) as `run_test_script`
+    runs it, the working folder of its exec, and what it is called in errors."""
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
     reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
@@ -120,12 +125,45 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         argv, cwd = [run.mount], run.mount
         what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
                 if "rewardkit" in run.command else f"the verifier command {run.command!r}")
-    result = await sandbox.exec(chained_argv(before, ["sh", "-c", launch, *argv, logs_mode,
-                                                      run.command or "", run.cwd or "/"]),
-                                user="root", cwd=cwd, env=dict(run.env),
-                                timeout=run.timeout_sec)
+    return [shell, "-c", launch, *argv, logs_mode, run.command or "", run.cwd or "/"], cwd, what
+
+
+async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
+                          reset_logs: bool = True, logs_mode: str = "755",
+                          before: Sequence[Sequence[str]] = (), shell: str = "sh"
+                          ) -> ExecResult:
+    """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
+
+    In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
+    root-owned with `logs_mode` (hardening's `reset_verifier_logs=false` passes
+    `reset_logs=False`; `lock_verifier_dirs=false` passes "777"). `before`: argvs (e.g.
+    `hardening.seal_argv()`) run first in that exec, as root, each of which must succeed:
+    one round trip to the sandbox instead of one more per command. `shell`: the one that
+    chains them and launches test.sh (`/bin/sh` after hardening: the exec's PATH is the
+    image's, filtered).
+
+    Raises:
+        VerifierError: a command of `before` failed (test.sh did not run).
+        VerifierTimeout: test.sh ran past `timeout_sec`.
+        VerifierFailed: test.sh exited non-zero.
+    """
+    argv, cwd, what = verifier_argv(run, reset_logs=reset_logs, logs_mode=logs_mode,
+                                    shell=shell)
+    result = await sandbox.exec(chained_argv(before, argv, shell=shell), user="root", cwd=cwd,
+                                env=dict(run.env), timeout=run.timeout_sec)
     if before:
         result = after_chained(result, before, what)
+    return await check_verifier_result(result, run, out_dir, what)
+
+
+async def check_verifier_result(result: ExecResult, run: VerifierRun, out_dir: Path, what: str
+                       ) -> ExecResult:
+    """Keep test.sh's stdout/stderr under `out_dir`; raise for a timeout or a failure.
+
+    Raises:
+        VerifierTimeout: test.sh ran past `timeout_sec`.
+        VerifierFailed: test.sh exited non-zero.
+    """
     await anyio.to_thread.run_sync(_keep_output, out_dir, result)  # off the event loop
     if result.timed_out:
         raise VerifierTimeout("verifier", run.timeout_sec,
@@ -134,6 +172,24 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
         raise VerifierFailed(f"{what} exited with code {result.exit_code} (any reward file is "
                              f"ignored); output tail:\n{result.text(1500)}")
     return result
+
+
+async def _unpack_and_test(sandbox: Sandbox, run: VerifierRun, out_dir: Path
+                           ) -> ExecResult | None:
+    """`run_test_script` with the verifier folder unpacked first in the same exec, or None
+    (nothing ran) when the folder is too large or the image cannot unpack it."""
+    archive = await anyio.to_thread.run_sync(inline_verifier, run)
+    if archive is None:
+        return None
+    argv, _, what = verifier_argv(run)
+    before = [script_argv("unpack.sh", run.mount, archive)]
+    # cwd: the workdir (the mount exists once unpack.sh ran; the script strategy's launch
+    # changes into it itself)
+    result = await sandbox.exec(chained_argv(before, argv), user="root", cwd=run.cwd,
+                                env=dict(run.env), timeout=run.timeout_sec)
+    if result.exit_code == ExitCode.NO_TOOLS and split_chained(result) is None:
+        return None
+    return await check_verifier_result(after_chained(result, before, what), run, out_dir, what)
 
 
 def _keep_output(out_dir: Path, result: ExecResult) -> None:
@@ -145,11 +201,15 @@ def _keep_output(out_dir: Path, result: ExecResult) -> None:
 async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:
     """Upload, run, download `/logs` to `logs_dir` and parse the rewards.
 
-    test.sh's stdout/stderr go to `logs_dir/verifier/`. When test.sh fails, `/logs` is not
-    downloaded here: the rollout's cleanup collects it for every outcome.
+    A small verifier folder travels in test.sh's exec (`unpack.sh`: one round trip fewer);
+    an image without base64 or tar gets it uploaded after all. test.sh's stdout/stderr go
+    to `logs_dir/verifier/`. When test.sh fails, `/logs` is not downloaded here: the
+    rollout's cleanup collects it for every outcome.
     """
-    await upload_verifier(sandbox, run)
-    result = await run_test_script(sandbox, run, logs_dir / "verifier")
+    result = await _unpack_and_test(sandbox, run, logs_dir / "verifier")
+    if result is None:
+        await upload_verifier(sandbox, run)
+        result = await run_test_script(sandbox, run, logs_dir / "verifier")
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return VerifierOutcome(rewards, result)

@@ -63,7 +63,7 @@ async def one(harden: bool, jobs: Path, attempt: int) -> tuple[collections.Count
     result = await Rollout(config).run()
     assert result.reward == 1.0, result.error
     kinds = collections.Counter("exec" if n == "exec_create" else n for n, _, _ in calls
-                                if n not in ("exec_start", "exec_inspect"))
+                                if n not in ("exec_start", "_pump", "exec_inspect"))
     execs = [_describe([str(a) for a in argv]) for n, _, argv in calls if n == "exec_create"]
     return kinds, execs
 

@@ -32,6 +32,7 @@ from benchflow.config import Role
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
+from benchflow.verify._scripts import _BEFORE_DONE
 
 CREATE_SEC = 1.5
 RTT_SEC = 0.05
@@ -261,7 +262,10 @@ class LatencySandbox:
         await Latency.wait(RTT_SEC)
         if any("test.sh" in part for part in cmd):
             self.files["/logs/verifier/reward.txt"] = b"1\n"
-        return ExecResult(0, b"", b"")
+        # a chained exec (verify/_scripts.py, e.g. the verifier folder unpacked before
+        # test.sh): its steps before the main command succeed
+        done = any(_BEFORE_DONE in part for part in cmd)
+        return ExecResult(0, (_BEFORE_DONE + "\n").encode() if done else b"", b"")
 
     async def upload(self, src: Path, dst: str) -> None:
         await Latency.wait(RTT_SEC)

@@ -11,8 +11,10 @@ with its hardening step switched off must give 1, so every test here can fail.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import shlex
 import tarfile
 import textwrap
 import time
@@ -272,6 +274,84 @@ async def test_changed_system_file_fails_closed(sandbox, tmp_path):
     assert caught.value.error_type == "verifier_tampered"
     assert "changed: /usr/lib/python3/dist-packages/pytest/__main__.py" in (
         tmp_path / "out" / "hardening.json").read_text()
+    # failed closed: neither the verifier folder nor test.sh's output is there
+    assert await sh(sandbox, "test ! -e /verifier && ls -A /logs/verifier | wc -l",
+                    user="root") == "0\n"
+
+
+# A `sh` a root agent plants in a root-owned PATH folder ahead of /usr/bin (the verifier's
+# PATH keeps such folders): were it run in place of the final exec's shell, it would
+# answer for it (the done-marker, a reward of 1).
+SH_TROJAN = """cat > /usr/local/sbin/sh <<'EOF'
+#!/bin/bash
+echo '{"killed": 0}'
+echo 'benchflow: scripts before done'
+echo 1 > /logs/verifier/reward.txt
+EOF
+chmod +x /usr/local/sbin/sh"""
+
+
+async def test_a_planted_sh_ahead_on_path_never_runs_the_final_verify(sandbox, tmp_path):
+    baseline = await take_baseline(sandbox, workspace="/app")
+    await sh(sandbox, SH_TROJAN, user="root")
+    assert await sh(sandbox, "command -v sh", user="root") == "/usr/local/sbin/sh\n"
+    assert await final_verify(sandbox, tmp_path, baseline, agent_user="root") == 0.0
+    report = (tmp_path / "out" / "hardening.json").read_text()
+    assert "/usr/local/sbin/sh" in report  # removed
+
+
+# A root process the agent leaves behind reads every new process's argv and environment
+# from /proc (ps shows the same), keeps what it saw in /tmp/seen.log, and writes the
+# expected answer to /app/answer.txt if the verifier folder passes by (as a base64 tar
+# argument, as an earlier one-exec final verify carried it before harden.sh's kill).
+SNOOPER = r"""
+import base64, io, os, tarfile
+seen = set()
+with open("/tmp/seen.log", "ab", buffering=0) as log:
+    log.write(b"started\0")
+    while True:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            for what in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{pid}/{what}", "rb") as f:
+                        data = f.read()
+                except OSError:
+                    continue
+                if (pid, data) in seen:
+                    continue
+                seen.add((pid, data))
+                log.write(data + b"\0\n")
+                for word in data.split(b"\0"):
+                    try:
+                        tar = tarfile.open(fileobj=io.BytesIO(base64.b64decode(word, validate=True)))
+                        answer = tar.extractfile("verifier/expected.txt").read()
+                    except Exception:
+                        continue
+                    with open("/app/answer.txt", "wb") as out:
+                        out.write(answer)
+"""
+
+
+async def test_a_process_left_behind_never_sees_the_tests_in_an_exec(sandbox, tmp_path):
+    baseline = await take_baseline(sandbox, workspace="/app")
+    await sh(sandbox, f"nohup python3 -c {shlex.quote(SNOOPER)} >/dev/null 2>&1 </dev/null &",
+             user="root")
+    await sh(sandbox, "until [ -s /tmp/seen.log ]; do sleep 0.05; done", user="root")
+    assert await final_verify(sandbox, tmp_path, baseline, agent_user="root",
+                              kind="answer") == 0.0
+    seen = (await sandbox.exec(["cat", "/tmp/seen.log"], user="root", timeout=60)).stdout
+    assert b"harden" in seen  # it was running when the final verify began
+    test_sh = b"which only the verifier holds"  # a line of ANSWER_TEST_SH
+    assert test_sh not in seen  # not as is ...
+    for word in seen.split(b"\0"):  # ... nor as a base64 tar
+        try:
+            data = base64.b64decode(word.strip(), validate=True)
+        except ValueError:
+            continue
+        assert test_sh not in data
+    assert await sh(sandbox, "test ! -e /app/answer.txt && echo none", user="root") == "none\n"
 
 
 async def test_changed_system_file_scores_with_integrity_off(sandbox, tmp_path):

@@ -82,6 +82,17 @@ async def test_each_broken_fixture_gives_its_error_type(fixture, error_type, tmp
     assert (root / "error.txt").exists()
 
 
+@pytest.mark.parametrize("fixture", ["verifier-fails", "verifier-timeout", "reward-missing",
+                                     "reward-invalid"])
+async def test_hardened_verifier_errors_keep_their_type(fixture, tmp_path, job_label):
+    # hardened: harden.sh, the verifier folder, the seal and test.sh in one exec
+    result = await run_rollout(FIXTURES / "tasks" / fixture, "oracle", tmp_path, job_label,
+                               harden=True)
+    assert result.error is not None and result.error.type == ERROR_FIXTURES[fixture], result.error
+    root = tmp_path / job_label / "oracle" / "tasks" / f"{fixture}__1"
+    assert json.loads((root / "verifier" / "hardening.json").read_text())["killed"] >= 0
+
+
 async def test_agent_failure_skips_the_verifier(tmp_path, job_label):
     result = await run_rollout(FIXTURES / "tasks" / "solve-fails", "oracle", tmp_path, job_label)
     assert result.error.type == "agent_execution_failed"

@@ -43,7 +43,7 @@ for p in "$base" "$loader_dir"; do
         *) exit 64 ;;  # USAGE
     esac
 done
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 
 # resolve DIR: sets $resolved to DIR's physical path (no fork); fails if DIR is no folder.
 resolve() {
@@ -53,20 +53,25 @@ resolve() {
     cd /
 }
 
-# unsafe_dirs < DIRS: print those of DIRS and the folders above them that are not
-# root-owned or are group/other-writable (one stat for all of them).
+# unsafe_dirs DIR...: print those of the DIRs (absolute) and the folders above them that
+# are not root-owned or are group/other-writable (one find for all of them; a symlink is
+# judged as itself, as lstat sees it: mode 777, so unsafe).
 unsafe_dirs() {
-    while IFS= read -r d; do
+    seen=$nl
+    for d in "$@"; do
+        shift
         while :; do
-            printf '%s\n' "$d"
+            case $seen in *"$nl$d$nl"*) break ;; esac  # its parents are in too
+            seen="$seen$d$nl"
+            set -- "$@" "$d"
             if [ "$d" = / ]; then break; fi
             d=${d%/*}
             d=${d:-/}
         done
-    done | sort -u | tr '\n' '\0' | xargs -0 stat -c '%u %a %n' -- 2>/dev/null \
-        | while read -r owner mode name; do
-            if [ "$owner" != 0 ] || [ $((0$mode & 18)) -ne 0 ]; then printf '%s\n' "$name"; fi
-        done
+    done
+    if [ $# -gt 0 ]; then
+        find "$@" -prune \( ! -user 0 -o -perm -020 -o -perm -002 \) -print 2>/dev/null || :
+    fi
 }
 
 # resolve_all DIR...: the physical path of each DIR that is a folder, one per line.
@@ -128,7 +133,10 @@ IFS=:
 set -- $path_of_image ${PYTHONPATH:-}
 IFS=$old_ifs
 set +f
-unsafe="$nl$(resolve_all "$@" | unsafe_dirs)$nl"
+resolve_all "$@" > "$base/dirs"
+set --
+while IFS= read -r d; do set -- "$@" "$d"; done < "$base/dirs"
+unsafe="$nl$(unsafe_dirs "$@")$nl"
 safe_path=
 : > "$base/sys.flat"
 : > "$base/sys.self"
@@ -242,19 +250,19 @@ while IFS= read -r p; do
     # shellcheck disable=SC2046  # split stat's two fields
     set -- $(stat -L -c '%u %a' -- "$p" 2>/dev/null)
     if [ "${1:-1}" != 0 ] || [ $((0${2:-2} & 18)) -ne 0 ]; then continue; fi
-    if [ -n "$(printf '%s\n%s\n' "${p%/*}" "${real%/*}" | unsafe_dirs)" ]; then continue; fi
+    if [ -n "$(unsafe_dirs "${p%/*}" "${real%/*}")" ]; then continue; fi
     if in_ws "$real" || in_ws "$p"; then continue; fi
     printf '%s\n' "$p" >> "$base/interps"
 done < "$base/interps.cand"
-rm -f "$base/interps.cand" "$base/interps.seen"
-python=$(sed -n 1p "$base/interps")
+python=
+read -r python < "$base/interps" || :
 # The test runner and what it imports at startup (pytest's dependencies, the import hooks of
 # uv- and virtualenv-made environments): a new workspace module with one of these names
 # would run inside the verifier when the workspace is on PYTHONPATH, even in an environment
 # uvx builds at verify time.
-printf '%s\n' pytest _pytest py pluggy iniconfig packaging pygments exceptiongroup tomli \
-    colorama _virtualenv _distutils_hack sitecustomize usercustomize \
-    benchflow_verifier_plugins > "$base/modules"
+printf '%s\n' _distutils_hack _pytest _virtualenv benchflow_verifier_plugins colorama \
+    exceptiongroup iniconfig packaging pluggy py pygments pytest sitecustomize tomli \
+    usercustomize > "$base/modules"  # sorted: sorted again only when interpreters add names
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"
 while IFS= read -r py; do
@@ -270,15 +278,20 @@ while IFS= read -r py; do
     # Its bin folder's commands are watched like a PATH folder's.
     if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
 done < "$base/interps"
-sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"
-sort -u -o "$base/plugins.sums" "$base/plugins.sums"
-# The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder).
+# (sorting, filtering and counting skipped when empty: each command is a fork)
+if [ -s "$base/plugins.tsv" ]; then sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"; fi
+if [ -s "$base/plugins.sums" ]; then sort -u -o "$base/plugins.sums" "$base/plugins.sums"; fi
+# The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder),
+# made world-readable (folder 0755, files 0644) by the umask they are created with.
 rm -rf -- "$loader_dir"
-mkdir -p -- "$loader_dir"
+umask 022
+mkdir -p -- "$loader_dir"  # 0755: just removed, so made anew with this umask
 printf '%s\n' "$loader" > "$loader_dir/benchflow_verifier_plugins.py"
-grep -v '^!' "$base/plugins.tsv" | cut -f1,2 > "$loader_dir/plugins.txt" || :
-chmod 755 "$loader_dir"
-chmod 644 "$loader_dir/benchflow_verifier_plugins.py" "$loader_dir/plugins.txt"
+: > "$loader_dir/plugins.txt"
+if [ -s "$base/plugins.tsv" ]; then
+    grep -v '^!' "$base/plugins.tsv" | cut -f1,2 > "$loader_dir/plugins.txt" || :
+fi
+umask 077
 sha256sum -- "$loader_dir/benchflow_verifier_plugins.py" "$loader_dir/plugins.txt" \
     >> "$base/plugins.sums"
 for p in /etc/python3*; do
@@ -286,7 +299,7 @@ for p in /etc/python3*; do
 done
 printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
 printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
-sort -u -o "$base/modules" "$base/modules"
+if [ -s "$base/interps" ]; then sort -u -o "$base/modules" "$base/modules"; fi
 sort -u -o "$base/sys.tree" "$base/sys.tree"
 sort -u -o "$base/sys.flat" "$base/sys.flat"
 
@@ -297,8 +310,10 @@ sort -u -o "$base/sys.flat" "$base/sys.flat"
 : > "$base/plugins"
 if [ "$gnu" = 1 ]; then
     if [ "$has_ws" = 1 ]; then
-        ws_scan > "$base/ws.sig"
-        ws_find -printf '%p\n' 2>/dev/null | sed 's|^/||' > "$base/ws.list"
+        # the signatures, and in the same walk the list ws.tar copies (tar drops the
+        # leading /, as it always did)
+        ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) -fprint "$base/ws.list" \
+            2>/dev/null | sort > "$base/ws.sig"
         find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
             | sort > "$base/ws.top"
     fi
@@ -306,8 +321,12 @@ if [ "$gnu" = 1 ]; then
     # pytest11 entry points: recorded so the report can name plugins the agent added.
     plugin_dists > "$base/plugins"
 fi
-tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
-    || tar -cf "$base/ws.tar" -C / -T "$base/ws.list"
+if [ -s "$base/ws.list" ]; then
+    tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
+        || tar -cf "$base/ws.tar" -C / -T "$base/ws.list"
+else
+    : > "$base/ws.tar"  # nothing to restore from
+fi
 rm -f "$base/ws.list"
 
 ld_preload=absent
@@ -322,8 +341,12 @@ fi
     printf 'ld_preload=%s\n' "$ld_preload"
 } > "$base/meta"
 
+supported=false
+if [ "$gnu" = 1 ]; then supported=true; fi
+workspace=false
+if [ "$has_ws" = 1 ]; then workspace=true; fi
 printf '{"digest":"%s","supported":%s,"workspace":%s,"path":' "$(digest "$base")" \
-    "$([ "$gnu" = 1 ] && echo true || echo false)" "$([ "$has_ws" = 1 ] && echo true || echo false)"
+    "$supported" "$workspace"
 json_str "$safe_path"
 printf ',"pythonpath":'
 json_str "$safe_pythonpath"
@@ -333,14 +356,21 @@ printf ',"interpreters":'
 json_list "$base/interps"
 printf ',"watched_dirs":'
 json_list "$base/sys.tree"
+# shellcheck disable=SC2046  # the counts in wc's first column
+set -- $(wc -l "$base/ws.sig" "$base/sys.sig" "$base/procs")
 printf ',"n_workspace_files":%s,"n_system_entries":%s,"n_processes":%s,"pytest_plugin_dists":' \
-    "$(wc -l < "$base/ws.sig")" "$(wc -l < "$base/sys.sig")" "$(wc -l < "$base/procs")"
+    "$1" "$3" "$5"
 json_list "$base/plugins"
-grep -v '^!' "$base/plugins.tsv" | cut -f1 | sort -u > "$base/plugins.loaded" || :
-grep '^!' "$base/plugins.tsv" | cut -f2,3 | tr '\t' ' ' > "$base/plugins.untrusted" || :
+: > "$base/plugins.loaded"
+: > "$base/plugins.untrusted"
+if [ -s "$base/plugins.tsv" ]; then
+    grep -v '^!' "$base/plugins.tsv" | cut -f1 | sort -u > "$base/plugins.loaded" || :
+    grep '^!' "$base/plugins.tsv" | cut -f2,3 | tr '\t' ' ' > "$base/plugins.untrusted" || :
+fi
 printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
-rm -f "$base/plugins.loaded" "$base/plugins.untrusted"
+rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" \
+    "$base/interps.seen" "$base/dirs"
 printf '}\n'

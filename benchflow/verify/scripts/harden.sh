@@ -41,7 +41,7 @@ esac
 case $mount/ in
     "$ws"/*) if [ "$ws" != / ]; then exit 64; fi ;;  # USAGE: the verifier folder is in the workspace
 esac
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 if [ ! -f "$base/meta" ]; then exit 66; fi  # NO_BASELINE
 if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPERED
 
@@ -52,9 +52,14 @@ for f in restored removed tampered notes; do : > "$out/$f"; done
 note() { printf '%s\n' "$*" >> "$out/notes"; }
 has() { case $steps in *"$1"*) return 0 ;; esac; return 1; }
 add() { printf '%s\n' "$2" >> "$out/$1"; }
-meta() { sed -n "s/^$1=//p" "$base/meta"; }
-has_ws=$(meta has_ws)
-gnu=$(meta gnu)
+has_ws=0
+gnu=0
+while IFS='=' read -r key value; do  # meta's facts (builtins: no fork)
+    case $key in
+        has_ws) has_ws=$value ;;
+        gnu) gnu=$value ;;
+    esac
+done < "$base/meta"
 
 # ---- k: processes --------------------------------------------------------------------
 agent_uid=-1
@@ -76,7 +81,8 @@ while [ "$p" -gt 1 ]; do
     done < "/proc/$p/status"
     p=${ppid:-1}
 done
-base_procs=" $(tr '\n' ' ' < "$base/procs")"
+base_procs=" "
+while IFS= read -r line; do base_procs="$base_procs$line "; done < "$base/procs"
 
 # agent_proc PID: the process is the agent's (sets $state). Builtins only: a forked helper
 # would itself be a process started after the baseline.
@@ -190,9 +196,12 @@ fi
 
 if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" ]; then
     # Names with control characters made during the run: never legitimate, never parsed.
-    n=$(find "$ws" -xdev -mindepth 1 -name "$cntrl" -cnewer "$base/stamp" -prune -printf x \
-        -exec rm -rf -- {} + 2>/dev/null | wc -c)
-    if [ "$n" -gt 0 ]; then add removed "$n entries with control characters in their names"; fi
+    # (one x printed per entry; counted only when there is one: each command is a fork)
+    find "$ws" -xdev -mindepth 1 -name "$cntrl" -cnewer "$base/stamp" -prune -printf x \
+        -exec rm -rf -- {} + 2>/dev/null > "$out/cntrl" || :
+    if [ -s "$out/cntrl" ]; then
+        add removed "$(wc -c < "$out/cntrl") entries with control characters in their names"
+    fi
     # Bytecode written during the run (a poisoned __pycache__ or a sourceless module).
     find "$ws" -xdev \( -name .git -o -name "$cntrl" \) -prune -o \
         \( -name '*.pyc' -o -name '*.pyo' \) -cnewer "$base/stamp" -print 2>/dev/null \
@@ -239,13 +248,13 @@ if [ "$gnu" = 1 ] && has i; then
 fi
 
 # ---- s: system integrity --------------------------------------------------------------
-new_cntrl_entries() {  # how many names with control characters appeared in system folders
+new_cntrl_entries() {  # an x per name with control characters new in system folders
     set --
     while IFS= read -r p; do
         if [ -e "$p" ]; then set -- "$@" "$p"; fi
     done < "$base/sys.tree"
-    if [ $# -eq 0 ]; then echo 0; return; fi
-    find -H "$@" -xdev -name "$cntrl" -cnewer "$base/stamp" -prune -printf x 2>/dev/null | wc -c
+    if [ $# -eq 0 ]; then return; fi
+    find -H "$@" -xdev -name "$cntrl" -cnewer "$base/stamp" -prune -printf x 2>/dev/null || :
 }
 
 if [ "$gnu" = 1 ] && has s; then
@@ -319,8 +328,10 @@ if [ "$gnu" = 1 ] && has s; then
     if [ "$kept" -gt 0 ]; then
         note "$kept new files kept in system folders (new packages; nothing they shadow)"
     fi
-    n=$(new_cntrl_entries)
-    if [ "$n" -gt 0 ]; then add tampered "$n new entries with control characters in their names"; fi
+    new_cntrl_entries > "$out/cntrl.sys"
+    if [ -s "$out/cntrl.sys" ]; then
+        add tampered "$(wc -c < "$out/cntrl.sys") new entries with control characters in their names"
+    fi
     plugin_dists > "$out/plugins"
     comm -13 "$base/plugins" "$out/plugins" | while IFS= read -r dist; do
         note "new pytest plugin (not loaded: not in the baseline): $dist"
@@ -329,10 +340,11 @@ fi
 
 # ---- the image's pytest plugins: the verifier loads them, so they must be unchanged ----
 if [ -s "$base/plugins.sums" ]; then
-    sha256sum --quiet -c -- "$base/plugins.sums" 2>/dev/null | sed -n 's/: FAILED.*$//p' \
-        > "$out/plugins.changed" || :
-    while IFS= read -r f; do add tampered "pytest plugin file changed: $f"; done \
-        < "$out/plugins.changed"
+    if ! sha256sum --quiet -c -- "$base/plugins.sums" > "$out/plugins.check" 2>/dev/null; then
+        sed -n 's/: FAILED.*$//p' "$out/plugins.check" > "$out/plugins.changed"
+        while IFS= read -r f; do add tampered "pytest plugin file changed: $f"; done \
+            < "$out/plugins.changed"
+    fi
 fi
 
 # ---- the verifier folder, emptied for a fresh upload ---------------------------------

@@ -12,7 +12,7 @@ case $ws in
     /?*) ;;
     *) exit 64 ;;  # USAGE
 esac
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 
 if [ -d "$ws" ]; then
     chown -R -h 0:0 -- "$ws"

@@ -11,7 +11,7 @@ for p in "$@"; do
         *) exit 64 ;;  # USAGE
     esac
 done
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 
 umask 077
 for p in "$@"; do

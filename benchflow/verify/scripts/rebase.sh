@@ -5,6 +5,6 @@
 # digest (the files' inodes and times change with the restore) as one JSON line.
 base=$1
 [ -d "$base" ] || exit 66  # NO_BASELINE
-[ "$(id -u)" = 0 ] || exit 65  # NOT_ROOT
+is_root || exit 65  # NOT_ROOT
 record_procs
 printf '{"digest":"%s"}\n' "$(digest "$base")"

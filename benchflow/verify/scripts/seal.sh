@@ -23,7 +23,7 @@ for p in "$mount" "$logs" "$tools"; do
         *) exit 64 ;;  # USAGE
     esac
 done
-if [ "$(id -u)" != 0 ]; then exit 65; fi  # NOT_ROOT
+if ! is_root; then exit 65; fi  # NOT_ROOT
 
 if [ -e "$mount" ]; then chown -R -h 0:0 -- "$mount"; fi
 if [ "$lock" = 1 ]; then

@@ -13,7 +13,10 @@ test cancels it; `Behaviour.running` counts those in flight, for tests to wait o
 
 from __future__ import annotations
 
+import base64
+import io
 import math
+import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ from benchflow.sandbox import registry
 from benchflow.sandbox.base import ExecResult, SandboxCapabilities
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.spec import SandboxSpec
+from benchflow.verify._scripts import _BEFORE_DONE
 from tests.fakes.clock import elapse
 
 TASK_MD = """---
@@ -130,9 +134,12 @@ class FakeSandbox:
         argv = [str(c) for c in cmd]
         self.behaviour.execs.append((argv, user, dict(env or {})))
         joined = " ".join(argv)
+        # a chained exec (verify/_scripts.py): its steps before the main command succeed
+        done = (_BEFORE_DONE + "\n").encode() if _BEFORE_DONE in joined else b""
+        self.files.update(unpacked(argv))
         if "test.sh" in joined:
             self.files["/logs/verifier/reward.txt"] = self.behaviour.reward.encode()
-            return ExecResult(0, b"verified\n", b"")
+            return ExecResult(0, done + b"verified\n", b"")
         for suffix, code in self.behaviour.exit_codes.items():
             if suffix in joined:
                 if await self._run(timeout):
@@ -182,6 +189,17 @@ class FakeSandbox:
         if self.started:
             self.started = False
             self.behaviour.stops += 1
+
+
+def unpacked(argv: Sequence[str]) -> dict[str, bytes]:
+    """The files an `unpack.sh` step of an exec puts in place (`unpack MOUNT ARCHIVE`, a
+    base64 tar from /: verify/runner.py), by sandbox path."""
+    if "unpack" not in argv:
+        return {}
+    archive = argv[argv.index("unpack") + 2]
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(archive))) as tar:
+        return {f"/{m.name}": tar.extractfile(m).read()  # type: ignore[union-attr]
+                for m in tar.getmembers() if m.isfile()}
 
 
 class FakeProvider(SandboxProvider):

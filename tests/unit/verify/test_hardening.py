@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,9 @@ from benchflow.verify.baseline import (
     Baseline,
     take_baseline,
 )
-from benchflow.verify.hardening import harden, protect_paths
+from benchflow.verify._scripts import _BEFORE_DONE
+from benchflow.verify.hardening import harden, protect_paths, verify_hardened
+from benchflow.verify.runner import VerifierRun, inline_verifier
 from benchflow.verify.verifier_env import FIXED_KEYS, pytest_addopts, verifier_env
 
 pytestmark = pytest.mark.anyio
@@ -204,3 +207,106 @@ def test_opt_out_returns_the_task_env_untouched():
 def test_addopts_quote_any_path(path):
     args = shlex.split(pytest_addopts(workspace=path, verifier_dir=path, pytest_plugins=[path]))
     assert f"--rootdir={path}" in args and f"--confcutdir={path}" in args and args[-1] == path
+
+
+# -- the final verify: the verifier folder only after the kill -------------------------
+
+
+class ScriptedSandbox(RecordingSandbox):
+    """Answers each exec with the next of `results` and records, in order, every exec
+    (argv, env, stdin: what /proc shows other processes) and upload; a download of /logs
+    leaves `reward` in logs/verifier/reward.txt."""
+
+    def __init__(self, *results: ExecResult, reward: str = "1") -> None:
+        super().__init__()
+        self.results = list(results)
+        self.events: list[tuple[str, object]] = []
+        self.reward = reward
+
+    async def exec(self, cmd: Sequence[str], *, user: str | None = None, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, timeout: float | None = None,
+                   stdin: bytes | None = None) -> ExecResult:
+        self.calls.append((list(cmd), user))
+        self.events.append(("exec", (list(cmd), dict(env or {}), stdin or b"")))
+        return self.results.pop(0)
+
+    async def upload(self, src: Path, dst: str) -> None:
+        self.events.append(("upload", (src, dst)))
+
+    async def download(self, src: str, dst: Path) -> None:
+        (dst / "verifier").mkdir(parents=True, exist_ok=True)
+        (dst / "verifier" / "reward.txt").write_text(self.reward)
+
+
+SECRET = "expected-answer-7c1e2f"
+
+
+def _verifier_run(tmp_path: Path) -> VerifierRun:
+    folder = tmp_path / "tests"
+    folder.mkdir(exist_ok=True)
+    (folder / "test.sh").write_text(f"#!/bin/sh\ngrep -q {SECRET} /app/out.txt\n")
+    (folder / "expected.txt").write_text(SECRET + "\n")
+    return VerifierRun(verifier_dir=folder, mount="/tests", timeout_sec=60, env={}, cwd="/app")
+
+
+def _leaks(argv: Sequence[str], env: Mapping[str, str], stdin: bytes) -> bool:
+    """Whether the tests' content shows in an exec's argv, env or stdin, as is or as the
+    base64 of a (tar) archive of them."""
+    for word in (*argv, *env.values(), stdin.decode("latin-1")):
+        if SECRET in word or "test.sh" in word and "grep -q" in word:
+            return True
+        try:
+            data = base64.b64decode(word, validate=True)
+        except ValueError:
+            continue
+        if SECRET.encode() in data:
+            return True
+    return False
+
+
+async def test_the_verifier_folder_is_uploaded_after_the_harden_exec_and_in_no_exec(tmp_path):
+    # Regression: the folder carried as a base64 tar in the argv of an exec that started
+    # before harden.sh's kill (/proc/PID/cmdline is world-readable) let a process the agent
+    # left read the tests and write the expected answer before it was killed.
+    # (the image has base64 and tar, which the leaky version carried the folder with)
+    line = {"digest": "a" * 64, "supported": True, "workspace": True, "unpack": True,
+            "path": "/usr/bin:/bin", "pythonpath": ""}
+    sandbox = ScriptedSandbox(ExecResult(0, json.dumps(line).encode(), b""),
+                              ExecResult(0, json.dumps(CLEAN).encode(), b""),
+                              ExecResult(0, _BEFORE_DONE.encode() + b"\nok\n", b""))
+    baseline = await take_baseline(sandbox, workspace="/app")
+    del sandbox.events[0]
+    run = _verifier_run(tmp_path)
+    done = await verify_hardened(sandbox, run, tmp_path / "out", tmp_path / "logs",
+                                 baseline=baseline, agent_user="agent",
+                                 config=HardeningConfig())
+    kinds = [kind for kind, _ in sandbox.events]
+    assert kinds == ["exec", "upload", "exec"]
+    harden_argv = sandbox.events[0][1][0]
+    assert harden_argv[3] == "harden"  # sh -c TEXT harden ...: the kill comes first
+    assert sandbox.events[1][1] == (run.verifier_dir, "/tests")
+    for kind, what in sandbox.events:
+        if kind == "exec":
+            assert not _leaks(*what), what
+    test_argv = sandbox.events[2][1][0]
+    assert test_argv[0] == "/bin/sh" and "seal" in test_argv  # seal, reset, test.sh
+    assert done.outcome.reward == 1.0 and done.outcome.exec_result.stdout == b"ok\n"
+    assert json.loads((tmp_path / "out" / "hardening.json").read_text())["killed"] == 2
+
+
+def test_the_leak_check_sees_an_archive_in_an_argument(tmp_path):
+    # the check above can fail: the leaky one-exec form (the folder as a base64 tar argument)
+    archive = inline_verifier(_verifier_run(tmp_path))
+    assert archive is not None and _leaks(["sh", "-c", "x", "seal", archive], {}, b"")
+    assert not _leaks(["sh", "-c", "x", "seal", "/tests"], {"PATH": "/bin"}, b"")
+
+
+async def test_tampering_stops_before_the_verifier_folder_is_uploaded(tmp_path):
+    report = {**CLEAN, "tampered": ["changed: /usr/bin/python3"]}
+    sandbox = ScriptedSandbox(ExecResult(0, json.dumps(report).encode(), b""))
+    with pytest.raises(VerifierTampered, match="python3"):
+        await verify_hardened(sandbox, _verifier_run(tmp_path), tmp_path / "out",
+                              tmp_path / "logs", baseline=BASELINE, agent_user="agent",
+                              config=HardeningConfig())
+    assert [kind for kind, _ in sandbox.events] == ["exec"]
+    assert "python3" in (tmp_path / "out" / "hardening.json").read_text()

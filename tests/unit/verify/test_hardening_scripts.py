@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.verify._scripts import SCRIPTS_DIR, resource_text, script_argv, script_text
+from benchflow.verify.runner import VerifierRun, inline_verifier
 
 SCRIPTS = ["baseline.sh", "harden.sh", "seal.sh", "protect.sh", "scrub_git.sh",
-           "lock_workspace.sh"]
+           "lock_workspace.sh", "unpack.sh"]
 HOSTILE = ["$(touch {canary})", "'; touch {canary} #", "`touch {canary}`", "a\nb; touch {canary}",
            "-rf", "*"]
 is_root = os.geteuid() == 0
@@ -226,3 +227,30 @@ def test_baseline_writes_the_plugin_loader_and_digests_it(tmp_path):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["tampered"] == [f"pytest plugin file changed: {loader}/plugins.txt"]
+
+
+def _archive(tmp_path: Path, mount: Path) -> str:
+    """The verifier folder `inline_verifier` would carry for `mount`."""
+    src = tmp_path / "src"
+    (src / "data").mkdir(parents=True)
+    (src / "test.sh").write_text("#!/bin/sh\necho ran\n")
+    (src / "test.sh").chmod(0o755)
+    (src / "data" / "expected.txt").write_text("42\n")
+    archive = inline_verifier(VerifierRun(verifier_dir=src, mount=str(mount), timeout_sec=1,
+                                          env={}))
+    assert archive is not None
+    return archive
+
+
+@needs_root
+def test_unpack_puts_the_verifier_folder_over_what_the_mount_holds(tmp_path):
+    mount = tmp_path / "sandbox" / "tests"
+    mount.mkdir(parents=True)
+    (mount / "from-the-image.txt").write_text("kept\n")  # as an upload would keep it
+    result = run("unpack.sh", str(mount), _archive(tmp_path, mount))
+    assert result.returncode == 0, result.stderr
+    assert (mount / "data" / "expected.txt").read_text() == "42\n"
+    assert os.access(mount / "test.sh", os.X_OK)
+    assert sorted(p.name for p in mount.iterdir()) == ["data", "from-the-image.txt", "test.sh"]
+    assert run("unpack.sh", "/", "x").returncode == ExitCode.USAGE
+    assert run("unpack.sh", "relative", "x").returncode == ExitCode.USAGE

@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from benchflow.errors import VerifierError
+from benchflow.sandbox.base import ExecResult
+from benchflow.sandbox.exit_codes import ExitCode
 from benchflow.verify._scripts import _BEFORE_DONE, chained_argv
-from benchflow.verify.runner import VerifierRun, run_test_script
+from benchflow.verify.runner import (
+    INLINE_VERIFIER_MAX,
+    VerifierRun,
+    _unpack_and_test,
+    run_test_script,
+)
 from tests.fakes.local_sandbox import LocalSandbox
 
 pytestmark = pytest.mark.anyio
@@ -59,3 +66,37 @@ async def test_scripts_chained_into_one_exec_stop_at_the_first_failure(tmp_path:
     assert stopped.exit_code == 4 and _BEFORE_DONE.encode() not in stopped.stdout
     assert b"main" not in stopped.stdout
     assert chained_argv([], main) == main
+
+
+class _Scripted(LocalSandbox):
+    """Answers each exec with the next canned result (nothing runs); records uploads."""
+
+    def __init__(self, root: Path, *results: ExecResult) -> None:
+        super().__init__(root)
+        self.results = list(results)
+
+    async def exec(self, cmd, **kw) -> ExecResult:  # type: ignore[override]
+        self.calls.append([str(c) for c in cmd])
+        return self.results.pop(0)
+
+    async def upload(self, src: Path, dst: str) -> None:  # type: ignore[override]
+        self.uploads.append((dst, 0))
+
+
+async def test_a_small_verifier_folder_travels_in_test_sh_exec(tmp_path: Path) -> None:
+    sandbox = _Scripted(tmp_path, ExecResult(0, _BEFORE_DONE.encode() + b"\nok\n", b""))
+    result = await _unpack_and_test(sandbox, _verifier(tmp_path), tmp_path / "out")
+    assert result is not None and result.stdout == b"ok\n"
+    assert len(sandbox.calls) == 1 and sandbox.uploads == []
+    argv = sandbox.calls[0]
+    assert argv[argv.index("unpack") + 1] == str(tmp_path / "verifier")  # MOUNT, then ARCHIVE
+
+
+async def test_an_image_without_base64_or_tar_is_left_to_the_upload(tmp_path: Path) -> None:
+    sandbox = _Scripted(tmp_path, ExecResult(ExitCode.NO_TOOLS, b"", b""))
+    assert await _unpack_and_test(sandbox, _verifier(tmp_path), tmp_path / "out") is None
+    (tmp_path / "big").mkdir()
+    big = _verifier(tmp_path / "big")
+    (big.verifier_dir / "data.bin").write_bytes(b"x" * (INLINE_VERIFIER_MAX + 1))
+    assert await _unpack_and_test(sandbox, big, tmp_path / "out") is None  # no exec at all
+    assert len(sandbox.calls) == 1
