@@ -18,6 +18,8 @@ from benchflow.tools.sandboxes import session_sandbox
 from benchflow.tools.session import ToolSession
 
 DISPLAY = ":99"
+START_TIMEOUT_SEC = 120.0
+"""How long Xvfb and the app's first window may take (seconds on a loaded machine)."""
 _SIZE = re.compile(r"^(\d{2,5})x(\d{2,5})$")
 
 
@@ -32,13 +34,22 @@ async def _start_display(sandbox: Sandbox, config: dict[str, Any]) -> None:
     width, height = screen_size(config)
     app = str(config.get("app", "xterm -geometry 100x30+10+10 -fa Monospace -fs 12"))
     # Wait for the display, then for the app's window, as long as the exec's timeout allows
-    # (a loaded machine can take seconds): a display without its window is an error.
-    script = (f"(Xvfb {DISPLAY} -screen 0 {width}x{height}x24 -nolisten tcp >/tmp/xvfb.log 2>&1 &) "
-              f"&& until xdpyinfo -display {DISPLAY} >/dev/null 2>&1; do sleep 0.1; done "
-              f"&& (DISPLAY={DISPLAY} {app} >/tmp/app.log 2>&1 &) "
-              f"&& until DISPLAY={DISPLAY} xdotool search --onlyvisible --name . >/dev/null 2>&1; "
-              f"do sleep 0.1; done")
-    result = await sandbox.exec(["bash", "-c", script], timeout=60)
+    # (a loaded machine can take seconds); a server or app that exits says why at once.
+    script = (f"Xvfb {DISPLAY} -screen 0 {width}x{height}x24 -nolisten tcp "
+              f"</dev/null >/tmp/xvfb.log 2>&1 & x=$!; "
+              f"until xdpyinfo -display {DISPLAY} >/dev/null 2>&1; do "
+              f"kill -0 $x 2>/dev/null || {{ echo Xvfb exited:; cat /tmp/xvfb.log; exit 1; }}; "
+              f"sleep 0.1; done; "
+              f"DISPLAY={DISPLAY} {app} </dev/null >/tmp/app.log 2>&1 & a=$!; "
+              f"until DISPLAY={DISPLAY} xdotool search --onlyvisible --name . >/dev/null 2>&1; "
+              f"do kill -0 $a 2>/dev/null || {{ echo the app exited:; cat /tmp/app.log; exit 1; }}"
+              f"; sleep 0.1; done")
+    result = await sandbox.exec(["bash", "-c", script], timeout=START_TIMEOUT_SEC)
+    if result.timed_out:
+        logs = await sandbox.exec(["tail", "-c", "1000", "/tmp/xvfb.log", "/tmp/app.log"],
+                                  timeout=30)
+        raise OSError(f"the virtual display did not start in {START_TIMEOUT_SEC:.0f} s: "
+                      f"{logs.text(2000)}")
     if not result.ok:
         raise OSError(f"the virtual display did not start: {result.text(1000)}")
 

@@ -69,3 +69,13 @@ async def test_vm_screenshot_is_a_png_of_the_screen_with_a_window(server, job_la
     assert _colors(before.images[0]) > 2  # the xterm on the root window
     assert not clicked.is_error and not typed.is_error
     assert after.images[0] != before.images[0]  # the typed text is on the screen
+
+
+async def test_a_vm_app_that_exits_at_once_is_an_error_that_says_so(server, job_label):
+    async with ToolClient(server.url) as client:
+        session = await client.open(["vm:screenshot"], init_configs={
+            "vm": {"app": "sh -c 'echo no display for me >&2; exit 3'",
+                   "labels": {"benchflow.job": job_label}}}, timeout_sec=300)
+        shot = await session.call("vm:screenshot", {})
+        await session.close()
+    assert shot.is_error and "the app exited:" in shot.text and "no display for me" in shot.text
