@@ -68,29 +68,6 @@ def split_chained(result: ExecResult) -> tuple[bytes, ExecResult] | None:
     return head, dataclasses.replace(result, stdout=rest)
 
 
-def last_json(stdout: bytes) -> dict[str, Any] | None:
-    """The last non-blank line of `stdout` as a JSON object, or None."""
-    lines = [line for line in stdout.decode("utf-8", "replace").splitlines() if line.strip()]
-    try:
-        data = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def script_failure(name: str, result: ExecResult) -> VerifierError:
-    """The error for script `name` exiting non-zero (`BASELINE_TAMPERED`: tampering)."""
-    if result.exit_code == ExitCode.BASELINE_TAMPERED:
-        return VerifierTampered("the hardening baseline saved before the agent ran was "
-                                "modified (only a root agent can do that)")
-    try:
-        meaning = ExitCode(result.exit_code).name
-    except ValueError:
-        meaning = "unexpected"
-    return VerifierError(f"{name} exited with code {result.exit_code} ({meaning}); "
-                         f"output tail:\n{result.text(1500)}")
-
-
 def after_chained(result: ExecResult, before: Sequence[Sequence[str]], what: str) -> ExecResult:
     """The main command's result of a `chained_argv` exec (the done-marker removed).
 
@@ -125,11 +102,23 @@ async def run_script(sandbox: Sandbox, name: str, *args: str, timeout: float,
         raise VerifierError(f"{name} exceeded its timeout of {timeout:g} s")
     if before:
         result = after_chained(result, before, name)
+    if result.exit_code == ExitCode.BASELINE_TAMPERED:
+        raise VerifierTampered("the hardening baseline saved before the agent ran was modified "
+                               "(only a root agent can do that)")
     if result.exit_code != ExitCode.OK:
-        raise script_failure(name, result)
+        try:
+            meaning = ExitCode(result.exit_code).name
+        except ValueError:
+            meaning = "unexpected"
+        raise VerifierError(f"{name} exited with code {result.exit_code} ({meaning}); "
+                            f"output tail:\n{result.text(1500)}")
     if not parse:
         return result, {}
-    data = last_json(result.stdout)
-    if data is None:
+    lines = [line for line in result.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
         raise VerifierError(f"{name} printed no JSON report; output tail:\n{result.text(1500)}")
     return result, data
