@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -31,15 +32,12 @@ from benchflow.errors import (
 )
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name, task_and_dataset
-from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import mask_in_rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.phases import PhaseBook, phase
-from benchflow.rollout.fork import fork_baseline, fork_steps, start_from_fork
 from benchflow.rollout.role_access import setup_role_access
-from benchflow.rollout.snapshots import TurnSnapshotter
 from benchflow.rollout.result import (
     ErrorInfo,
     ParentRef,
@@ -67,7 +65,6 @@ from benchflow.rollout.workspace_changes import (
 )
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
-from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
 from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.cost import sandbox_cost
@@ -86,10 +83,18 @@ from benchflow.trace_ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.rollout.agent_judge import judge_scene
-from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
-from benchflow.verify.runner import VerifierRun, script_command
-from benchflow.verify.soft import SoftVerifyResult, soft_verify
+
+if TYPE_CHECKING:
+    from benchflow.rollout.snapshots import TurnSnapshotter
+    from benchflow.verify.baseline import Baseline
+    from benchflow.verify.runner import VerifierRun
+    from benchflow.verify.soft import SoftVerifyResult
+
+# What a rollout needs only once its sandbox is up (the verifier, the baseline, the agent's
+# tools) or only when forking or snapshotting is imported where it is used: `benchflow
+# run`'s startup is Python's imports (the CLI imports these while the sandbox starts:
+# `cli/progress.py`'s prewarm).
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +220,8 @@ class Rollout:
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
         self._step_index = {(s.scene_index, s.turn_index): i for i, s in enumerate(self.steps)}
         if config.fork is not None:  # steps from the fork's on, with each role's history
+            from benchflow.rollout.fork import fork_steps
+
             self.steps = fork_steps(config.fork, self.steps)
         check_scenes(self.scenes, given=self._given_drivers, endpoint=endpoint)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
@@ -255,6 +262,8 @@ class Rollout:
         self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
         if config.snapshot_turns or config.fork is not None:
+            from benchflow.rollout.snapshots import TurnSnapshotter
+
             TurnSnapshotter.check(self.sandbox)
         self._warn_unhardened()
 
@@ -267,6 +276,8 @@ class Rollout:
             self.config.timeout_multiplier)
         self._emit(RolloutEventKind.SANDBOX_START)
         if self.config.fork is not None:  # the original's sandbox, with its agents installed
+            from benchflow.rollout.fork import start_from_fork
+
             start_from_fork(self.sandbox, self.config.fork)
         else:
             self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
@@ -319,8 +330,12 @@ class Rollout:
                 await driver.install(self.ctx)
         await setup_role_access(self.ctx, self.scenes)  # each role its own user
         if self.config.fork is not None and self.hardened:  # checked against the original's
+            from benchflow.rollout.fork import fork_baseline
+
             self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
         if self.hardened and self.baseline is None:
+            from benchflow.verify.baseline import take_baseline, task_named_tools
+
             hardening = self.task.config.verifier.hardening
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
@@ -446,11 +461,15 @@ class Rollout:
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
         await open_strategy(self)  # an ORS environment the agent plays
+        from benchflow.rollout.acp_tools import open_acp_tools
+
         await open_acp_tools(self)  # the tool server's tools, as an MCP server
         self.workspace = workspace_tracker(self.config, self.ctx)
         if self.workspace is not None:
             await self.workspace.start(self.paths.root / WORKSPACE_START)
         if self.config.snapshot_turns and self.sandbox is not None:
+            from benchflow.rollout.snapshots import TurnSnapshotter
+
             self.snapshots = TurnSnapshotter(
                 self.sandbox, self.paths.root, job_name=self.job_name,
                 rollout_name=self.rollout_name, n_steps=len(self._step_index),
@@ -533,6 +552,8 @@ class Rollout:
         verifier = self.task.config.verifier
 
         async def score_round(round_index: int) -> SoftVerifyResult:
+            from benchflow.verify.soft import soft_verify
+
             assert self.sandbox is not None
             return await soft_verify(self.sandbox, self._verifier_run(), config=verifier.hardening,
                                      baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
@@ -565,6 +586,8 @@ class Rollout:
             self.result.rewards = await self._judged_verify(judge, self._verifier_run())
             self._logs_collected = True
         else:
+            from benchflow.rollout.task_steps import verify_with_mode
+
             outcome = await verify_with_mode(self, None, final=True)
             # on success the in-sandbox paths downloaded /logs; otherwise cleanup collects it
             self._logs_collected = not self.task.config.verifier.separate
@@ -574,6 +597,8 @@ class Rollout:
     @phase(None)
     async def _run_task_steps(self) -> None:
         """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
+        from benchflow.rollout.task_steps import run_task_steps
+
         await self.open_agent_phase()
         await run_watched(self.sandbox, lambda: run_task_steps(self))
 
@@ -591,6 +616,8 @@ class Rollout:
             pytest_plugins=verifier.pytest_plugins)
 
     def _verifier_run(self) -> VerifierRun:
+        from benchflow.verify.runner import VerifierRun, script_command
+
         assert self.sandbox is not None and self.task is not None
         task, config = self.task, self.config
         timeout = config.verifier_timeout_sec or task.config.verifier.timeout_sec
@@ -616,6 +643,8 @@ class Rollout:
             try:
                 try:  # the ORS environment and the tool server, before their sandbox
                     await close_strategy(self)
+                    from benchflow.rollout.acp_tools import close_acp_tools
+
                     await close_acp_tools(self)
                 finally:
                     await self._stop_sandbox()

@@ -23,6 +23,7 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.job.pull", "benchflow.job.resume", "benchflow.verify.judged",
     "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
     "benchflow.telemetry.otel", "benchflow.traces", "benchflow.tracing",
+    "benchflow.rollout.fork", "benchflow.rollout.snapshots",  # fork / --snapshot-turns
     # studies and their statistics and figures (benchflow study / compare)
     "benchflow.study", "benchflow.cli.study", "benchflow.cli.compare", "scipy", "numpy",
     "matplotlib",
@@ -49,6 +50,90 @@ def test_the_run_command_imports_nothing_a_task_run_does_not_need():
                        "import benchflow.cli.jobs  # what run_command imports to run the job")
     assert "benchflow.cli.run" in loaded and "benchflow.rollout.rollout" in loaded
     assert forbidden(loaded) == []
+
+
+def test_what_a_rollout_needs_after_its_sandbox_starts_is_not_imported_before():
+    # rich (the summary) and the verifier's modules: `prewarm` imports them while the
+    # first sandbox starts, off the way to it
+    from benchflow.cli.progress import AFTER_SANDBOX_START
+
+    loaded = loaded_by("from benchflow.cli.main import build_app\nbuild_app('run')\n"
+                       "import benchflow.cli.jobs")
+    assert "benchflow.rollout.rollout" in loaded
+    assert not {m for m in loaded if m.split(".")[0] == "rich"}
+    assert not set(AFTER_SANDBOX_START) & loaded
+
+
+PREWARMED = """
+import ast, json, sys
+from benchflow.cli.main import build_app
+build_app('run')
+import benchflow.cli.jobs
+before = set(sys.modules)
+from benchflow.cli.progress import prewarm
+prewarm().join()
+new = sorted(m for m in set(sys.modules) - before if m.startswith('benchflow'))
+edges = {}
+for name in new:
+    module = sys.modules[name]
+    tree = ast.parse(open(module.__file__).read())
+    targets = set()
+    def visit(nodes):  # module-level imports, not those in functions or TYPE_CHECKING
+        for node in nodes:
+            if isinstance(node, ast.If) and 'TYPE_CHECKING' in ast.unparse(node.test):
+                visit(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                visit(node.body); visit(getattr(node, 'orelse', []))
+                for handler in getattr(node, 'handlers', []):
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets.add(node.module)
+                targets.update(node.module + '.' + a.name for a in node.names)
+    visit(tree.body)
+    edges[name] = sorted(t for t in targets if t in new and t != name)
+print(json.dumps({'loaded': sorted(sys.modules), 'edges': edges}))
+"""
+
+
+def _cycle(edges: dict[str, list[str]]) -> list[str]:
+    """One import cycle among `edges` (module -> modules it imports at its top), or []."""
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = 1
+        for nxt in edges.get(node, []):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return found
+        state[node] = 2
+        return []
+
+    for start in edges:
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return []
+
+
+def test_prewarm_imports_them_and_they_import_no_cycle():
+    # the prewarm thread and the event loop's thread may import these at once: without
+    # a cycle among them neither can wait on the other (no partly initialized module)
+    import json
+
+    from benchflow.cli.progress import AFTER_SANDBOX_START
+
+    out = json.loads(subprocess.run([sys.executable, "-c", PREWARMED], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert set(AFTER_SANDBOX_START) <= set(out["loaded"])
+    assert len(out["edges"]) > 5  # the verifier's modules came with them
+    assert _cycle(out["edges"]) == []
+
+
+def test_the_cycle_check_can_fail():
+    assert _cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": ["b"], "b": []}) == []
 
 
 def test_version_imports_neither_typer_nor_a_command():
