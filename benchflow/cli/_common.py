@@ -7,48 +7,23 @@ import errno
 import logging
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import typer
 from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
 
 from benchflow.errors import BenchflowError, ConfigError, ResultsWriteError
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 EXIT_OK = 0
 EXIT_ROLLOUT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
 
-
-def __getattr__(name: str) -> Console:
-    """`console` and `err_console`, each made on first use: rich (~15 ms to import) stays
-    off `benchflow run`'s way to its first sandbox (`progress.prewarm` loads it while the
-    sandbox starts). No :emoji: codes: names and messages are printed as they are (and
-    rich's emoji table, a few ms to import, is never loaded)."""
-    if name not in ("console", "err_console"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return _console(name)
-
-
-def _console(name: str) -> Console:
-    if name not in globals():
-        from rich.console import Console
-
-        globals()[name] = Console(stderr=name == "err_console", emoji=False)
-    return globals()[name]
-
-
-def _error(markup: str) -> None:
-    _console("err_console").print(markup, highlight=False, soft_wrap=True)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+# no :emoji: codes: names and messages are printed as they are (and rich's emoji table,
+# a few ms to import, is never loaded)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -70,26 +45,31 @@ def user_errors() -> Iterator[None]:
         yield
     except ConfigError as exc:
         # escaped: messages name TOML tables such as [verifier.env], which rich would eat
-        _error(f"[bold red]error:[/] {_escape(str(exc))}")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except ValidationError as exc:
-        _error(f"[bold red]error:[/] {_validation_message(exc)}")
+        err_console.print(f"[bold red]error:[/] {_validation_message(exc)}", highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # not bad input: the disk is full
-            _error(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror}: free space there "
-                   "and run again")
+            err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror}: free "
+                              "space there and run again", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
-        _error(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: check the path")
+        err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: "
+                          "check the path", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except ResultsWriteError as exc:
-        _error(f"[bold red]error:[/] {_escape(str(exc))}")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
     except BenchflowError as exc:
-        _error(f"[bold red]error ({exc.error_type}):[/] {_escape(str(exc))}")
+        err_console.print(f"[bold red]error ({exc.error_type}):[/] {escape(str(exc))}",
+                          highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
     except KeyboardInterrupt:
-        _console("err_console").print("[yellow]cancelled[/]")
+        err_console.print("[yellow]cancelled[/]")
         raise typer.Exit(EXIT_CANCELLED) from None
 
 

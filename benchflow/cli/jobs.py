@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from benchflow import bounds as B
-from benchflow.cli import _common
 from benchflow.cli._common import (
     EXIT_BAD_INPUT,
     EXIT_CANCELLED,
     EXIT_OK,
     EXIT_ROLLOUT_ERROR,
+    console,
+    err_console,
     set_console_level,
     user_errors,
 )
@@ -39,9 +42,6 @@ from benchflow.sandbox.registry import check_backend, get_provider
 from benchflow.telemetry import recorder
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.table import Table
-
     from benchflow.traces.join import JobTraces
 
 ANSWERS_SHOWN = 50
@@ -55,7 +55,7 @@ class MetricsProgress(JobProgress):
     """JobProgress that also shows the job file's metrics, updated as trials end (O(1)
     per trial: running sums, not a pass over every result)."""
 
-    def __init__(self, console: "Console | None", total: int, title: str,
+    def __init__(self, console: Console, total: int, title: str,
                  metrics: Sequence[MetricConfig], finished: Sequence[RolloutResult] = ()) -> None:
         self.metrics = list(metrics)
         self.running = RunningMetrics()
@@ -75,7 +75,7 @@ class MetricsProgress(JobProgress):
 
 
 def _notify(message: str) -> None:
-    _common.err_console.print(f"[yellow]{message}[/]", highlight=False)
+    err_console.print(f"[yellow]{message}[/]", highlight=False)
 
 
 def _job_traces(prepared: PreparedJob, listen: str | None) -> "JobTraces | None":
@@ -90,7 +90,7 @@ def _job_traces(prepared: PreparedJob, listen: str | None) -> "JobTraces | None"
 
     traces = JobTraces.start(prepared.job_dir, listen, [d.scrub for d in http.values()])
     if traces is not None:
-        _common.err_console.print(f"agent traces: OTLP/HTTP on {traces.url}", highlight=False)
+        err_console.print(f"agent traces: OTLP/HTTP on {traces.url}", highlight=False)
     return traces
 
 
@@ -101,7 +101,7 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
     if resuming:  # sandboxes a crashed run of this job instance left behind
         await remove_containers(CleanupScope(job_id=job_instance_id(prepared.job_dir)), provider)
     title = f"{config.name} ({len(prepared.to_run)} trials)"
-    with MetricsProgress(None, len(prepared.to_run), title, config.metrics,
+    with MetricsProgress(console, len(prepared.to_run), title, config.metrics,
                          prepared.finished) as progress:
         spans = recorder(otel, config.name)  # also on with OTEL_EXPORTER_OTLP_ENDPOINT
         traces = _job_traces(prepared, trace_listen)
@@ -145,11 +145,11 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
                                                     trace_listen=trace_listen))
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
-        _common.console.print(results_table(results))  # QA: each item's answer and reward
-    _common.console.print(summary_table(results, title=f"job {result.job_name}"))
+        console.print(results_table(results))  # QA: each item's answer and reward
+    console.print(summary_table(results, title=f"job {result.job_name}"))
     roles = roles_table(results)
     if roles is not None and any(len(r.roles) > 1 for r in results):
-        _common.console.print(roles)
+        console.print(roles)
     _print_summary(result, prepared.job_dir)
     if result.cancelled:
         return EXIT_CANCELLED
@@ -224,7 +224,7 @@ def _resume(job_dir: Path, retry_errors: bool, config_file: Path | None,
 
     prepared = prepare_resume(job_dir, retry_errors=retry_errors, config_file=config_file,
                               n_concurrent_trials=n_concurrent)
-    _common.err_console.print(f"{len(prepared.finished)} trial(s) already finished; running "
+    err_console.print(f"{len(prepared.finished)} trial(s) already finished; running "
                       f"{len(prepared.to_run)}", highlight=False)
     return run_prepared(prepared, resuming=True)
 
@@ -244,11 +244,9 @@ def resume_command(
     raise typer.Exit(_exit_code(_resume, job_dir, retry_errors, config_file, n_concurrent))
 
 
-def summary_table(results: Sequence[RolloutResult], title: str = "job") -> "Table":
+def summary_table(results: Sequence[RolloutResult], title: str = "job") -> Table:
     """One row per agent and dataset: trials, completed (done), failed, pass rate, mean
     reward, cost. Short headers: the table fits an 80-column terminal."""
-    from rich.table import Table
-
     table = Table(title=title)
     for column in ("agent", "dataset", "trials", "done", "failed", "pass", "reward",
                    "cost", "errors"):
@@ -273,7 +271,7 @@ def summary_table(results: Sequence[RolloutResult], title: str = "job") -> "Tabl
     return table
 
 
-def roles_table(results: Sequence[RolloutResult], title: str = "roles") -> "Table | None":
+def roles_table(results: Sequence[RolloutResult], title: str = "roles") -> Table | None:
     """One row per agent label and role: its agent and model, tokens (`*`: counted by
     benchflow's model server or relay), tool calls, cost. None when no result names roles."""
     groups: dict[tuple[str, str], list[tuple[RolloutResult, Any]]] = {}
@@ -282,8 +280,6 @@ def roles_table(results: Sequence[RolloutResult], title: str = "roles") -> "Tabl
             groups.setdefault((r.agent_name, name), []).append((r, role))
     if not groups:
         return None
-    from rich.table import Table
-
     table = Table(title=title)
     for column in ("agent", "role", "role agent", "model", "in tok", "out tok", "tools", "cost"):
         table.add_column(column, justify="left" if column in ("agent", "role", "role agent",
@@ -310,7 +306,7 @@ def _print_summary(result: JobResult, job_dir: Path) -> None:
     metrics = "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}"
                         for k, v in result.metrics.items())
     state = "[yellow]cancelled[/] — " if result.cancelled else ""
-    _common.err_console.print(
+    err_console.print(
         f"{state}{result.completed_trials}/{result.total_trials} scored, {result.failed_trials} "
         f"failed, {result.skipped_trials} skipped, pass rate {rate}, mean reward {mean}"
         f"{'  ' + metrics if metrics else ''} — results in {job_dir}", highlight=False)
@@ -322,17 +318,17 @@ def summary_command(
 ) -> None:
     """Tabulate a job's trial results per agent and dataset (works on unfinished jobs too)."""
     if not job_dir.is_dir():
-        _common.err_console.print(f"[bold red]error:[/] {job_dir}: no such job folder", highlight=False)
+        err_console.print(f"[bold red]error:[/] {job_dir}: no such job folder", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
     results = list(iter_trial_results(job_dir))
-    _common.console.print(summary_table(results, title=f"job {job_dir.name}"))
+    console.print(summary_table(results, title=f"job {job_dir.name}"))
     roles = roles_table(results)
     if roles is not None:
-        _common.console.print(roles)
+        console.print(roles)
     try:
         saved = JobResult.model_validate_json((job_dir / RESULT).read_text())
     except (OSError, ValueError):
-        _common.err_console.print(f"{len(results)} trial result(s); no job result.json yet",
+        err_console.print(f"{len(results)} trial result(s); no job result.json yet",
                           highlight=False)
         return
     _print_summary(saved, job_dir)
@@ -352,7 +348,7 @@ def regrade_command(
     with user_errors():
         targets, skipped = plan_regrade(job_dir, task_dir)
     for item in skipped:
-        _common.err_console.print(f"{item.rollout}: skipped ({item.skipped})", highlight=False)
+        err_console.print(f"{item.rollout}: skipped ({item.skipped})", highlight=False)
     failed = False
 
     async def _all() -> None:
@@ -363,7 +359,7 @@ def regrade_command(
             assert new is not None
             failed = failed or new.error is not None
             now = new.reward if new.error is None else f"error {new.error.type}"
-            _common.console.print(f"{done.rollout}: reward {done.old_reward} -> {now}",
+            console.print(f"{done.rollout}: reward {done.old_reward} -> {now}",
                           highlight=False)
 
     anyio.run(_all)
@@ -389,7 +385,7 @@ def remove_command(
         folders = [p.parent for p in job_dir.glob(f"*/*/*/{RESULT}")]
         removed = [] if keep_snapshots else anyio.run(remove_snapshots, folders)
         shutil.rmtree(job_dir)
-    _common.console.print(f"removed {job_dir}" + (f" and {len(removed)} snapshot(s)" if removed
+    console.print(f"removed {job_dir}" + (f" and {len(removed)} snapshot(s)" if removed
                                           else ""), highlight=False)
 
 

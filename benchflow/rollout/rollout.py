@@ -32,6 +32,7 @@ from benchflow.errors import (
 )
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name, task_and_dataset
+from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.logs import mask_in_rollout_log
@@ -65,6 +66,7 @@ from benchflow.rollout.workspace_changes import (
 )
 from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
+from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
 from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.cost import sandbox_cost
@@ -83,18 +85,13 @@ from benchflow.trace_ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.rollout.agent_judge import judge_scene
+from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
+from benchflow.verify.runner import VerifierRun, script_command
+from benchflow.verify.soft import SoftVerifyResult, soft_verify
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # forking and turn snapshots: imported where used (not by a plain run)
     from benchflow.rollout.snapshots import TurnSnapshotter
-    from benchflow.verify.baseline import Baseline
-    from benchflow.verify.runner import VerifierRun
-    from benchflow.verify.soft import SoftVerifyResult
-
-# What a rollout needs only once its sandbox is up (the verifier, the baseline, the agent's
-# tools) or only when forking or snapshotting is imported where it is used: `benchflow
-# run`'s startup is Python's imports (the CLI imports these while the sandbox starts:
-# `cli/progress.py`'s prewarm).
 
 log = logging.getLogger(__name__)
 
@@ -334,8 +331,6 @@ class Rollout:
 
             self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
         if self.hardened and self.baseline is None:
-            from benchflow.verify.baseline import take_baseline, task_named_tools
-
             hardening = self.task.config.verifier.hardening
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
@@ -461,8 +456,6 @@ class Rollout:
         if self.network is not None:
             self.network.attribute_calls(self.ctx.trajectory)
         await open_strategy(self)  # an ORS environment the agent plays
-        from benchflow.rollout.acp_tools import open_acp_tools
-
         await open_acp_tools(self)  # the tool server's tools, as an MCP server
         self.workspace = workspace_tracker(self.config, self.ctx)
         if self.workspace is not None:
@@ -552,8 +545,6 @@ class Rollout:
         verifier = self.task.config.verifier
 
         async def score_round(round_index: int) -> SoftVerifyResult:
-            from benchflow.verify.soft import soft_verify
-
             assert self.sandbox is not None
             return await soft_verify(self.sandbox, self._verifier_run(), config=verifier.hardening,
                                      baseline=self.baseline, pytest_plugins=verifier.pytest_plugins,
@@ -586,8 +577,6 @@ class Rollout:
             self.result.rewards = await self._judged_verify(judge, self._verifier_run())
             self._logs_collected = True
         else:
-            from benchflow.rollout.task_steps import verify_with_mode
-
             outcome = await verify_with_mode(self, None, final=True)
             # on success the in-sandbox paths downloaded /logs; otherwise cleanup collects it
             self._logs_collected = not self.task.config.verifier.separate
@@ -597,8 +586,6 @@ class Rollout:
     @phase(None)
     async def _run_task_steps(self) -> None:
         """A multi-step task: agent and verifier per step (`rollout/task_steps.py`)."""
-        from benchflow.rollout.task_steps import run_task_steps
-
         await self.open_agent_phase()
         await run_watched(self.sandbox, lambda: run_task_steps(self))
 
@@ -616,8 +603,6 @@ class Rollout:
             pytest_plugins=verifier.pytest_plugins)
 
     def _verifier_run(self) -> VerifierRun:
-        from benchflow.verify.runner import VerifierRun, script_command
-
         assert self.sandbox is not None and self.task is not None
         task, config = self.task, self.config
         timeout = config.verifier_timeout_sec or task.config.verifier.timeout_sec
@@ -643,8 +628,6 @@ class Rollout:
             try:
                 try:  # the ORS environment and the tool server, before their sandbox
                     await close_strategy(self)
-                    from benchflow.rollout.acp_tools import close_acp_tools
-
                     await close_acp_tools(self)
                 finally:
                     await self._stop_sandbox()
