@@ -52,6 +52,24 @@ def test_the_run_command_imports_nothing_a_task_run_does_not_need():
     assert forbidden(loaded) == []
 
 
+def test_run_help_imports_none_of_the_job_machinery():
+    # typer reads run_command's signature for the help; the job machinery (task, job,
+    # rollout, sandbox, Docker SDK) is imported only to run it
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('MODULES', ' '.join(sorted(sys.modules))))\n"
+            "sys.argv = ['benchflow', 'run', '--help']\n"
+            "from benchflow.cli.main import main\nmain()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "Usage: benchflow run" in out
+    loaded = set(out.rsplit("MODULES", 1)[1].split())
+    assert "benchflow.cli.run" in loaded
+    heavy = ("benchflow.cli.jobs", "benchflow.job.job", "benchflow.job.config",
+             "benchflow.rollout", "benchflow.task", "benchflow.sandbox", "docker", "yaml",
+             "anyio")
+    assert {m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy)} == set()
+
+
 def test_version_imports_neither_typer_nor_a_command():
     loaded = loaded_by("import sys\nsys.argv = ['benchflow', '--version']\n"
                        "from benchflow.cli.main import main\nmain()")
