@@ -100,7 +100,7 @@ in_ws() {
     return 1
 }
 
-rm -rf -- "$base"
+if [ -e "$base" ] || [ -L "$base" ]; then rm -rf -- "$base"; fi  # (each command is a fork)
 mkdir -p -- "$base"  # 0700: umask 077
 : > "$base/stamp"
 # The interpreters, scripts and bin folders the task names (absolute, one line each).
@@ -123,8 +123,6 @@ if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
 
 # PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
 # (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
-nl='
-'
 old_ifs=$IFS
 # Every folder named in PATH or PYTHONPATH and its parents, checked with one stat.
 set -f
@@ -279,11 +277,10 @@ while IFS= read -r py; do
     if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
 done < "$base/interps"
 # (sorting, filtering and counting skipped when empty: each command is a fork)
-if [ -s "$base/plugins.tsv" ]; then sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"; fi
-if [ -s "$base/plugins.sums" ]; then sort -u -o "$base/plugins.sums" "$base/plugins.sums"; fi
+sort_u "$base/plugins.tsv" "$base/plugins.sums"
 # The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder),
 # made world-readable (folder 0755, files 0644) by the umask they are created with.
-rm -rf -- "$loader_dir"
+if [ -e "$loader_dir" ] || [ -L "$loader_dir" ]; then rm -rf -- "$loader_dir"; fi
 umask 022
 mkdir -p -- "$loader_dir"  # 0755: just removed, so made anew with this umask
 printf '%s\n' "$loader" > "$loader_dir/benchflow_verifier_plugins.py"
@@ -299,9 +296,8 @@ for p in /etc/python3*; do
 done
 printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
 printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
-if [ -s "$base/interps" ]; then sort -u -o "$base/modules" "$base/modules"; fi
-sort -u -o "$base/sys.tree" "$base/sys.tree"
-sort -u -o "$base/sys.flat" "$base/sys.flat"
+if [ -s "$base/interps" ]; then sort_u "$base/modules"; fi
+sort_u "$base/sys.tree" "$base/sys.flat"
 
 : > "$base/ws.sig"
 : > "$base/ws.top"
@@ -313,13 +309,12 @@ if [ "$gnu" = 1 ]; then
         # the signatures, and in the same walk the list ws.tar copies (tar drops the
         # leading /, as it always did)
         ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) -fprint "$base/ws.list" \
-            2>/dev/null | sort > "$base/ws.sig"
-        find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
-            | sort > "$base/ws.top"
+            2>/dev/null > "$base/ws.sig" || :
+        top_names "$ws" > "$base/ws.top"
     fi
     sys_scan > "$base/sys.sig"
     # pytest11 entry points: recorded so the report can name plugins the agent added.
-    plugin_dists > "$base/plugins"
+    plugin_dists "$base/plugins"
 fi
 if [ -s "$base/ws.list" ]; then
     tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
@@ -327,7 +322,6 @@ if [ -s "$base/ws.list" ]; then
 else
     : > "$base/ws.tar"  # nothing to restore from
 fi
-rm -f "$base/ws.list"
 
 ld_preload=absent
 if [ -e /etc/ld.so.preload ] || [ -L /etc/ld.so.preload ]; then
@@ -372,5 +366,5 @@ json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
 rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" \
-    "$base/interps.seen" "$base/dirs"
+    "$base/interps.seen" "$base/dirs" "$base/ws.list"
 printf '}\n'
