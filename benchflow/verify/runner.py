@@ -112,8 +112,7 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
     runs it, the working folder of its exec, and what it is called in errors."""
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
-    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
-             '&& ') if reset_logs else ""
+    reset = f'rm -rf {VERIFIER_LOGS} && mkdir -p -m "$1" {VERIFIER_LOGS} && ' if reset_logs else ""
     if run.command is None:
         launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
         what = "test.sh"

@@ -101,7 +101,7 @@ in_ws() {
 }
 
 if [ -e "$base" ] || [ -L "$base" ]; then rm -rf -- "$base"; fi  # (each command is a fork)
-mkdir -p -- "$base"  # 0700: umask 077
+mkdir -p -- "$base" "$base/out"  # 0700: umask 077; out: harden.sh's scratch files
 : > "$base/stamp"
 # The interpreters, scripts and bin folders the task names (absolute, one line each).
 : > "$base/named"

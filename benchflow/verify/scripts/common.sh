@@ -141,11 +141,10 @@ digest() {  # digest BASE: one hash over everything baseline.sh saved, and its s
 }
 
 unpack_into() {  # unpack_into MOUNT ARCHIVE: unpack ARCHIVE, a base64 tar of MOUNT (from /),
-    # over what MOUNT holds, as an upload would
-    mkdir -p -- "$1"  # 0700 (umask 077) until the archive's own mode is set
-    printf '%s' "$2" | base64 -d > "$1/.benchflow-verifier.tar"
-    tar -xpf "$1/.benchflow-verifier.tar" -C /
-    rm -f -- "$1/.benchflow-verifier.tar"
+    # over what MOUNT holds, as an upload would. Through a pipe (no file to write and
+    # remove: a broken archive fails tar); a folder tar makes is 0700 (umask 077) until
+    # the archive's own mode is set.
+    printf '%s' "$2" | base64 -d | tar -xpf - -C /
 }
 
 json_str() {  # json_str VALUE: print VALUE as a JSON string (control characters dropped)

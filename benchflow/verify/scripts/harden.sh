@@ -45,10 +45,11 @@ if ! is_root; then exit 65; fi  # NOT_ROOT
 if [ ! -f "$base/meta" ]; then exit 66; fi  # NO_BASELINE
 if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPERED
 
+# Scratch files: baseline.sh made the folder (each command is a fork); every file read
+# below is written first in this run, so nothing left there by an earlier one counts.
 out=$base/out
-if [ -e "$out" ] || [ -L "$out" ]; then rm -rf -- "$out"; fi  # (each command is a fork)
-mkdir -p -- "$out"
-for f in restored removed tampered notes; do : > "$out/$f"; done
+if [ -L "$out" ] || [ ! -d "$out" ]; then rm -rf -- "$out"; mkdir -p -- "$out"; fi
+for f in restored removed tampered notes cntrl.sys; do : > "$out/$f"; done
 note() { printf '%s\n' "$*" >> "$out/notes"; }
 has() { case $steps in *"$1"*) return 0 ;; esac; return 1; }
 add() { printf '%s\n' "$2" >> "$out/$1"; }
