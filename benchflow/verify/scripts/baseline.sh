@@ -237,14 +237,14 @@ done < "$base/named" >> "$base/interps.cand"
 # their target's) that are too, and outside the workspace; one per environment (its bin
 # folder and the binary it runs: python3 and python3.11 are one), in order.
 : > "$base/interps"
-: > "$base/interps.seen"
+interps_seen=$nl  # "bin folder<TAB>binary" of each kept so far (a string: no fork per test)
 while IFS= read -r p; do
     case $p in /*[[:cntrl:]]*) continue ;; /?*) ;; *) continue ;; esac
     case ${p##*/} in python*) ;; *) continue ;; esac  # not `env`: its python is on PATH
     if [ ! -f "$p" ] || [ ! -x "$p" ]; then continue; fi
     real=$(readlink -f -- "$p") || continue
-    if grep -qxF -- "${p%/*}$tab$real" "$base/interps.seen"; then continue; fi
-    printf '%s\t%s\n' "${p%/*}" "$real" >> "$base/interps.seen"
+    case $interps_seen in *"$nl${p%/*}$tab$real$nl"*) continue ;; esac
+    interps_seen="$interps_seen${p%/*}$tab$real$nl"
     # shellcheck disable=SC2046  # split stat's two fields
     set -- $(stat -L -c '%u %a' -- "$p" 2>/dev/null)
     if [ "${1:-1}" != 0 ] || [ $((0${2:-2} & 18)) -ne 0 ]; then continue; fi
@@ -264,15 +264,9 @@ printf '%s\n' _distutils_hack _pytest _virtualenv benchflow_verifier_plugins col
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"
 while IFS= read -r py; do
-    # An interpreter's answer counts only when it finished (a Python 2 cannot run pyinfo).
-    if "$py" -I -S -c "$pyinfo" "$base/py.roots" "$base/py.modules" "$base/py.tsv" \
-        "$base/py.sums" "$sys_pythonpath" < /dev/null 2>/dev/null; then
-        cat "$base/py.roots" >> "$base/sys.tree"
-        cat "$base/py.modules" >> "$base/modules"
-        cat "$base/py.tsv" >> "$base/plugins.tsv"
-        cat "$base/py.sums" >> "$base/plugins.sums"
-    fi
-    rm -f "$base/py.roots" "$base/py.modules" "$base/py.tsv" "$base/py.sums"
+    # Its answer is appended once it is complete (a Python 2 cannot run pyinfo: nothing).
+    "$py" -I -S -c "$pyinfo" "$base/sys.tree" "$base/modules" "$base/plugins.tsv" \
+        "$base/plugins.sums" "$sys_pythonpath" < /dev/null 2>/dev/null || :
     # Its bin folder's commands are watched like a PATH folder's.
     if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
 done < "$base/interps"
@@ -365,6 +359,6 @@ printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
-rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" \
-    "$base/interps.seen" "$base/dirs" "$base/ws.list"
+rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" "$base/dirs" \
+    "$base/ws.list"
 printf '}\n'
