@@ -112,12 +112,14 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
     runs it, the working folder of its exec, and what it is called in errors."""
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
-    reset = f'rm -rf {VERIFIER_LOGS} && mkdir -p -m "$1" {VERIFIER_LOGS} && ' if reset_logs else ""
+    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p -m "$1" {VERIFIER_LOGS} && '
+             if reset_logs else "")
     if run.command is None:
-        launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
+        launch = reset + '{ [ -x "$0" ] || chmod +x "$0"; } && exec "$0"'  # chmod: a fork
+        argv, cwd = [script], run.cwd
         what = "test.sh"
     else:  # the native script strategy: `cd /verifier && <command>`
-        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
+        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || [ -x test.sh ] || chmod +x test.sh; } '
                           '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
                           '&& exec sh -c "$2"')
         argv, cwd = [run.mount], run.mount
