@@ -7,9 +7,10 @@ The rollout calls, in order:
    while the agent runs.
 2. `verify_hardened()` instead of `runner.verify()`: `harden()` (kill the agent's
    processes, restore the workspace's build/test files, remove injected files, check the
-   interpreter and PATH folders, empty the verifier folder), a fresh upload of the
-   verifier, then one exec: `seal()` (verifier folder root-only), /logs/verifier emptied
-   and recreated root-owned, and test.sh in `verifier_env()`.
+   interpreter and PATH folders, empty the verifier folder), then one exec: the verifier
+   folder unpacked fresh (an upload when it is large or the kill is off), `seal()`
+   (verifier folder root-only), /logs/verifier emptied and recreated root-owned, and
+   test.sh in `verifier_env()`.
 
 Every step is on by default and switched off only through `HardeningConfig`. A change
 that cannot be undone raises `VerifierTampered` (reward null): never a silent score.
@@ -102,8 +103,8 @@ async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None
     Kills the agent user's processes and every process started after the baseline
     (frozen with SIGSTOP until none is left running, then SIGKILL twice), restores the
     workspace's tracked build/test files from the baseline copy, removes injected files,
-    checks the interpreter and PATH folders, and empties `verifier_mount` for a fresh
-    upload. One root exec. `agent_user` None or "root" means a root agent.
+    checks the interpreter and PATH folders, and empties `verifier_mount` for the fresh
+    copy. One root exec. `agent_user` None or "root" means a root agent.
 
     Raises:
         VerifierTampered: something the agent changed could not be undone, agent processes
@@ -199,7 +200,8 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                           pytest_plugins: Sequence[str] = (), protected: Sequence[str] = (),
                           task_files: Mapping[str, Path] | None = None,
                           ) -> HardenedOutcome:
-    """The final verify: harden, upload the verifier fresh, seal, run test.sh, read rewards.
+    """The final verify: harden; then, in one exec, the verifier folder fresh, the seal and
+    test.sh; read the rewards.
 
     Writes `out_dir/hardening.json` (also when tampering is found), test.sh's stdout/stderr
     to `logs_dir/verifier/`, and downloads `/logs` to `logs_dir` when test.sh succeeded
@@ -231,9 +233,13 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
         report = report.model_copy(update={"notes": (*report.notes, *(
             f"put back as the task placed it (a step's workdir): {p}" for p in replaced))})
     report_path.write_text(report.model_dump_json(indent=2))
-    # Uploaded only now, after the kill: never in an exec's argv, env or stdin, which
-    # /proc shows to any process (one the agent left would read the tests there).
-    await sandbox.upload(run.verifier_dir, run.mount)
+    # The folder enters the sandbox only now, after harden.sh's exec ended: never in an
+    # exec's argv, env or stdin before the kill, which /proc shows to any process (one the
+    # agent left would read the tests there). Once everything the agent left is killed,
+    # it travels in test.sh's own exec (one upload fewer); else it is uploaded.
+    carry = config.kill_agent_processes
+    if not carry:
+        await sandbox.upload(run.verifier_dir, run.mount)
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
                        baseline=baseline)
@@ -244,7 +250,7 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                                    before=[seal_argv(run.mount, lock=config.lock_verifier_dirs),
                                            *lock_workspace_argv(baseline.workspace or run.cwd,
                                                                 config)],
-                                   shell="/bin/sh")
+                                   shell="/bin/sh", carry=carry)
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return HardenedOutcome(VerifierOutcome(rewards, result), report)

@@ -95,9 +95,8 @@ base64 keeps one argument well under Linux's 128 KiB per argument."""
 
 def inline_verifier(run: VerifierRun) -> str | None:
     """The verifier folder as a base64 tar of `run.mount` (for `unpack.sh`), or None when it
-    is larger than `INLINE_VERIFIER_MAX` (it is uploaded instead). Plain verify only: an
-    exec's arguments are world-readable (/proc/PID/cmdline), so a hardened verify, whose
-    agent processes are killed first, never carries the folder in one."""
+    is larger than `INLINE_VERIFIER_MAX` (it is uploaded instead). An exec's arguments are
+    world-readable (/proc/PID/cmdline): see `run_test_script(carry=...)` for where it may go."""
     data = tar_path(run.verifier_dir, run.mount)
     return base64.b64encode(data).decode() if len(data) <= INLINE_VERIFIER_MAX else None
 
@@ -113,13 +112,14 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
     runs it, the working folder of its exec, and what it is called in errors."""
     script = f"{run.mount}/test.sh"
     # Reward files written before this moment never count.
-    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod "$1" {VERIFIER_LOGS} '
-             '&& ') if reset_logs else ""
+    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p -m "$1" {VERIFIER_LOGS} && '
+             if reset_logs else "")
     if run.command is None:
-        launch, argv, cwd = reset + 'chmod +x "$0" && exec "$0"', [script], run.cwd
+        launch = reset + '{ [ -x "$0" ] || chmod +x "$0"; } && exec "$0"'  # chmod: a fork
+        argv, cwd = [script], run.cwd
         what = "test.sh"
     else:  # the native script strategy: `cd /verifier && <command>`
-        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || chmod +x test.sh; } '
+        launch = reset + ('cd "$0" && { [ ! -f test.sh ] || [ -x test.sh ] || chmod +x test.sh; } '
                           '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
                           '&& exec sh -c "$2"')
         argv, cwd = [run.mount], run.mount
@@ -130,8 +130,8 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
 
 async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
                           reset_logs: bool = True, logs_mode: str = "755",
-                          before: Sequence[Sequence[str]] = (), shell: str = "sh"
-                          ) -> ExecResult:
+                          before: Sequence[Sequence[str]] = (), shell: str = "sh",
+                          carry: bool = False) -> ExecResult:
     """Execute test.sh as root with its timeout; keep stdout/stderr under `out_dir`.
 
     In the same exec, right before test.sh starts, /logs/verifier is emptied and recreated
@@ -142,6 +142,12 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
     chains them and launches test.sh (`/bin/sh` after hardening: the exec's PATH is the
     image's, filtered).
 
+    `carry`: put the verifier folder in place too, first in this exec (`unpack.sh`: one
+    upload fewer) when it is small and the image has base64 and tar, else by an upload.
+    An exec's arguments are world-readable (/proc/PID/cmdline), as an uploaded folder is:
+    carry only where no process the agent left still runs (after harden.sh's kill), or
+    where an upload would be as readable to one (the plain verify).
+
     Raises:
         VerifierError: a command of `before` failed (test.sh did not run).
         VerifierTimeout: test.sh ran past `timeout_sec`.
@@ -149,6 +155,18 @@ async def run_test_script(sandbox: Sandbox, run: VerifierRun, out_dir: Path, *,
     """
     argv, cwd, what = verifier_argv(run, reset_logs=reset_logs, logs_mode=logs_mode,
                                     shell=shell)
+    archive = await anyio.to_thread.run_sync(inline_verifier, run) if carry else None
+    if archive is not None:
+        steps = [[shell, *script_argv("unpack.sh", run.mount, archive)[1:]], *before]
+        # cwd: the workdir (the mount exists once unpack.sh ran; the script strategy's
+        # launch changes into it itself)
+        result = await sandbox.exec(chained_argv(steps, argv, shell=shell), user="root",
+                                    cwd=run.cwd, env=dict(run.env), timeout=run.timeout_sec)
+        if result.exit_code != ExitCode.NO_TOOLS or split_chained(result) is not None:
+            return await check_verifier_result(after_chained(result, steps, what), run,
+                                               out_dir, what)
+    if carry:  # too large, or the image cannot unpack it
+        await upload_verifier(sandbox, run)
     result = await sandbox.exec(chained_argv(before, argv, shell=shell), user="root", cwd=cwd,
                                 env=dict(run.env), timeout=run.timeout_sec)
     if before:
@@ -174,24 +192,6 @@ async def check_verifier_result(result: ExecResult, run: VerifierRun, out_dir: P
     return result
 
 
-async def _unpack_and_test(sandbox: Sandbox, run: VerifierRun, out_dir: Path
-                           ) -> ExecResult | None:
-    """`run_test_script` with the verifier folder unpacked first in the same exec, or None
-    (nothing ran) when the folder is too large or the image cannot unpack it."""
-    archive = await anyio.to_thread.run_sync(inline_verifier, run)
-    if archive is None:
-        return None
-    argv, _, what = verifier_argv(run)
-    before = [script_argv("unpack.sh", run.mount, archive)]
-    # cwd: the workdir (the mount exists once unpack.sh ran; the script strategy's launch
-    # changes into it itself)
-    result = await sandbox.exec(chained_argv(before, argv), user="root", cwd=run.cwd,
-                                env=dict(run.env), timeout=run.timeout_sec)
-    if result.exit_code == ExitCode.NO_TOOLS and split_chained(result) is None:
-        return None
-    return await check_verifier_result(after_chained(result, before, what), run, out_dir, what)
-
-
 def _keep_output(out_dir: Path, result: ExecResult) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "stdout.txt").write_bytes(result.stdout)
@@ -201,15 +201,13 @@ def _keep_output(out_dir: Path, result: ExecResult) -> None:
 async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:
     """Upload, run, download `/logs` to `logs_dir` and parse the rewards.
 
-    A small verifier folder travels in test.sh's exec (`unpack.sh`: one round trip fewer);
-    an image without base64 or tar gets it uploaded after all. test.sh's stdout/stderr go
+    A small verifier folder travels in test.sh's exec (`unpack.sh`: one round trip fewer;
+    nothing is killed here, and an uploaded folder would be as readable to what the agent
+    left); an image without base64 or tar gets it uploaded after all. test.sh's stdout/stderr go
     to `logs_dir/verifier/`. When test.sh fails, `/logs` is not downloaded here: the
     rollout's cleanup collects it for every outcome.
     """
-    result = await _unpack_and_test(sandbox, run, logs_dir / "verifier")
-    if result is None:
-        await upload_verifier(sandbox, run)
-        result = await run_test_script(sandbox, run, logs_dir / "verifier")
+    result = await run_test_script(sandbox, run, logs_dir / "verifier", carry=True)
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
     return VerifierOutcome(rewards, result)

@@ -360,6 +360,42 @@ async def test_changed_system_file_scores_with_integrity_off(sandbox, tmp_path):
     assert reward == 1.0
 
 
+async def test_one_walk_finds_what_the_workspace_and_system_walks_found(sandbox, tmp_path):
+    # harden.sh walks the workspace once for new names with control characters (also in
+    # .git and below an older such name), new bytecode (also in node_modules, never in
+    # .git) and symlinks into the verifier's folders (never in .git or node_modules), and
+    # the Python folders once for their signatures and new names with control characters.
+    old = "/app/old$(printf '\\001')dir"
+    await sh(sandbox, f"mkdir -p /app/.git/objects /app/node_modules/m/__pycache__ /verifier "
+                      f"\"{old}/sub\"", user="root")
+    baseline = await take_baseline(sandbox, workspace="/app")
+    await sh(sandbox, f"""
+        nl='
+'
+        touch "/app/a${{nl}}b.py" "/app/.git/objects/c${{nl}}d" "{old}/sub/e${{nl}}f"
+        touch /app/node_modules/m/__pycache__/m.cpython-311.pyc /app/.git/objects/x.pyc
+        mkdir -p /app/sub && ln -s /verifier/test.sh /app/sub/link
+        ln -s /verifier/test.sh /app/node_modules/m/link && ln -s /verifier /app/.git/link
+        touch "/usr/lib/python3/dist-packages/g${{nl}}h.py"
+    """, user="root")
+    with pytest.raises(VerifierTampered, match="1 new entries with control characters"
+                       ) as caught:
+        await harden(sandbox, baseline, agent_user="root", config=HardeningConfig(),
+                     verifier_mount="/verifier")
+    report = caught.value.report  # type: ignore[attr-defined]
+    assert "3 entries with control characters in their names" in report.removed
+    assert "/app/node_modules/m/__pycache__/m.cpython-311.pyc" in report.removed
+    assert "/app/sub/link -> /verifier/test.sh" in report.removed
+    assert not any("x.pyc" in r or "m/link" in r or ".git/link" in r for r in report.removed)
+    left = await sh(sandbox, """
+        find /app -name '*[[:cntrl:]]*' | wc -l  # the older one only
+        ls /app/.git/objects/x.pyc /app/node_modules/m/link /app/.git/link
+        test ! -e /app/sub/link && echo gone
+    """, user="root")
+    assert left.split() == ["1", "/app/.git/link", "/app/.git/objects/x.pyc",
+                            "/app/node_modules/m/link", "gone"], left
+
+
 async def test_ld_so_preload_is_removed(sandbox, tmp_path):
     baseline = await take_baseline(sandbox, workspace="/app")
     await sh(sandbox, "echo /nonexistent/evil.so > /etc/ld.so.preload", user="root")

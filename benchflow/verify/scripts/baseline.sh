@@ -100,8 +100,8 @@ in_ws() {
     return 1
 }
 
-rm -rf -- "$base"
-mkdir -p -- "$base"  # 0700: umask 077
+if [ -e "$base" ] || [ -L "$base" ]; then rm -rf -- "$base"; fi  # (each command is a fork)
+mkdir -p -- "$base" "$base/out"  # 0700: umask 077; out: harden.sh's scratch files
 : > "$base/stamp"
 # The interpreters, scripts and bin folders the task names (absolute, one line each).
 : > "$base/named"
@@ -123,8 +123,6 @@ if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
 
 # PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
 # (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
-nl='
-'
 old_ifs=$IFS
 # Every folder named in PATH or PYTHONPATH and its parents, checked with one stat.
 set -f
@@ -239,14 +237,14 @@ done < "$base/named" >> "$base/interps.cand"
 # their target's) that are too, and outside the workspace; one per environment (its bin
 # folder and the binary it runs: python3 and python3.11 are one), in order.
 : > "$base/interps"
-: > "$base/interps.seen"
+interps_seen=$nl  # "bin folder<TAB>binary" of each kept so far (a string: no fork per test)
 while IFS= read -r p; do
     case $p in /*[[:cntrl:]]*) continue ;; /?*) ;; *) continue ;; esac
     case ${p##*/} in python*) ;; *) continue ;; esac  # not `env`: its python is on PATH
     if [ ! -f "$p" ] || [ ! -x "$p" ]; then continue; fi
     real=$(readlink -f -- "$p") || continue
-    if grep -qxF -- "${p%/*}$tab$real" "$base/interps.seen"; then continue; fi
-    printf '%s\t%s\n' "${p%/*}" "$real" >> "$base/interps.seen"
+    case $interps_seen in *"$nl${p%/*}$tab$real$nl"*) continue ;; esac
+    interps_seen="$interps_seen${p%/*}$tab$real$nl"
     # shellcheck disable=SC2046  # split stat's two fields
     set -- $(stat -L -c '%u %a' -- "$p" 2>/dev/null)
     if [ "${1:-1}" != 0 ] || [ $((0${2:-2} & 18)) -ne 0 ]; then continue; fi
@@ -266,24 +264,17 @@ printf '%s\n' _distutils_hack _pytest _virtualenv benchflow_verifier_plugins col
 : > "$base/plugins.tsv"
 : > "$base/plugins.sums"
 while IFS= read -r py; do
-    # An interpreter's answer counts only when it finished (a Python 2 cannot run pyinfo).
-    if "$py" -I -S -c "$pyinfo" "$base/py.roots" "$base/py.modules" "$base/py.tsv" \
-        "$base/py.sums" "$sys_pythonpath" < /dev/null 2>/dev/null; then
-        cat "$base/py.roots" >> "$base/sys.tree"
-        cat "$base/py.modules" >> "$base/modules"
-        cat "$base/py.tsv" >> "$base/plugins.tsv"
-        cat "$base/py.sums" >> "$base/plugins.sums"
-    fi
-    rm -f "$base/py.roots" "$base/py.modules" "$base/py.tsv" "$base/py.sums"
+    # Its answer is appended once it is complete (a Python 2 cannot run pyinfo: nothing).
+    "$py" -I -S -c "$pyinfo" "$base/sys.tree" "$base/modules" "$base/plugins.tsv" \
+        "$base/plugins.sums" "$sys_pythonpath" < /dev/null 2>/dev/null || :
     # Its bin folder's commands are watched like a PATH folder's.
     if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
 done < "$base/interps"
 # (sorting, filtering and counting skipped when empty: each command is a fork)
-if [ -s "$base/plugins.tsv" ]; then sort -u -o "$base/plugins.tsv" "$base/plugins.tsv"; fi
-if [ -s "$base/plugins.sums" ]; then sort -u -o "$base/plugins.sums" "$base/plugins.sums"; fi
+sort_u "$base/plugins.tsv" "$base/plugins.sums"
 # The loader pytest imports with -p, and the plugins it may load (module<TAB>site folder),
 # made world-readable (folder 0755, files 0644) by the umask they are created with.
-rm -rf -- "$loader_dir"
+if [ -e "$loader_dir" ] || [ -L "$loader_dir" ]; then rm -rf -- "$loader_dir"; fi
 umask 022
 mkdir -p -- "$loader_dir"  # 0755: just removed, so made anew with this umask
 printf '%s\n' "$loader" > "$loader_dir/benchflow_verifier_plugins.py"
@@ -299,9 +290,8 @@ for p in /etc/python3*; do
 done
 printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
 printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
-if [ -s "$base/interps" ]; then sort -u -o "$base/modules" "$base/modules"; fi
-sort -u -o "$base/sys.tree" "$base/sys.tree"
-sort -u -o "$base/sys.flat" "$base/sys.flat"
+if [ -s "$base/interps" ]; then sort_u "$base/modules"; fi
+sort_u "$base/sys.tree" "$base/sys.flat"
 
 : > "$base/ws.sig"
 : > "$base/ws.top"
@@ -313,13 +303,12 @@ if [ "$gnu" = 1 ]; then
         # the signatures, and in the same walk the list ws.tar copies (tar drops the
         # leading /, as it always did)
         ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) -fprint "$base/ws.list" \
-            2>/dev/null | sort > "$base/ws.sig"
-        find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
-            | sort > "$base/ws.top"
+            2>/dev/null > "$base/ws.sig" || :
+        top_names "$ws" > "$base/ws.top"
     fi
     sys_scan > "$base/sys.sig"
     # pytest11 entry points: recorded so the report can name plugins the agent added.
-    plugin_dists > "$base/plugins"
+    plugin_dists "$base/plugins"
 fi
 if [ -s "$base/ws.list" ]; then
     tar -cf "$base/ws.tar" --no-recursion --no-unquote -C / -T "$base/ws.list" 2>/dev/null \
@@ -327,7 +316,6 @@ if [ -s "$base/ws.list" ]; then
 else
     : > "$base/ws.tar"  # nothing to restore from
 fi
-rm -f "$base/ws.list"
 
 ld_preload=absent
 if [ -e /etc/ld.so.preload ] || [ -L /etc/ld.so.preload ]; then
@@ -371,6 +359,6 @@ printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
-rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" \
-    "$base/interps.seen" "$base/dirs"
+rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" "$base/dirs" \
+    "$base/ws.list"
 printf '}\n'

@@ -13,6 +13,8 @@ PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 umask 077
 tab='	'  # a literal tab: no fork
+nl='
+'  # a literal newline
 # Names with control characters are never parsed (a newline could forge a line); they
 # are pruned from every scan and handled on their own.
 cntrl='*[[:cntrl:]]*'
@@ -31,18 +33,34 @@ ws_find() {  # ws_find FIND-ACTIONS...
         -o -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \) "$@"
 }
 
-ws_scan() {  # signatures of the tracked workspace files, sorted
-    ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) 2>/dev/null | sort
+# (Signature lists are compared as sets, by awk: never sorted, each sort is a fork.)
+ws_scan() {  # signatures of the tracked workspace files
+    ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) 2>/dev/null || :
 }
 
-sys_scan() {  # signatures of the watched system entries (roots listed in $base/sys.*)
+sort_u() {  # sort_u FILE...: sort each FILE in place, unique lines (no fork for 0 or 1 line)
+    for f in "$@"; do
+        if { IFS= read -r _ && IFS= read -r _; } < "$f"; then sort -u -o "$f" -- "$f"; fi
+    done
+}
+
+sys_scan() {  # sys_scan [MARKS]: signatures of the watched system entries (roots listed in
+    # $base/sys.*); with MARKS, an x is written there per name with control characters
+    # made since the stamp under the Python and /etc folders (one walk for both)
     {
         # Python folders and /etc/python3*, /etc/ld.so.conf.d: everything below them.
+        marks=${1:-}
         set --
         while IFS= read -r p; do
             if [ -e "$p" ]; then set -- "$@" "$p"; fi
         done < "$base/sys.tree"
-        if [ $# -gt 0 ]; then
+        if [ $# -gt 0 ] && [ -n "$marks" ]; then
+            # a new name is marked and pruned; an old one (and what is below it) is
+            # walked for new ones, never printed
+            find -H "$@" -xdev \( -name "$cntrl" -cnewer "$base/stamp" -prune \
+                -fprintf "$marks" x \) -o -path "$cntrl" -o -type d -printf "$dsig" \
+                -o -printf "$fsig" 2>/dev/null || :
+        elif [ $# -gt 0 ]; then
             find -H "$@" -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
                 -o -printf "$fsig" 2>/dev/null || :
         fi
@@ -63,18 +81,30 @@ sys_scan() {  # signatures of the watched system entries (roots listed in $base/
         if [ $# -gt 0 ]; then
             find "$@" -maxdepth 0 -type d -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
         fi
-    } | sort -u
+    }
 }
 
-plugin_dists() {  # the dists under the watched Python folders that declare pytest11 plugins
+plugin_dists() {  # plugin_dists FILE: the dists under the watched Python folders that
+    # declare pytest11 plugins, sorted, into FILE
+    plugins_out=$1
     set --
     while IFS= read -r p; do
         if [ -d "$p" ]; then set -- "$@" "$p"; fi
     done < "$base/sys.tree"
+    : > "$plugins_out"
     if [ $# -gt 0 ]; then
         find -H "$@" -mindepth 2 -maxdepth 2 -name entry_points.txt -path '*-info/*' \
-            -exec grep -l '^\[pytest11\]' {} + 2>/dev/null | sort -u || :
+            -exec grep -l '^\[pytest11\]' {} + 2>/dev/null > "$plugins_out" || :
     fi
+    sort_u "$plugins_out"
+}
+
+top_names() {  # top_names DIR: the names directly in DIR (none with control characters), no fork
+    for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+        if [ -e "$f" ] || [ -L "$f" ]; then
+            case ${f##*/} in *[[:cntrl:]]*) ;; *) printf '%s\n' "${f##*/}" ;; esac
+        fi
+    done
 }
 
 is_root() {  # the shell's effective uid is 0 (from /proc, no fork; else `id -u`)
@@ -111,11 +141,10 @@ digest() {  # digest BASE: one hash over everything baseline.sh saved, and its s
 }
 
 unpack_into() {  # unpack_into MOUNT ARCHIVE: unpack ARCHIVE, a base64 tar of MOUNT (from /),
-    # over what MOUNT holds, as an upload would
-    mkdir -p -- "$1"  # 0700 (umask 077) until the archive's own mode is set
-    printf '%s' "$2" | base64 -d > "$1/.benchflow-verifier.tar"
-    tar -xpf "$1/.benchflow-verifier.tar" -C /
-    rm -f -- "$1/.benchflow-verifier.tar"
+    # over what MOUNT holds, as an upload would. Through a pipe (no file to write and
+    # remove: a broken archive fails tar); a folder tar makes is 0700 (umask 077) until
+    # the archive's own mode is set.
+    printf '%s' "$2" | base64 -d | tar -xpf - -C /
 }
 
 json_str() {  # json_str VALUE: print VALUE as a JSON string (control characters dropped)

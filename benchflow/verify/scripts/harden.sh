@@ -45,10 +45,11 @@ if ! is_root; then exit 65; fi  # NOT_ROOT
 if [ ! -f "$base/meta" ]; then exit 66; fi  # NO_BASELINE
 if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPERED
 
+# Scratch files: baseline.sh made the folder (each command is a fork); every file read
+# below is written first in this run, so nothing left there by an earlier one counts.
 out=$base/out
-rm -rf -- "$out"
-mkdir -p -- "$out"
-for f in restored removed tampered notes; do : > "$out/$f"; done
+if [ -L "$out" ] || [ ! -d "$out" ]; then rm -rf -- "$out"; mkdir -p -- "$out"; fi
+for f in restored removed tampered notes cntrl.sys; do : > "$out/$f"; done
 note() { printf '%s\n' "$*" >> "$out/notes"; }
 has() { case $steps in *"$1"*) return 0 ;; esac; return 1; }
 add() { printf '%s\n' "$2" >> "$out/$1"; }
@@ -172,7 +173,8 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && { has r || has i || has c; }; then
               if (!($1 in base)) print "N" out $1
               else if (base[$1] != $2) print "R" out $1 }
             END { for (p in base) if (!(p in seen)) print "R" out p }
-        ' "$base/ws.sig" "$out/ws.now" | sort > "$out/ws.diff"
+        ' "$base/ws.sig" "$out/ws.now" > "$out/ws.diff"
+        sort_u "$out/ws.diff"
         while IFS="$tab" read -r kind path; do
             if [ "$kind" = R ]; then
                 if has r; then
@@ -195,32 +197,43 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && { has r || has i || has c; }; then
 fi
 
 if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" ]; then
-    # Names with control characters made during the run: never legitimate, never parsed.
-    # (one x printed per entry; counted only when there is one: each command is a fork)
-    find "$ws" -xdev -mindepth 1 -name "$cntrl" -cnewer "$base/stamp" -prune -printf x \
-        -exec rm -rf -- {} + 2>/dev/null > "$out/cntrl" || :
+    # One walk: names with control characters made during the run (never legitimate,
+    # never parsed: one x printed per entry, counted only when there is one), bytecode
+    # written during the run (a poisoned __pycache__ or a sourceless module; not in .git),
+    # and symlinks (not in .git or node_modules), checked below.
+    # (Below an older such name, only new ones count: it is walked, never listed.)
+    find "$ws" -xdev -mindepth 1 \
+        \( -name "$cntrl" -cnewer "$base/stamp" -prune -printf x -exec rm -rf -- {} + \) -o \
+        -path "$cntrl" -o -name .git -o -path '*/.git/*' -o \
+        \( -name '*.pyc' -o -name '*.pyo' \) -cnewer "$base/stamp" -fprint "$out/pyc" -o \
+        -type l ! -name node_modules ! -path '*/node_modules/*' -fprint "$out/links" \
+        2>/dev/null > "$out/cntrl" || :
     if [ -s "$out/cntrl" ]; then
         add removed "$(wc -c < "$out/cntrl") entries with control characters in their names"
     fi
-    # Bytecode written during the run (a poisoned __pycache__ or a sourceless module).
-    find "$ws" -xdev \( -name .git -o -name "$cntrl" \) -prune -o \
-        \( -name '*.pyc' -o -name '*.pyo' \) -cnewer "$base/stamp" -print 2>/dev/null \
-        > "$out/pyc" || :
     while IFS= read -r f; do rm -f -- "$f"; add removed "$f"; done < "$out/pyc"
-    # New top-level modules that shadow the standard library or the test runner.
-    find "$ws" -mindepth 1 -maxdepth 1 -name "$cntrl" -prune -o -printf '%f\n' \
-        > "$out/ws.top.now"
-    awk '
-        FILENAME == ARGV[1] { mods[$0] = 1; next }
-        FILENAME == ARGV[2] { old[$0] = 1; next }
-        !($0 in old) {
-            m = $0
-            if (m ~ /\.(py|pyc|pyw)$/) sub(/\.[^.]*$/, "", m)
-            else if (m ~ /\.(so|pyd)$/) sub(/\..*$/, "", m)
-            else if (m ~ /\./) next
-            if (m in mods) print $0
-        }
-    ' "$base/modules" "$base/ws.top" "$out/ws.top.now" > "$out/shadow"
+    # New top-level modules that shadow the standard library or the test runner (awk only
+    # when a name is new).
+    old_top=$nl
+    while IFS= read -r name; do old_top="$old_top$name$nl"; done < "$base/ws.top"
+    top_names "$ws" > "$out/ws.top.now"
+    : > "$out/ws.top.new"
+    while IFS= read -r name; do
+        case $old_top in *"$nl$name$nl"*) ;; *) printf '%s\n' "$name" >> "$out/ws.top.new" ;; esac
+    done < "$out/ws.top.now"
+    : > "$out/shadow"
+    if [ -s "$out/ws.top.new" ]; then
+        awk '
+            FILENAME == ARGV[1] { mods[$0] = 1; next }
+            {
+                m = $0
+                if (m ~ /\.(py|pyc|pyw)$/) sub(/\.[^.]*$/, "", m)
+                else if (m ~ /\.(so|pyd)$/) sub(/\..*$/, "", m)
+                else if (m ~ /\./) next
+                if (m in mods) print $0
+            }
+        ' "$base/modules" "$out/ws.top.new" > "$out/shadow"
+    fi
     while IFS= read -r name; do
         case $name in
             *.*) rm -rf -- "${ws:?}/$name"; add removed "$ws/$name" ;;
@@ -228,8 +241,6 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" 
         esac
     done < "$out/shadow"
     # Symlinks that lead into the verifier's, the solution's or benchflow's folders.
-    find "$ws" -xdev \( -name .git -o -name node_modules -o -name "$cntrl" \) -prune -o \
-        -type l -print 2>/dev/null > "$out/links" || :
     while IFS= read -r link; do
         target=$(readlink -m -- "$link" 2>/dev/null || readlink -f -- "$link" 2>/dev/null || :)
         for prot in "$base" "$mount" "$@"; do
@@ -248,17 +259,8 @@ if [ "$gnu" = 1 ] && has i; then
 fi
 
 # ---- s: system integrity --------------------------------------------------------------
-new_cntrl_entries() {  # an x per name with control characters new in system folders
-    set --
-    while IFS= read -r p; do
-        if [ -e "$p" ]; then set -- "$@" "$p"; fi
-    done < "$base/sys.tree"
-    if [ $# -eq 0 ]; then return; fi
-    find -H "$@" -xdev -name "$cntrl" -cnewer "$base/stamp" -prune -printf x 2>/dev/null || :
-}
-
 if [ "$gnu" = 1 ] && has s; then
-    sys_scan > "$out/sys.now"
+    sys_scan "$out/cntrl.sys" > "$out/sys.now"
     awk -F "$tab" -v out="$tab" '
         function dirname(p) { sub(/\/[^\/]*$/, "", p); return p == "" ? "/" : p }
         function basename(p) { sub(/^.*\//, "", p); return p }
@@ -300,7 +302,8 @@ if [ "$gnu" = 1 ] && has s; then
           else if (base[$1] != $2) print "C" out $1 }
         END { for (p in base) if (!(p in now)) print "D" out p }
     ' "$base/sys.tree" "$base/sys.flat" "$base/modules" "$base/sys.sig" "$out/sys.now" \
-        | sort > "$out/sys.diff"
+        > "$out/sys.diff"
+    sort_u "$out/sys.diff"
     kept=0
     while IFS="$tab" read -r kind path action; do
         if [ "$path" = /etc/ld.so.preload ]; then
@@ -328,14 +331,15 @@ if [ "$gnu" = 1 ] && has s; then
     if [ "$kept" -gt 0 ]; then
         note "$kept new files kept in system folders (new packages; nothing they shadow)"
     fi
-    new_cntrl_entries > "$out/cntrl.sys"
     if [ -s "$out/cntrl.sys" ]; then
         add tampered "$(wc -c < "$out/cntrl.sys") new entries with control characters in their names"
     fi
-    plugin_dists > "$out/plugins"
-    comm -13 "$base/plugins" "$out/plugins" | while IFS= read -r dist; do
-        note "new pytest plugin (not loaded: not in the baseline): $dist"
-    done
+    plugin_dists "$out/plugins"
+    if [ -s "$out/plugins" ]; then
+        comm -13 "$base/plugins" "$out/plugins" | while IFS= read -r dist; do
+            note "new pytest plugin (not loaded: not in the baseline): $dist"
+        done
+    fi
 fi
 
 # ---- the image's pytest plugins: the verifier loads them, so they must be unchanged ----
@@ -348,7 +352,7 @@ if [ -s "$base/plugins.sums" ]; then
 fi
 
 # ---- the verifier folder, emptied for a fresh upload ---------------------------------
-if [ "$mount" != / ]; then rm -rf -- "$mount"; fi
+if [ "$mount" != / ] && { [ -e "$mount" ] || [ -L "$mount" ]; }; then rm -rf -- "$mount"; fi
 
 printf '{"killed":%s,"survivors":%s,"restored":' "$killed" "$survivors"
 json_list "$out/restored"

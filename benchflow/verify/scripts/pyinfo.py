@@ -8,7 +8,9 @@ script there, those the task names). `-S` skips `site`, so a virtual environment
 a uv or pipx tool environment: a `pyvenv.cfg` next to or above the interpreter, as
 `site.venv()` finds it) is recognized here and its site-packages read, with the base
 installation's when it includes the system site-packages. PYTHONPATH is the image's,
-filtered to folders the agent cannot write. ROOTS_FILE receives the folders Python
+filtered to folders the agent cannot write. Each file gets its lines appended, once all
+is known (an interpreter that cannot run this text, a Python 2, appends nothing: one
+process, no temporary files to copy). ROOTS_FILE receives the folders Python
 imports from (site-packages, the standard library, lib-dynload), one per line, whether or
 not they exist yet: a root agent could create one. MODULES_FILE receives the top-level
 module names a file the agent adds to the workspace or a site folder must not shadow: the
@@ -130,9 +132,9 @@ def plugins(roots, plugins_file, sums_file):
                 lines.append(f"{module}\t{root}\t{dist_dir}")
                 names.add(module.split(".")[0])
             sums.extend(f"{digest(f)}  {f}" for f in files)
-    with open(plugins_file, "w") as out:
+    with open(plugins_file, "a") as out:
         out.writelines(f"{line}\n" for line in lines)
-    with open(sums_file, "w") as out:
+    with open(sums_file, "a") as out:
         out.writelines(f"{line}\n" for line in sorted(set(sums)))
     return names
 
@@ -183,9 +185,9 @@ def main(roots_file, modules_file, plugins_file, sums_file, pythonpath=""):
     names.discard("test")  # the CPython regression suite; a workspace's own test/ is common
     names |= plugins([r for r in roots if r != stdlib and os.path.isdir(r)], plugins_file,
                      sums_file)
-    with open(roots_file, "w") as out:
+    with open(roots_file, "a") as out:
         out.writelines(f"{r}\n" for r in roots)
-    with open(modules_file, "w") as out:
+    with open(modules_file, "a") as out:
         out.writelines(f"{n}\n" for n in sorted(names))
 
 

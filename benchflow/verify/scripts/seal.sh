@@ -31,13 +31,16 @@ if [ "$lock" = 1 ]; then
         chmod -R go-w -- "$mount"
         chmod 0700 -- "$mount"
     fi
+fi
+# (fewer commands: each is a fork)
+if [ -e "$tools" ] || [ -L "$tools" ]; then rm -rf -- "$tools"; fi
+# shellcheck disable=SC2174  # the mode is for TOOLS itself; its parents are the image's
+mkdir -p -m 0755 -- "$tools"
+if [ "$lock" = 1 ]; then
     parent=${logs%/*}
     mkdir -p -- "$logs"
-    chown 0:0 -- "$logs" "${parent:-/}"
+    chown 0:0 -- "$logs" "${parent:-/}" "$tools"
     chmod go-w -- "$logs" "${parent:-/}"
+else
+    chown 0:0 -- "$tools"
 fi
-
-rm -rf -- "$tools"
-mkdir -p -- "$tools"
-chown 0:0 -- "$tools"
-chmod 0755 -- "$tools"

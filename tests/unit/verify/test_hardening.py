@@ -264,11 +264,8 @@ def _leaks(argv: Sequence[str], env: Mapping[str, str], stdin: bytes) -> bool:
     return False
 
 
-async def test_the_verifier_folder_is_uploaded_after_the_harden_exec_and_in_no_exec(tmp_path):
-    # Regression: the folder carried as a base64 tar in the argv of an exec that started
-    # before harden.sh's kill (/proc/PID/cmdline is world-readable) let a process the agent
-    # left read the tests and write the expected answer before it was killed.
-    # (the image has base64 and tar, which the leaky version carried the folder with)
+async def _final_verify(tmp_path, config: HardeningConfig):
+    """A hardened verify on the scripted sandbox: its events, the run and the outcome."""
     line = {"digest": "a" * 64, "supported": True, "workspace": True, "unpack": True,
             "path": "/usr/bin:/bin", "pythonpath": ""}
     sandbox = ScriptedSandbox(ExecResult(0, json.dumps(line).encode(), b""),
@@ -278,20 +275,36 @@ async def test_the_verifier_folder_is_uploaded_after_the_harden_exec_and_in_no_e
     del sandbox.events[0]
     run = _verifier_run(tmp_path)
     done = await verify_hardened(sandbox, run, tmp_path / "out", tmp_path / "logs",
-                                 baseline=baseline, agent_user="agent",
-                                 config=HardeningConfig())
-    kinds = [kind for kind, _ in sandbox.events]
-    assert kinds == ["exec", "upload", "exec"]
+                                 baseline=baseline, agent_user="agent", config=config)
     harden_argv = sandbox.events[0][1][0]
     assert harden_argv[3] == "harden"  # sh -c TEXT harden ...: the kill comes first
-    assert sandbox.events[1][1] == (run.verifier_dir, "/tests")
-    for kind, what in sandbox.events:
-        if kind == "exec":
-            assert not _leaks(*what), what
-    test_argv = sandbox.events[2][1][0]
+    assert not _leaks(*sandbox.events[0][1]), sandbox.events[0]
+    test_argv = sandbox.events[-1][1][0]
     assert test_argv[0] == "/bin/sh" and "seal" in test_argv  # seal, reset, test.sh
     assert done.outcome.reward == 1.0 and done.outcome.exec_result.stdout == b"ok\n"
     assert json.loads((tmp_path / "out" / "hardening.json").read_text())["killed"] == 2
+    return sandbox.events, run
+
+
+async def test_the_verifier_folder_enters_the_sandbox_only_after_the_harden_exec(tmp_path):
+    # Regression: the folder carried as a base64 tar in the argv of an exec that started
+    # before harden.sh's kill (/proc/PID/cmdline is world-readable) let a process the agent
+    # left read the tests and write the expected answer before it was killed. After the
+    # harden exec ended (everything the agent left is dead), it travels in test.sh's exec.
+    events, _ = await _final_verify(tmp_path, HardeningConfig())
+    assert [kind for kind, _ in events] == ["exec", "exec"]
+    test_argv = events[1][1][0]
+    assert test_argv.index("unpack") < test_argv.index("seal")  # unpacked, then sealed
+    assert _leaks(*events[1][1])  # the leak check sees it there: it would see it earlier
+
+
+async def test_without_the_kill_the_verifier_folder_is_uploaded_and_in_no_exec(tmp_path):
+    events, run = await _final_verify(tmp_path, HardeningConfig(kill_agent_processes=False))
+    assert [kind for kind, _ in events] == ["exec", "upload", "exec"]
+    assert events[1][1] == (run.verifier_dir, "/tests")
+    for kind, what in events:
+        if kind == "exec":
+            assert not _leaks(*what), what
 
 
 def test_the_leak_check_sees_an_archive_in_an_argument(tmp_path):

@@ -15,7 +15,6 @@ from benchflow.verify._scripts import _BEFORE_DONE, chained_argv
 from benchflow.verify.runner import (
     INLINE_VERIFIER_MAX,
     VerifierRun,
-    _unpack_and_test,
     run_test_script,
 )
 from tests.fakes.local_sandbox import LocalSandbox
@@ -85,18 +84,35 @@ class _Scripted(LocalSandbox):
 
 async def test_a_small_verifier_folder_travels_in_test_sh_exec(tmp_path: Path) -> None:
     sandbox = _Scripted(tmp_path, ExecResult(0, _BEFORE_DONE.encode() + b"\nok\n", b""))
-    result = await _unpack_and_test(sandbox, _verifier(tmp_path), tmp_path / "out")
-    assert result is not None and result.stdout == b"ok\n"
+    seal = ["/bin/sh", "-c", "true", "seal"]
+    result = await run_test_script(sandbox, _verifier(tmp_path), tmp_path / "out",
+                                   before=[seal], shell="/bin/sh", carry=True)
+    assert result.stdout == b"ok\n"
     assert len(sandbox.calls) == 1 and sandbox.uploads == []
     argv = sandbox.calls[0]
     assert argv[argv.index("unpack") + 1] == str(tmp_path / "verifier")  # MOUNT, then ARCHIVE
+    assert argv.index("unpack") < argv.index("seal")  # the folder first, then the seal
+    assert argv[0] == "/bin/sh" and argv[argv.index("unpack") - 3] == "/bin/sh"  # as asked
 
 
 async def test_an_image_without_base64_or_tar_is_left_to_the_upload(tmp_path: Path) -> None:
-    sandbox = _Scripted(tmp_path, ExecResult(ExitCode.NO_TOOLS, b"", b""))
-    assert await _unpack_and_test(sandbox, _verifier(tmp_path), tmp_path / "out") is None
+    ok = ExecResult(0, b"ok\n", b"")
+    sandbox = _Scripted(tmp_path, ExecResult(ExitCode.NO_TOOLS, b"", b""), ok)
+    result = await run_test_script(sandbox, _verifier(tmp_path), tmp_path / "out", carry=True)
+    assert result.stdout == b"ok\n"
+    assert len(sandbox.calls) == 2 and len(sandbox.uploads) == 1  # unpacked nothing: uploaded
+    assert "unpack" not in sandbox.calls[1]
     (tmp_path / "big").mkdir()
     big = _verifier(tmp_path / "big")
     (big.verifier_dir / "data.bin").write_bytes(b"x" * (INLINE_VERIFIER_MAX + 1))
-    assert await _unpack_and_test(sandbox, big, tmp_path / "out") is None  # no exec at all
-    assert len(sandbox.calls) == 1
+    sandbox = _Scripted(tmp_path, ok)
+    await run_test_script(sandbox, big, tmp_path / "out", carry=True)
+    assert len(sandbox.calls) == 1 and len(sandbox.uploads) == 1  # too large: uploaded
+    assert "unpack" not in sandbox.calls[0]
+
+
+async def test_a_failed_unpack_is_not_taken_for_missing_tools(tmp_path: Path) -> None:
+    sandbox = _Scripted(tmp_path, ExecResult(2, b"", b"tar: broken archive"))
+    with pytest.raises(VerifierError, match="unpack"):
+        await run_test_script(sandbox, _verifier(tmp_path), tmp_path / "out", carry=True)
+    assert len(sandbox.calls) == 1 and sandbox.uploads == []
