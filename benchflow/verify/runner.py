@@ -111,9 +111,13 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
     """The argv that starts test.sh (or the script strategy's command) as `run_test_script`
     runs it, the working folder of its exec, and what it is called in errors."""
     script = f"{run.mount}/test.sh"
-    # Reward files written before this moment never count.
-    reset = (f'rm -rf {VERIFIER_LOGS} && mkdir -p -m "$1" {VERIFIER_LOGS} && '
-             if reset_logs else "")
+    # Reward files written before this moment never count. A process left writing into the
+    # folder (no kill: the plain verify) can make rm fail ("Directory not empty"): the folder
+    # is then renamed away whole, atomically, and removed as far as it goes.
+    stale = "/logs/.verifier-stale-$$"
+    reset = (f'{{ rm -rf {VERIFIER_LOGS} 2>/dev/null || {{ mv {VERIFIER_LOGS} {stale} && '
+             f'{{ rm -rf {stale} 2>/dev/null; :; }}; }}; }} && '
+             f'mkdir -p -m "$1" {VERIFIER_LOGS} && ' if reset_logs else "")
     if run.command is None:
         launch = reset + '{ [ -x "$0" ] || chmod +x "$0"; } && exec "$0"'  # chmod: a fork
         argv, cwd = [script], run.cwd

@@ -615,3 +615,26 @@ async def test_solution_cannot_be_recovered_from_git_history(git_image, job_labe
         assert not await scrub_git_history(sb, workspace="/tmp")  # no repository: nothing done
     finally:
         await sb.stop(delete=True)
+
+
+async def test_the_verifier_logs_are_reset_when_a_writer_makes_rm_fail(sandbox):
+    """A process left writing into /logs/verifier (no kill: the plain verify) can make
+    `rm -rf` fail ("Directory not empty"); the reset then renames the folder away whole, so
+    test.sh still starts on an empty one and nothing stale is downloaded with /logs. A
+    shadowing `rm` that refuses /logs/verifier makes the race certain."""
+    from benchflow.verify.runner import verifier_argv
+
+    await sh(sandbox, "mkdir -p /logs/verifier /shim && echo 1 > /logs/verifier/reward.txt && "
+             "printf '#!/bin/sh\\ncase \"$*\" in *\" /logs/verifier\") exit 1;; esac\\n"
+             "exec /bin/rm \"$@\"\\n' > /shim/rm && chmod +x /shim/rm && "
+             "printf '#!/bin/sh\\nls -A /logs/verifier > /tmp/seen; echo 0 > "
+             "/logs/verifier/reward.txt\\n' > /app/test.sh", user="root")
+    run = VerifierRun(verifier_dir=Path("."), mount="/app", timeout_sec=60, env={},
+                      cwd="/app")
+    argv, cwd, _ = verifier_argv(run)
+    result = await sandbox.exec(argv, user="root", cwd=cwd,
+                                env={"PATH": "/shim:/usr/bin:/bin"}, timeout=60)
+    assert result.exit_code == 0, result.text(500)
+    seen = await sh(sandbox, "cat /tmp/seen; echo --; cat /logs/verifier/reward.txt; ls -A /logs",
+                    user="root")
+    assert seen.startswith("--\n0\n") and "verifier\n" in seen and "stale" not in seen, seen
