@@ -79,8 +79,17 @@ MIN_SECRET_LEN = 6
 def host_secret_values() -> list[str]:
     """Values of the host's secret-looking variables (>= 6 characters), longest first so
     that no prefix of a longer one survives masking."""
-    values = {v for k, v in host_environ().items() if is_secret_name(k) and len(v) >= 6}
-    return sorted(values, key=len, reverse=True)
+    global _host_secrets
+    env = host_environ()
+    if _host_secrets is None or _host_secrets[0] != env:  # found again once the env changed
+        values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= 6}
+        _host_secrets = (env, sorted(values, key=len, reverse=True))
+    return list(_host_secrets[1])
+
+
+_host_secrets: tuple[dict[str, str], list[str]] | None = None
+"""The environment `host_secret_values` last looked at, and what it found (each rollout
+asks a few times: its redactors, its log)."""
 
 
 def secret_values(env: Mapping[str, str]) -> set[str]:
