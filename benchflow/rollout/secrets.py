@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from benchflow.settings import host_environ
 
 REDACTED = "***"
+_REDACTED_BYTES = REDACTED.encode()
 M = TypeVar("M", bound=BaseModel)
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
@@ -141,7 +142,7 @@ class Redactor:
 
     def bytes(self, value: bytes) -> bytes:
         """`value` with every known secret value replaced (exact values only: fast)."""
-        return self._bytes.sub(REDACTED.encode(), value) if self._bytes is not None else value
+        return self._bytes.sub(_REDACTED_BYTES, value) if self._bytes is not None else value
 
     def __call__(self, value: Any) -> Any:
         """`value` with every string scrubbed and credential-named fields' values replaced."""
@@ -195,7 +196,7 @@ class Redactor:
             for match in self._bytes.finditer(window):
                 if match.start() >= safe:
                     break
-                out.write(window[pos:match.start()] + REDACTED.encode())
+                out.write(window[pos:match.start()] + _REDACTED_BYTES)
                 pos = match.end()
             cut = max(pos, safe)
             out.write(window[pos:cut])

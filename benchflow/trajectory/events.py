@@ -373,7 +373,11 @@ def usage_from_acp(data: dict[str, Any] | None) -> Usage | None:
 
 
 def _message_fields(update: dict[str, Any]) -> dict[str, Any]:
-    return {"text": _text_of(update.get("content"))}
+    content = update.get("content")
+    if type(content) is dict and content.get("type") == "text":  # a chunk: by the hundred
+        text = content.get("text", "")
+        return {"text": text if type(text) is str else str(text)}
+    return {"text": _text_of(content)}
 
 
 def _tool_call_fields(update: dict[str, Any]) -> dict[str, Any]:
