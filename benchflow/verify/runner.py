@@ -14,6 +14,7 @@ import logging
 import os
 import shlex
 import stat
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -112,9 +113,10 @@ def inline_verifier(run: VerifierRun) -> str | None:
     # kept unless a file changed in the last second (an edit within the same clock tick as
     # the archive's read would leave the stamp as it was: "racily clean", as git says)
     if stamp and max(s[3] for s in stamp) < started - 1_000_000_000:
-        if len(_INLINED) >= 256:
-            del _INLINED[next(iter(_INLINED))]
-        _INLINED[key] = (stamp, archive)
+        with _INLINED_LOCK:  # worker threads of several rollouts at once
+            if len(_INLINED) >= 64:
+                del _INLINED[next(iter(_INLINED))]
+            _INLINED[key] = (stamp, archive)
     return archive
 
 
@@ -122,6 +124,7 @@ _INLINED: dict[tuple[Path, str], tuple[tuple[tuple[str, int, int, int, int, int,
                                        str | None]] = {}
 """`inline_verifier`'s archives by folder, with the stamp of the tree they were made from:
 hundreds of rollouts of one task verify with the same folder."""
+_INLINED_LOCK = threading.Lock()
 
 
 def _tree_stamp(root: Path) -> tuple[tuple[str, int, int, int, int, int, int], ...]:
