@@ -1,9 +1,12 @@
 """The agent's process in the sandbox: launched without secrets in argv, stderr drained.
 
 An undrained stderr pipe blocks an agent as soon as it logs a pipe's worth, so
-`AgentProcess.run()` reads it continuously into `agent/<role>.stderr.txt` and
-keeps the tail for error messages. It also watches for the exit, so a session
-waiting on the agent can tell "the agent died" from "the agent is slow".
+`AgentProcess.drain_stderr()` (a task of the session) reads it continuously into
+`agent/<role>.stderr.txt` and keeps the tail for error messages. The exit is waited for
+when someone asks (`wait_exited`: a session whose connection failed tells "the agent
+died" from "the agent is slow"; closing gives the agent a grace period), not by a task
+watching every agent for its whole session (on Docker that was an exec inspect every
+50 ms); `run()` does both until the process ends, for a process run to its end.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ class AgentProcess:
         self.live = live
         self.stderr_path = stderr_path
         self.exit_code: int | None = None
-        self.exited = anyio.Event()
+        self.exited = False
+        """The process was seen to exit (`exit_code` is then its status, if readable)."""
         self.stderr_done = anyio.Event()
         self._tail = bytearray()
 
@@ -72,11 +76,12 @@ class AgentProcess:
 
     async def run(self) -> None:
         """Drain stderr and wait for the exit, until both are done. Never raises."""
-        async with anyio.create_task_group() as tg:  # one task more, not two: fewer live
-            tg.start_soon(self._drain_stderr)         # objects per agent in flight
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.drain_stderr)
             await self._wait_exit()
 
-    async def _drain_stderr(self) -> None:
+    async def drain_stderr(self) -> None:
+        """Read stderr into the file and the tail until it ends. Never raises."""
         file = None
         try:
             if self.stderr_path is not None:  # created off the event loop (a busy disk)
@@ -101,29 +106,29 @@ class AgentProcess:
             self.exit_code = await self.live.wait()
         except Exception:  # the sandbox failed us; treat the process as gone
             logger.warning("waiting for the agent process failed", exc_info=True)
-        finally:
-            self.exited.set()
+        self.exited = True
 
     def stderr_tail(self, max_bytes: int = 2048) -> str:
         """The last bytes the agent wrote to stderr, decoded leniently."""
         return bytes(self._tail[-max_bytes:]).decode("utf-8", "replace")
 
-    async def wait_exited(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for the exit (and the rest of stderr); True if it exited."""
-        with anyio.move_on_after(timeout):
-            await self.exited.wait()
-        if self.exited.is_set():
-            with anyio.move_on_after(1.0):
+    async def wait_exited(self, timeout: float | None, *, stderr_sec: float = 1.0) -> bool:
+        """Wait up to `timeout` s for the exit, then up to `stderr_sec` for the rest of
+        stderr; True if it exited."""
+        if not self.exited:
+            with anyio.move_on_after(timeout):
+                await self._wait_exit()
+        if self.exited and stderr_sec > 0:
+            with anyio.move_on_after(stderr_sec):
                 await self.stderr_done.wait()
-        return self.exited.is_set()
+        return self.exited
 
     async def kill(self) -> None:
         """Kill the agent's process group and release it (shielded from cancellation)."""
         with anyio.CancelScope(shield=True):
             try:
                 await self.live.kill()
-                with anyio.move_on_after(2.0):
-                    await self.exited.wait()
+                await self.wait_exited(2.0, stderr_sec=0)
                 await self.live.aclose()
             except Exception:  # already gone, or the sandbox is going away
                 logger.debug("error killing the agent process", exc_info=True)

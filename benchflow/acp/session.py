@@ -204,7 +204,7 @@ class AcpSession:
         try:
             async with _task_group() as tg:
                 session._tg = tg  # a prompt's timeout handling runs here (prompt_watch.py)
-                tg.start_soon(agent.run, name=f"acp-agent-{role}")
+                tg.start_soon(agent.drain_stderr, name=f"acp-agent-{role}")
                 terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
                 policy = permission_policy or PermissionPolicy.auto_approve()
                 client = BenchflowClient(
@@ -332,8 +332,7 @@ class AcpSession:
                 await self._conn.close()
             except Exception:  # the connection is going away either way
                 logger.debug("error closing the ACP connection", exc_info=True)
-        with anyio.move_on_after(self.timeouts.close_grace_sec):
-            await self.agent.exited.wait()
+        await self.agent.wait_exited(self.timeouts.close_grace_sec, stderr_sec=0)
         await self.agent.kill()
 
     # ------------------------------------------------------------------ prompts
