@@ -2,8 +2,9 @@
 
 Startup imports only what the command needs: `benchflow --version` imports neither typer
 nor any subcommand, and `benchflow run ...` builds the app with the `run` command only
-(so `tasks`, `agents` and the model server are never imported for it). `--help` and
-unknown commands get the whole app.
+(so `tasks`, `agents` and the model server are never imported for it), with the job
+machinery it runs, except for `benchflow run --help`. `--help` and unknown commands get
+the whole app.
 """
 
 import atexit
@@ -153,9 +154,12 @@ def main() -> None:
         sys.argv[1:1] = ["jobs", "run"]
         args = sys.argv[1:]
     wants_help = any(a in ("--help", "-h") for a in args[:1])
+    command = None if wants_help else _command_of(args)
     try:
         with imports_gc_paused():
-            app = build_app(None if wants_help else _command_of(args))
+            app = build_app(command)
+            if command == "run" and not {"--help", "-h"} & set(args):
+                import benchflow.cli.jobs  # noqa: F401 - what `run` runs, imported GC-paused
         app()
     except SystemExit as exc:
         _exit_now(exc)

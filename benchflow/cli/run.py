@@ -8,16 +8,19 @@ skipped trials, `jobs resume`, the job's result.json and metrics).
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from benchflow import bounds as B
-from benchflow.cli import jobs  # with the app: main() imports the job machinery GC-paused
 from benchflow.cli._common import user_errors
 from benchflow.errors import ConfigError
-from benchflow.roles import ROLE_OPTION_HELP, RoleAgent, parse_role_options
-from benchflow.sandbox.registry import check_backend
+
+if TYPE_CHECKING:
+    from benchflow.roles import RoleAgent
+
+# The job machinery is imported where the command runs (`main()` imports it with the app,
+# GC-paused, unless help is asked): `benchflow run --help` and a usage error stay light.
 
 
 class Preserve(enum.StrEnum):
@@ -141,6 +144,10 @@ def run_command(
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
+        from benchflow.cli import jobs
+        from benchflow.roles import parse_role_options
+        from benchflow.sandbox.registry import check_backend
+
         check_backend(env)  # one line naming the registered backends, before anything else
         roles = parse_role_options(role or [])
         agent_name = one_agent(agent, roles)
@@ -174,6 +181,8 @@ def one_agent(agents: list[str] | None, roles: dict[str, Any]) -> str | None:
     Raises:
         ConfigError: `-a` given twice, or a comma-separated list.
     """
+    from benchflow.roles import ROLE_OPTION_HELP
+
     agents = agents or []
     if len(agents) > 1:
         raise ConfigError(f"-a/--agent given {len(agents)} times ({', '.join(agents)}): one "

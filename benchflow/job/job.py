@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -30,12 +31,14 @@ from benchflow.job.models import JobResult, RolloutRef, build_job_result
 from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name, task_and_dataset
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
-from benchflow.rollout.fork import ForkPlan
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
 from benchflow.rollout.rollout import Rollout
 from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.task import Task
 from benchflow.trace_ids import new_run_id
+
+if TYPE_CHECKING:
+    from benchflow.rollout.fork import ForkPlan  # `benchflow fork`'s: imported by it
 
 log = logging.getLogger(__name__)
 

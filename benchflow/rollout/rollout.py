@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -37,9 +38,7 @@ from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutList
 from benchflow.rollout.logs import mask_in_rollout_log
 from benchflow.rollout.model_endpoint import RolloutNetwork, needs_network_install
 from benchflow.rollout.phases import PhaseBook, phase
-from benchflow.rollout.fork import fork_baseline, fork_steps, start_from_fork
 from benchflow.rollout.role_access import setup_role_access
-from benchflow.rollout.snapshots import TurnSnapshotter
 from benchflow.rollout.result import (
     ErrorInfo,
     ParentRef,
@@ -90,6 +89,9 @@ from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
+
+if TYPE_CHECKING:  # forking and turn snapshots: imported where used (not by a plain run)
+    from benchflow.rollout.snapshots import TurnSnapshotter
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +217,8 @@ class Rollout:
         self.steps = desugar(self.scenes, task.instruction, task.prompts, self.skills.declared)
         self._step_index = {(s.scene_index, s.turn_index): i for i, s in enumerate(self.steps)}
         if config.fork is not None:  # steps from the fork's on, with each role's history
+            from benchflow.rollout.fork import fork_steps
+
             self.steps = fork_steps(config.fork, self.steps)
         check_scenes(self.scenes, given=self._given_drivers, endpoint=endpoint)
         self.drivers = {role.agent: self._given_drivers.get(role.agent) or get_driver(role.agent)
@@ -255,6 +259,8 @@ class Rollout:
         self.spec = spec
         self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
         if config.snapshot_turns or config.fork is not None:
+            from benchflow.rollout.snapshots import TurnSnapshotter
+
             TurnSnapshotter.check(self.sandbox)
         self._warn_unhardened()
 
@@ -267,6 +273,8 @@ class Rollout:
             self.config.timeout_multiplier)
         self._emit(RolloutEventKind.SANDBOX_START)
         if self.config.fork is not None:  # the original's sandbox, with its agents installed
+            from benchflow.rollout.fork import start_from_fork
+
             start_from_fork(self.sandbox, self.config.fork)
         else:
             self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
@@ -319,6 +327,8 @@ class Rollout:
                 await driver.install(self.ctx)
         await setup_role_access(self.ctx, self.scenes)  # each role its own user
         if self.config.fork is not None and self.hardened:  # checked against the original's
+            from benchflow.rollout.fork import fork_baseline
+
             self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
         if self.hardened and self.baseline is None:
             hardening = self.task.config.verifier.hardening
@@ -451,6 +461,8 @@ class Rollout:
         if self.workspace is not None:
             await self.workspace.start(self.paths.root / WORKSPACE_START)
         if self.config.snapshot_turns and self.sandbox is not None:
+            from benchflow.rollout.snapshots import TurnSnapshotter
+
             self.snapshots = TurnSnapshotter(
                 self.sandbox, self.paths.root, job_name=self.job_name,
                 rollout_name=self.rollout_name, n_steps=len(self._step_index),

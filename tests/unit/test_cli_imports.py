@@ -23,6 +23,7 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.job.pull", "benchflow.job.resume", "benchflow.verify.judged",
     "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
     "benchflow.telemetry.otel", "benchflow.traces", "benchflow.tracing",
+    "benchflow.rollout.fork", "benchflow.rollout.snapshots",  # fork / --snapshot-turns
     # studies and their statistics and figures (benchflow study / compare)
     "benchflow.study", "benchflow.cli.study", "benchflow.cli.compare", "scipy", "numpy",
     "matplotlib",
@@ -49,6 +50,24 @@ def test_the_run_command_imports_nothing_a_task_run_does_not_need():
                        "import benchflow.cli.jobs  # what run_command imports to run the job")
     assert "benchflow.cli.run" in loaded and "benchflow.rollout.rollout" in loaded
     assert forbidden(loaded) == []
+
+
+def test_run_help_imports_none_of_the_job_machinery():
+    # typer reads run_command's signature for the help; the job machinery (task, job,
+    # rollout, sandbox, Docker SDK) is imported only to run it
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('MODULES', ' '.join(sorted(sys.modules))))\n"
+            "sys.argv = ['benchflow', 'run', '--help']\n"
+            "from benchflow.cli.main import main\nmain()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "Usage: benchflow run" in out
+    loaded = set(out.rsplit("MODULES", 1)[1].split())
+    assert "benchflow.cli.run" in loaded
+    heavy = ("benchflow.cli.jobs", "benchflow.job.job", "benchflow.job.config",
+             "benchflow.rollout", "benchflow.task", "benchflow.sandbox", "docker", "yaml",
+             "anyio")
+    assert {m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy)} == set()
 
 
 def test_version_imports_neither_typer_nor_a_command():
