@@ -202,29 +202,38 @@ class AcpSession:
             noise=StdoutNoise(stdout_noise_path),
         )
         try:
-            async with _task_group() as tg:
-                session._tg = tg  # a prompt's timeout handling runs here (prompt_watch.py)
-                tg.start_soon(agent.drain_stderr, name=f"acp-agent-{role}")
-                terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
-                policy = permission_policy or PermissionPolicy.auto_approve()
-                client = BenchflowClient(
-                    recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd, umask=umask),
-                    terminals
-                )
-                transport = ProcessTransport(
-                    agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
-                    noise=session.noise,
-                )
-                session._conn = connect(client, transport)  # one router object
-                try:
-                    await session._handshake(model, credentials or {}, auth_method,
-                                             list(mcp_servers), resume)
-                    yield session
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await terminals.aclose()
-                        await session._shutdown()
-                    tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    session._tg = tg  # a prompt's timeout handling runs here (prompt_watch.py)
+                    tg.start_soon(agent.drain_stderr, name=f"acp-agent-{role}")
+                    terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
+                    policy = permission_policy or PermissionPolicy.auto_approve()
+                    client = BenchflowClient(
+                        recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd, umask=umask),
+                        terminals
+                    )
+                    transport = ProcessTransport(
+                        agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
+                        noise=session.noise,
+                    )
+                    session._conn = connect(client, transport)  # one router object
+                    try:
+                        await session._handshake(model, credentials or {}, auth_method,
+                                                 list(mcp_servers), resume)
+                        yield session
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await terminals.aclose()
+                            await session._shutdown()
+                        tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # anyio wraps what leaves a task group; the session's tasks never raise,
+                # so a group of one is the caller's own error (e.g. `AgentTimeout` from
+                # `prompt()`), which must reach the caller as itself (inline, not a
+                # context manager: one async generator less per session in flight)
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
         finally:
             recorder.flush_pending()
             session.noise.close()
@@ -511,23 +520,6 @@ class AcpSession:
         self._recorder.record(
             "error", session_id=self.session_id, error_type=error_type, message=message, **fields
         )
-
-
-@asynccontextmanager
-async def _task_group() -> AsyncIterator[TaskGroup]:
-    """A task group that lets the body's own exception through unwrapped.
-
-    anyio 4 wraps every exception leaving a task group in an ExceptionGroup; the
-    session's children never raise, so a group of one is the caller's error
-    (e.g. `AgentTimeout` from `prompt()`), which must reach the caller as itself.
-    """
-    try:
-        async with anyio.create_task_group() as tg:
-            yield tg
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
 
 
 __all__ = ["AcpSession", "AcpTimeouts", "PromptOutcome"]
