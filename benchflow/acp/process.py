@@ -36,7 +36,9 @@ class AgentProcess:
         self.exit_code: int | None = None
         self.exited = False
         """The process was seen to exit (`exit_code` is then its status, if readable)."""
-        self.stderr_done = anyio.Event()
+        self.stderr_done = False
+        """stderr has ended (or could not be read): `stderr_tail()` is complete."""
+        self._stderr_waiter: anyio.Event | None = None  # made only when someone waits
         self._tail = bytearray()
 
     @classmethod
@@ -99,7 +101,9 @@ class AgentProcess:
         finally:
             if file is not None:
                 file.close()
-            self.stderr_done.set()
+            self.stderr_done = True
+            if self._stderr_waiter is not None:
+                self._stderr_waiter.set()
 
     async def _wait_exit(self) -> None:
         try:
@@ -118,9 +122,10 @@ class AgentProcess:
         if not self.exited:
             with anyio.move_on_after(timeout):
                 await self._wait_exit()
-        if self.exited and stderr_sec > 0:
+        if self.exited and stderr_sec > 0 and not self.stderr_done:
+            self._stderr_waiter = self._stderr_waiter or anyio.Event()
             with anyio.move_on_after(stderr_sec):
-                await self.stderr_done.wait()
+                await self._stderr_waiter.wait()
         return self.exited
 
     async def kill(self) -> None:
