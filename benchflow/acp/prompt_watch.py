@@ -12,15 +12,13 @@ session/cancel, give the agent its grace to end the turn, kill it, stop the prom
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
 
 from benchflow.acp.recorder import UpdateRecorder
-
-NO_DEADLINE_RECHECK_SEC = 3600.0
-"""With only the idle limit, while a tool call runs: how often nothing is due (look again)."""
 
 
 class PromptWatch:
@@ -104,7 +102,7 @@ class PromptWatch:
         deadline, idle, rec = self._deadline, self._idle, self._rec
         if deadline is not None and now >= deadline:
             return self._fire("wall")
-        wake = deadline if deadline is not None else now + NO_DEADLINE_RECHECK_SEC
+        wake = deadline if deadline is not None else math.inf  # idle is set then
         if idle is not None:
             if rec.busy:  # a running tool call is not idleness; look again soon
                 wake = min(wake, now + min(idle, 1.0))
