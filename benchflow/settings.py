@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +30,38 @@ def _paths(value: str | None) -> tuple[Path, ...]:
 
 
 def host_ca_certs(folder: Path = HOST_CA_DIR) -> tuple[Path, ...]:
-    """The host's extra CA certificates (`*.crt` under `folder`, sorted), if any."""
+    """The host's extra CA certificates (`*.crt` under `folder`, sorted), if any.
+
+    Found again only when a folder of the last scan changed (its mtime: a file added,
+    removed or renamed in it, or a subfolder made): every rollout asks, and a walk of the
+    folder cost more than the rest of its settings.
+    """
+    scan = _CA_SCANS.get(folder)
+    if scan is not None and scan[0] == _mtimes(scan[2]):
+        return scan[1]
+    started = time.time_ns()
     try:
-        return tuple(sorted(p for p in folder.rglob("*.crt") if p.is_file()))
+        dirs = (folder, *sorted(p for p in folder.rglob("*") if p.is_dir()))
+        stamp = _mtimes(dirs)
+        certs = tuple(sorted(p for p in folder.rglob("*.crt") if p.is_file()))
     except OSError:
         return ()
+    # kept unless a folder changed in the last second: a change in the same clock tick as
+    # the scan would leave its mtime as it was ("racily clean", as git says)
+    if stamp is not None and max(stamp) < started - 1_000_000_000:
+        _CA_SCANS[folder] = (stamp, certs, dirs)
+    return certs
+
+
+_CA_SCANS: dict[Path, tuple[tuple[int, ...], tuple[Path, ...], tuple[Path, ...]]] = {}
+"""`host_ca_certs`' last scan per folder: its folders' mtimes, the certificates, the folders."""
+
+
+def _mtimes(dirs: tuple[Path, ...]) -> tuple[int, ...] | None:
+    try:
+        return tuple(os.stat(d).st_mtime_ns for d in dirs)
+    except OSError:  # a folder went away: scan again
+        return None
 
 
 def _extra_ca_certs(value: str | None, host_ca_dir: Path) -> tuple[Path, ...]:
@@ -96,9 +124,26 @@ class Settings:
         )
 
 
+_ENV_NAMES = ("BENCHFLOW_EXTRA_CA_CERTS", "BENCHFLOW_AGENTS_PATH", "BENCHFLOW_CACHE_DIR",
+              "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
+              "BENCHFLOW_REGISTRY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+              "OTEL_EXPORTER_OTLP_HEADERS", "BENCHFLOW_CONFIG_DIR", "XDG_CONFIG_HOME", "HOME")
+"""Every variable `Settings.from_env` reads (HOME: `~` and the default folders)."""
+_last: tuple[tuple[str | None, ...], tuple[Path, ...], Settings] | None = None
+
+
 def get_settings() -> Settings:
-    """Read the current environment (cheap; call where needed rather than caching globally)."""
-    return Settings.from_env()
+    """Read the current environment (cheap; call where needed rather than caching globally):
+    the same `Settings` again while the variables and the host's CA certificates stay as
+    they were (every rollout asks, several times)."""
+    global _last
+    key = tuple(os.environ.get(name) for name in _ENV_NAMES)
+    host_cas = host_ca_certs() if key[0] is None else ()
+    if _last is not None and _last[0] == key and _last[1] == host_cas:
+        return _last[2]
+    settings = Settings.from_env()
+    _last = (key, host_cas, settings)
+    return settings
 
 
 _SECRETS: dict[str, str] = {}

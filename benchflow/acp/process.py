@@ -1,9 +1,12 @@
 """The agent's process in the sandbox: launched without secrets in argv, stderr drained.
 
 An undrained stderr pipe blocks an agent as soon as it logs a pipe's worth, so
-`AgentProcess.run()` reads it continuously into `agent/<role>.stderr.txt` and
-keeps the tail for error messages. It also watches for the exit, so a session
-waiting on the agent can tell "the agent died" from "the agent is slow".
+`AgentProcess.drain_stderr()` (a task of the session) reads it continuously into
+`agent/<role>.stderr.txt` and keeps the tail for error messages. The exit is waited for
+when someone asks (`wait_exited`: a session whose connection failed tells "the agent
+died" from "the agent is slow"; closing gives the agent a grace period), not by a task
+watching every agent for its whole session (on Docker that was an exec inspect every
+50 ms); `run()` does both until the process ends, for a process run to its end.
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ class AgentProcess:
         self.live = live
         self.stderr_path = stderr_path
         self.exit_code: int | None = None
-        self.exited = anyio.Event()
-        self.stderr_done = anyio.Event()
+        self.exited = False
+        """The process was seen to exit (`exit_code` is then its status, if readable)."""
+        self.stderr_done = False
+        """stderr has ended (or could not be read): `stderr_tail()` is complete."""
+        self._stderr_waiter: anyio.Event | None = None  # made only when someone waits
         self._tail = bytearray()
 
     @classmethod
@@ -72,11 +78,12 @@ class AgentProcess:
 
     async def run(self) -> None:
         """Drain stderr and wait for the exit, until both are done. Never raises."""
-        async with anyio.create_task_group() as tg:  # one task more, not two: fewer live
-            tg.start_soon(self._drain_stderr)         # objects per agent in flight
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.drain_stderr)
             await self._wait_exit()
 
-    async def _drain_stderr(self) -> None:
+    async def drain_stderr(self) -> None:
+        """Read stderr into the file and the tail until it ends. Never raises."""
         file = None
         try:
             if self.stderr_path is not None:  # created off the event loop (a busy disk)
@@ -94,36 +101,39 @@ class AgentProcess:
         finally:
             if file is not None:
                 file.close()
-            self.stderr_done.set()
+            self.stderr_done = True
+            if self._stderr_waiter is not None:
+                self._stderr_waiter.set()
 
     async def _wait_exit(self) -> None:
         try:
             self.exit_code = await self.live.wait()
         except Exception:  # the sandbox failed us; treat the process as gone
             logger.warning("waiting for the agent process failed", exc_info=True)
-        finally:
-            self.exited.set()
+        self.exited = True
 
     def stderr_tail(self, max_bytes: int = 2048) -> str:
         """The last bytes the agent wrote to stderr, decoded leniently."""
         return bytes(self._tail[-max_bytes:]).decode("utf-8", "replace")
 
-    async def wait_exited(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for the exit (and the rest of stderr); True if it exited."""
-        with anyio.move_on_after(timeout):
-            await self.exited.wait()
-        if self.exited.is_set():
-            with anyio.move_on_after(1.0):
-                await self.stderr_done.wait()
-        return self.exited.is_set()
+    async def wait_exited(self, timeout: float | None, *, stderr_sec: float = 1.0) -> bool:
+        """Wait up to `timeout` s for the exit, then up to `stderr_sec` for the rest of
+        stderr; True if it exited."""
+        if not self.exited:
+            with anyio.move_on_after(timeout):
+                await self._wait_exit()
+        if self.exited and stderr_sec > 0 and not self.stderr_done:
+            self._stderr_waiter = self._stderr_waiter or anyio.Event()
+            with anyio.move_on_after(stderr_sec):
+                await self._stderr_waiter.wait()
+        return self.exited
 
     async def kill(self) -> None:
         """Kill the agent's process group and release it (shielded from cancellation)."""
         with anyio.CancelScope(shield=True):
             try:
                 await self.live.kill()
-                with anyio.move_on_after(2.0):
-                    await self.exited.wait()
+                await self.wait_exited(2.0, stderr_sec=0)
                 await self.live.aclose()
             except Exception:  # already gone, or the sandbox is going away
                 logger.debug("error killing the agent process", exc_info=True)

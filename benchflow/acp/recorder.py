@@ -19,7 +19,13 @@ from typing import Any
 
 import anyio
 
-from benchflow.trajectory.events import Event, update_line, utc_now
+from benchflow.trajectory.events import (
+    Event,
+    stream_head,
+    streamed_update_line,
+    update_line,
+    utc_now,
+)
 from benchflow.trajectory.tool_calls import update_output
 from benchflow.trajectory.writer import TrajectoryWriter
 
@@ -64,6 +70,9 @@ class UpdateRecorder:
         self.cost_currency: str | None = None
         self._call_state: dict[str, list[bool]] = {}
         """This turn's tool calls: id -> [has arguments, has output] (`tool_calls.py`)."""
+        self._head_key: tuple[Any, ...] | None = None
+        self._head: dict[str, Any] | None = None
+        """The common fields of the updates written now, and what they were made from."""
 
     # ---- numbering and context
 
@@ -108,7 +117,7 @@ class UpdateRecorder:
             self.n_updates += 1
             self._track(update)
             if isinstance(session_id, str) and session_id in self.known_sessions:
-                self._write_update(seq, ts, self.context(session_id), update)
+                self._write_now(seq, ts, session_id, update)
             else:
                 self._pending.append((seq, ts, self.context(session_id), str(session_id), update))
             return
@@ -158,6 +167,27 @@ class UpdateRecorder:
             line = update_line({"sessionUpdate": "invalid", "raw": update}, seq=seq, ts=ts,
                                **ctx, **writer.stamp())
         writer.write_line(line, flush=False)  # flushed when the burst is drained (`flush`)
+
+    def _write_now(self, seq: int, ts: datetime, session_id: str, update: dict[str, Any]
+                   ) -> None:
+        """`_write_update` in the current context: the common fields of the turn's message
+        chunks are gathered once (`stream_head`), not per update."""
+        writer = self._writer
+        if writer is None or writer.closed:
+            return
+        if update.get("sessionUpdate") not in _TOOL_CALL_KINDS:  # a tool call: its own span
+            key = (self.scene, self.role, self.turn, self.session_turn, self.round, session_id,
+                   writer.trace_id, writer.span_id, *writer.context.items())
+            if key != self._head_key:
+                ctx, stamp = self.context(session_id), writer.stamp()
+                self._head_key = key
+                self._head = None if ctx.keys() & stamp.keys() else stream_head(**ctx, **stamp)
+            if self._head is not None:
+                line = streamed_update_line(update, seq, ts, self._head)
+                if line is not None:
+                    writer.write_line(line, flush=False)
+                    return
+        self._write_update(seq, ts, self.context(session_id), update)
 
     def flush(self) -> None:
         """Hand the updates written so far to the OS: the transport calls this before it

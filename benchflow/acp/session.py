@@ -33,6 +33,7 @@ from benchflow.acp.handshake import (
 )
 from benchflow.acp.permissions import PermissionPolicy
 from benchflow.acp.process import AgentProcess
+from benchflow.acp.prompt_watch import PromptWatch
 from benchflow.acp.recorder import UpdateRecorder
 from benchflow.acp.router import connect
 from benchflow.acp.terminals import TerminalManager
@@ -105,6 +106,7 @@ class AcpSession:
         started = anyio.current_time()
         self._deadline = None if timeouts.wall_sec is None else started + timeouts.wall_sec
         self._conn: ClientSideConnection | None = None
+        self._tg: TaskGroup | None = None
         self._closed_reason: str | None = None
         self._turn_wall: float | None = None
         self.session_id: str | None = None
@@ -200,28 +202,38 @@ class AcpSession:
             noise=StdoutNoise(stdout_noise_path),
         )
         try:
-            async with _task_group() as tg:
-                tg.start_soon(agent.run, name=f"acp-agent-{role}")
-                terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
-                policy = permission_policy or PermissionPolicy.auto_approve()
-                client = BenchflowClient(
-                    recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd, umask=umask),
-                    terminals
-                )
-                transport = ProcessTransport(
-                    agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
-                    noise=session.noise,
-                )
-                session._conn = connect(client, transport)  # one router object
-                try:
-                    await session._handshake(model, credentials or {}, auth_method,
-                                             list(mcp_servers), resume)
-                    yield session
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await terminals.aclose()
-                        await session._shutdown()
-                    tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    session._tg = tg  # a prompt's timeout handling runs here (prompt_watch.py)
+                    tg.start_soon(agent.drain_stderr, name=f"acp-agent-{role}")
+                    terminals = TerminalManager(sandbox, tg, user=user, cwd=cwd, umask=umask)
+                    policy = permission_policy or PermissionPolicy.auto_approve()
+                    client = BenchflowClient(
+                        recorder, policy, SandboxFs(sandbox, user=user, cwd=cwd, umask=umask),
+                        terminals
+                    )
+                    transport = ProcessTransport(
+                        agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
+                        noise=session.noise,
+                    )
+                    session._conn = connect(client, transport)  # one router object
+                    try:
+                        await session._handshake(model, credentials or {}, auth_method,
+                                                 list(mcp_servers), resume)
+                        yield session
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await terminals.aclose()
+                            await session._shutdown()
+                        tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # anyio wraps what leaves a task group; the session's tasks never raise,
+                # so a group of one is the caller's own error (e.g. `AgentTimeout` from
+                # `prompt()`), which must reach the caller as itself (inline, not a
+                # context manager: one async generator less per session in flight)
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
         finally:
             recorder.flush_pending()
             session.noise.close()
@@ -329,8 +341,7 @@ class AcpSession:
                 await self._conn.close()
             except Exception:  # the connection is going away either way
                 logger.debug("error closing the ACP connection", exc_info=True)
-        with anyio.move_on_after(self.timeouts.close_grace_sec):
-            await self.agent.exited.wait()
+        await self.agent.wait_exited(self.timeouts.close_grace_sec, stderr_sec=0)
         await self.agent.kill()
 
     # ------------------------------------------------------------------ prompts
@@ -362,29 +373,25 @@ class AcpSession:
                 deadline, self._turn_wall = own, wall_sec
         cost_before = rec.session_cost
         started = anyio.current_time()
-        done = anyio.Event()
-        box: dict[str, Any] = {}
-
-        async def run() -> None:
-            try:
-                box["response"] = await self._connection().prompt(
-                    session_id=self._session_id(), prompt=[text_block(text)]
-                )
-            except Exception as exc:  # noqa: BLE001 - handed to prompt(), which maps and raises it
-                box["error"] = exc
-            finally:
-                done.set()
-
-        reason: str | None = None
+        # the limits are watched by a loop timer, not a task of their own (prompt_watch.py)
+        assert self._tg is not None  # set by open()
+        watch = PromptWatch(rec, self.timeouts.idle_sec, deadline, self._tg, self._timed_out)
+        response: PromptResponse | None = None
+        error: Exception | None = None
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run, name=f"acp-prompt-{self.role}")
-                reason = await self._watch(done, deadline)
-                if reason is not None:
-                    box["cancel_sent"] = await self._cancel_turn(done)
-                    await self.agent.kill()
-                    tg.cancel_scope.cancel()
+            with watch.scope:
+                watch.start()
+                try:
+                    response = await self._connection().prompt(
+                        session_id=self._session_id(), prompt=[text_block(text)]
+                    )
+                except Exception as exc:  # noqa: BLE001 - mapped and raised below
+                    error = exc
+                finally:
+                    watch.ended()
+            reason = await watch.stop()
         except anyio.get_cancelled_exc_class():
+            watch.cancel()
             with (
                 anyio.CancelScope(shield=True),
                 anyio.move_on_after(self.timeouts.cancel_grace_sec),
@@ -392,10 +399,10 @@ class AcpSession:
                 await self._send_cancel()
             raise
         if reason is not None:
-            self._fail_timeout(reason, box)
-        if "error" in box:
-            await self._fail_error(box["error"])
-        response: PromptResponse = box["response"]
+            self._fail_timeout(reason, watch.cancel_sent, response)
+        if error is not None:
+            await self._fail_error(error)
+        assert response is not None
         usage = self._turn_usage(response, cost_before)
         return PromptOutcome(
             stop_reason=response.stop_reason,
@@ -405,26 +412,6 @@ class AcpSession:
             duration_sec=anyio.current_time() - started,
             incomplete_tool_calls=rec.incomplete_tool_calls(),
         )
-
-    async def _watch(self, done: anyio.Event, deadline: float | None) -> str | None:
-        """Wait for the turn to end; return "idle" or "wall" when a timeout fires first."""
-        idle = self.timeouts.idle_sec
-        rec = self._recorder
-        while not done.is_set():
-            now = anyio.current_time()
-            if deadline is not None and now >= deadline:
-                return "wall"
-            wake = deadline if deadline is not None else now + 3600.0
-            if idle is not None:
-                if rec.busy:  # a running tool call is not idleness; look again soon
-                    wake = min(wake, now + min(idle, 1.0))
-                elif now >= rec.last_activity + idle:
-                    return "idle"
-                else:
-                    wake = min(wake, rec.last_activity + idle)
-            with anyio.move_on_after(max(wake - now, 0.001)):
-                await done.wait()
-        return None
 
     async def _send_cancel(self) -> bool:
         if self._conn is None or self.session_id is None:
@@ -436,15 +423,21 @@ class AcpSession:
             return False
         return True
 
-    async def _cancel_turn(self, done: anyio.Event) -> bool:
-        """Send session/cancel and give the agent `cancel_grace_sec` to end the turn."""
+    async def _timed_out(self, watch: PromptWatch) -> bool:
+        """A prompt's limit was reached: send session/cancel, give the agent
+        `cancel_grace_sec` to end the turn, kill it, stop the prompt. True if the
+        cancel was sent."""
         sent = False
         with anyio.move_on_after(self.timeouts.cancel_grace_sec):
             sent = await self._send_cancel()
-            await done.wait()
+            await watch.wait_ended()
+        await self.agent.kill()
+        if not watch.is_ended:
+            watch.scope.cancel()
         return sent
 
-    def _fail_timeout(self, reason: str, box: dict[str, Any]) -> NoReturn:
+    def _fail_timeout(self, reason: str, cancel_sent: bool,
+                      response: PromptResponse | None) -> NoReturn:
         self._closed_reason = f"{reason} timeout"
         if reason == "idle":
             limit, phase = self.timeouts.idle_sec or 0.0, "agent_idle"
@@ -454,11 +447,10 @@ class AcpSession:
             if self._turn_wall is not None:
                 limit = self._turn_wall
             message = f"agent exceeded its wall-clock timeout of {limit:g} s"
-        response = box.get("response")
         self._record_error(
             AgentTimeout.error_type,
             message,
-            cancel_sent=bool(box.get("cancel_sent")),
+            cancel_sent=cancel_sent,
             stop_reason=response.stop_reason if response is not None else None,
         )
         raise AgentTimeout(phase, limit, message)
@@ -528,23 +520,6 @@ class AcpSession:
         self._recorder.record(
             "error", session_id=self.session_id, error_type=error_type, message=message, **fields
         )
-
-
-@asynccontextmanager
-async def _task_group() -> AsyncIterator[TaskGroup]:
-    """A task group that lets the body's own exception through unwrapped.
-
-    anyio 4 wraps every exception leaving a task group in an ExceptionGroup; the
-    session's children never raise, so a group of one is the caller's error
-    (e.g. `AgentTimeout` from `prompt()`), which must reach the caller as itself.
-    """
-    try:
-        async with anyio.create_task_group() as tg:
-            yield tg
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
 
 
 __all__ = ["AcpSession", "AcpTimeouts", "PromptOutcome"]

@@ -39,9 +39,12 @@ def ensure_fd_limit(concurrency: int) -> int:
 
 _DEFAULT_THRESHOLDS = (700, 10, 10)
 """CPython's own: a full collection every 10 collections of the middle generation."""
-JOB_GC_THRESHOLDS = (700, 10, 100)
-"""During a job: a full collection every 100 (and still only once a quarter of the old
-objects is new, as always)."""
+JOB_GC_THRESHOLDS = (10_000, 10, 100)
+"""During a job: a young collection once 10,000 objects more are alive, not 700 (a rollout
+in flight keeps ~500 alive, so 1,000 starting together made ~800 young collections, each
+walking objects that mostly die with their rollout a few seconds later: ~1 ms of CPU per
+rollout, halved so), and a full collection every 100 middle ones (and still only once a
+quarter of the old objects is new, as always)."""
 _jobs_running = 0
 _tuned = False
 _froze = False
@@ -81,8 +84,9 @@ def job_gc() -> Iterator[None]:
     300,000 of them: each one stopped the event loop for 200-300 ms, every few seconds
     (`labs/benchmarks/scale.py`). Inside this context the objects that existed
     before the first job (imports, loaded tasks) are frozen out of collections
-    (`gc.freeze`, unless `imports_gc_paused` froze the imports already) and full
-    collections are ten times rarer; both are undone when the last job ends. A process
+    (`gc.freeze`, unless `imports_gc_paused` froze the imports already), young
+    collections wait for 10,000 new objects and full ones are ten times rarer
+    (`JOB_GC_THRESHOLDS`); both are undone when the last job ends. A process
     that tuned its collector itself (thresholds changed, objects frozen, collection
     disabled) is left as it is.
     """

@@ -56,6 +56,13 @@ async def run_watched(sandbox: Sandbox | None, work: Callable[[], Awaitable[None
         await work()
         return
     assert isinstance(sandbox, GuardedSandbox)
+    await _run_guarded(sandbox, limit, work, interval_sec)
+
+
+async def _run_guarded(sandbox: GuardedSandbox, limit: int,
+                       work: Callable[[], Awaitable[None]], interval_sec: float) -> None:
+    # apart from run_watched: a closure's cells are made when its function is entered, so
+    # an unwatched agent phase would keep eight of them alive for its whole length
     outcome: list[Exception] = []
     exceeded: list[float] = []
     done = anyio.Event()

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from benchflow.settings import host_environ
 
 REDACTED = "***"
+_REDACTED_BYTES = REDACTED.encode()
 M = TypeVar("M", bound=BaseModel)
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
@@ -79,8 +80,17 @@ MIN_SECRET_LEN = 6
 def host_secret_values() -> list[str]:
     """Values of the host's secret-looking variables (>= 6 characters), longest first so
     that no prefix of a longer one survives masking."""
-    values = {v for k, v in host_environ().items() if is_secret_name(k) and len(v) >= 6}
-    return sorted(values, key=len, reverse=True)
+    global _host_secrets
+    env = host_environ()
+    if _host_secrets is None or _host_secrets[0] != env:  # found again once the env changed
+        values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= 6}
+        _host_secrets = (env, sorted(values, key=len, reverse=True))
+    return list(_host_secrets[1])
+
+
+_host_secrets: tuple[dict[str, str], list[str]] | None = None
+"""The environment `host_secret_values` last looked at, and what it found (each rollout
+asks a few times: its redactors, its log)."""
 
 
 def secret_values(env: Mapping[str, str]) -> set[str]:
@@ -132,7 +142,7 @@ class Redactor:
 
     def bytes(self, value: bytes) -> bytes:
         """`value` with every known secret value replaced (exact values only: fast)."""
-        return self._bytes.sub(REDACTED.encode(), value) if self._bytes is not None else value
+        return self._bytes.sub(_REDACTED_BYTES, value) if self._bytes is not None else value
 
     def __call__(self, value: Any) -> Any:
         """`value` with every string scrubbed and credential-named fields' values replaced."""
@@ -186,7 +196,7 @@ class Redactor:
             for match in self._bytes.finditer(window):
                 if match.start() >= safe:
                     break
-                out.write(window[pos:match.start()] + REDACTED.encode())
+                out.write(window[pos:match.start()] + _REDACTED_BYTES)
                 pos = match.end()
             cut = max(pos, safe)
             out.write(window[pos:cut])

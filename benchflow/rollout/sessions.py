@@ -8,7 +8,9 @@ the background, while the next role already works. Which steps share a session i
 decided before anything runs (`steps.assign_sessions`); the pool only follows it.
 
 A session task never raises into the group: what its connect or prompt raises is handed
-to the caller of `open()` / `prompt()` and raised there as itself.
+to the caller of `open()` / `prompt()` and raised there as itself. Steps reach a session
+task through its `_Session` (a queue and an event made only while the task waits), not a
+memory stream: with hundreds of rollouts in flight, fewer objects alive per session.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from benchflow.agents.base import AgentConnection, AgentContext, AgentDriver, StepOutcome
 from benchflow.rollout.replay import with_history
@@ -44,19 +45,51 @@ class _Request:
     error: BaseException | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class _Session:
-    """One open session: its first step, the skills it has, its request stream."""
+    """One open session: its first step, the skills it has, the steps sent to it."""
 
     first: Step
     skills: tuple[str, ...]
-    requests: MemoryObjectSendStream[_Request]
     prompts: int = 0
     resumed: bool = False
     """The agent restored the role's earlier session (session/load)."""
     session_id: str | None = None
     """The ACP session id, for ACP agents."""
-    closed: anyio.Event = field(default_factory=anyio.Event)
+    queue: list[_Request] = field(default_factory=list)
+    closing: bool = False
+    """No more steps: the session task ends once the queued ones are answered."""
+    ended: bool = False
+    """The session task has ended: steps sent now are refused."""
+    wake: anyio.Event | None = None
+    """Set when a step arrives or the session closes; exists while the task waits."""
+
+    def post(self, request: _Request | None) -> None:
+        """Queue a step (None: close once the queued steps are answered).
+
+        Raises:
+            anyio.BrokenResourceError: the session task has ended.
+        """
+        if request is None:
+            self.closing = True
+        elif self.ended:
+            raise anyio.BrokenResourceError
+        else:
+            self.queue.append(request)
+        if self.wake is not None:
+            self.wake.set()
+
+    async def next(self) -> _Request | None:
+        """The next step to answer, or None once the session is closing."""
+        while not self.queue:
+            if self.closing:
+                return None
+            self.wake = anyio.Event()
+            try:
+                await self.wake.wait()
+            finally:
+                self.wake = None
+        return self.queue.pop(0)
 
 
 class SessionPool:
@@ -152,18 +185,14 @@ class SessionPool:
         driver = self.drivers[step.role.agent]
         skills = (await self._place_skills(driver, step) if self._place_skills is not None
                   else step.skills)
-        send, receive = anyio.create_memory_object_stream[_Request](1)
-        session = _Session(first=step, skills=skills, requests=send)
+        session = _Session(first=step, skills=skills)
         writer = self.ctx.trajectory
         before = writer.context.get("skills") if writer is not None else None
         if writer is not None:  # what the handshake records names the session's skills
             writer.context["skills"] = list(skills) or None
         try:
-            await self._tg.start(self._serve, driver, session, receive,
+            await self._tg.start(self._serve, driver, session,
                                  name=f"session-{step.scene}-{step.role.name}")
-        except BaseException:
-            send.close()
-            raise
         finally:
             if writer is not None:
                 writer.context["skills"] = before
@@ -185,7 +214,7 @@ class SessionPool:
             step = dataclasses.replace(step, prompt=with_history(step.history, step.prompt))
         request = _Request(dataclasses.replace(step, skills=session.skills))
         try:
-            await session.requests.send(request)
+            session.post(request)
             await request.done.wait()
         finally:
             session.prompts += 1
@@ -198,19 +227,18 @@ class SessionPool:
         """Let the role's session end: its task closes the connection in the background."""
         found = self._sessions.pop(key, None)
         if found is not None:
-            found.requests.close()
+            found.post(None)
 
     def close_all(self) -> None:
         for key in list(self._sessions):
             self.close(key)
 
     async def _serve(self, driver: AgentDriver, session: _Session,
-                     requests: MemoryObjectReceiveStream[_Request],
                      *, task_status: TaskStatus[None]) -> None:
         step = session.first
         started = False
         try:
-            async with requests, driver.connect(self.ctx, step.role, step.scene) as connection:
+            async with driver.connect(self.ctx, step.role, step.scene) as connection:
                 session.resumed = bool(getattr(connection, "resumed", False))
                 session.session_id = getattr(getattr(connection, "session", None),
                                              "session_id", None)
@@ -218,7 +246,7 @@ class SessionPool:
                     self.on_open(step, connection)
                 task_status.started()
                 started = True
-                async for request in requests:  # answered here: no coroutine per prompt
+                while (request := await session.next()) is not None:  # no task per prompt
                     try:
                         request.outcome = await connection.prompt(request.step)
                     except Exception as exc:  # noqa: BLE001 - raised by the caller of prompt()
@@ -231,7 +259,11 @@ class SessionPool:
             log.warning("the session of role %s (scene %s) failed while closing: %s",
                         step.role.name, step.scene, exc)
         finally:
-            session.closed.set()
+            session.ended = True
+            for request in session.queue:  # sent, never answered: refused
+                request.error = anyio.BrokenResourceError()
+                request.done.set()
+            session.queue.clear()
 
 
 __all__ = ["SessionKey", "SessionPool"]

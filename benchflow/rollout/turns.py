@@ -132,13 +132,13 @@ class Turns:
         if deadline is None:
             return await self.pool.prompt(step)
         left = deadline - time.monotonic()
-        try:
-            with anyio.fail_after(max(left, 0.0) + 5.0):
-                return await self.pool.prompt(step)
-        except TimeoutError as exc:
-            self.pool.cancel()
-            raise AgentTimeout("agent", left, "the agent phase exceeded agent.timeout_sec "
-                               "across all its turns") from exc
+        # a bare cancel scope, as `fail_after` holds one (without its generator and context
+        # manager: objects alive for the whole turn); only its deadline can cancel it
+        with anyio.CancelScope(deadline=anyio.current_time() + max(left, 0.0) + 5.0):
+            return await self.pool.prompt(step)
+        self.pool.cancel()
+        raise AgentTimeout("agent", left, "the agent phase exceeded agent.timeout_sec "
+                           "across all its turns") from TimeoutError()
 
     def _resolve(self, role: str | Role, scene: str | int | None) -> tuple[int, Role]:
         name = role.name if isinstance(role, Role) else role

@@ -373,7 +373,11 @@ def usage_from_acp(data: dict[str, Any] | None) -> Usage | None:
 
 
 def _message_fields(update: dict[str, Any]) -> dict[str, Any]:
-    return {"text": _text_of(update.get("content"))}
+    content = update.get("content")
+    if type(content) is dict and content.get("type") == "text":  # a chunk: by the hundred
+        text = content.get("text", "")
+        return {"text": text if type(text) is str else str(text)}
+    return {"text": _text_of(content)}
 
 
 def _tool_call_fields(update: dict[str, Any]) -> dict[str, Any]:
@@ -450,21 +454,50 @@ def update_line(update: dict[str, Any], **common: Any) -> bytes:
     kind = update.get("sessionUpdate")
     streamed = _STREAMED.get(kind) if isinstance(kind, str) else None
     if streamed is not None:
-        cls, fields_of = streamed
         if not common.keys() <= _COMMON_KEYS:
             raise TypeError(f"unknown event fields: {sorted(common.keys() - _COMMON_KEYS)}")
-        line = {name: value for name in _COMMON_FIELDS
-                if (value := common.get(name)) is not None}
-        fields = fields_of(update)
-        for name, default in _OWN_FIELDS[cls]:
-            value = update if name == "update" else fields.get(name, default)
-            if value is not None:
-                line[name] = value
-        try:
-            return orjson.dumps(line, option=orjson.OPT_UTC_Z)
-        except (TypeError, orjson.JSONEncodeError):
-            pass
+        line = _streamed_line(streamed, update, {
+            name: value for name in _COMMON_FIELDS if (value := common.get(name)) is not None})
+        if line is not None:
+            return line
     return event_from_update(update, **common).model_dump_json(exclude_none=True).encode()
+
+
+def streamed_update_line(update: dict[str, Any], seq: int, ts: datetime,
+                         head: dict[str, Any]) -> bytes | None:
+    """`update_line(update, seq=seq, ts=ts, **head)` for the kinds an agent streams by the
+    hundred, None for any other kind (or a value orjson cannot write): call `update_line`.
+
+    `head` holds the other common fields, without None values and in the order of
+    `_Event`'s fields (`stream_head`): built once for a run of updates of one turn.
+    """
+    kind = update.get("sessionUpdate")
+    streamed = _STREAMED.get(kind) if isinstance(kind, str) else None
+    if streamed is None:
+        return None
+    return _streamed_line(streamed, update, {"seq": seq, "ts": ts, **head})
+
+
+def stream_head(**common: Any) -> dict[str, Any] | None:
+    """The `head` of `streamed_update_line` for these common fields (scene, role, turn...),
+    or None when one is no event field (`update_line` says which)."""
+    if not common.keys() <= _COMMON_KEYS or "seq" in common or "ts" in common:
+        return None
+    return {name: value for name in _COMMON_FIELDS if (value := common.get(name)) is not None}
+
+
+def _streamed_line(streamed: tuple[type[_Event], Callable[[dict[str, Any]], dict[str, Any]]],
+                   update: dict[str, Any], line: dict[str, Any]) -> bytes | None:
+    cls, fields_of = streamed
+    fields = fields_of(update)
+    for name, default in _OWN_FIELDS[cls]:
+        value = update if name == "update" else fields.get(name, default)
+        if value is not None:
+            line[name] = value
+    try:
+        return orjson.dumps(line, option=orjson.OPT_UTC_Z)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
 
 
 __all__ = [
@@ -493,6 +526,8 @@ __all__ = [
     "event_adapter",
     "event_from_update",
     "update_line",
+    "stream_head",
+    "streamed_update_line",
     "migrate_v1",
     "migrate_v2",
     "usage_from_acp",

@@ -125,7 +125,7 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
     sampler = Sampler()
     console = Console(file=open(os.devnull, "w"), force_terminal=True, width=120)
     metrics = [MetricConfig(type="mean"), MetricConfig(type="sum")]
-    started, cpu0 = time.perf_counter(), time.process_time()
+    started, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
     with GcPauses() as pauses:
         async with anyio.create_task_group() as agents:
             LatencyProvider.tg = agents
@@ -137,6 +137,7 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
                     result = await job.run()
                 tg.cancel_scope.cancel()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
+    loop_cpu = time.thread_time() - loop0  # this thread runs the event loop
     console.file.close()
     gc.collect()
     per_rollout = Latency.total / n
@@ -150,7 +151,7 @@ async def one_run(concurrency: int, n: int, jobs_dir: Path, updates: int,
         "lag_median_ms": statistics.median(lags) * 1000,
         "fds_before": fds0, "fds_peak": sampler.peak_fds, "fds_after": open_fds(),
         "wall_s": wall, "ideal_s": ideal, "per_rollout_latency_s": per_rollout,
-        "cpu_ms_per_rollout": cpu / n * 1000,
+        "cpu_ms_per_rollout": cpu / n * 1000, "loop_cpu_ms_per_rollout": loop_cpu / n * 1000,
         "gc_full": pauses.full, "gc_longest_ms": pauses.longest * 1000,
         "gc_at": ", ".join(f"{t:.1f}" for t in pauses.at) or "-",
     }
@@ -178,7 +179,10 @@ def main(concurrencies: list[int], per_slot: int, updates: int, turn_sec: float)
             print(f"  wall {r['wall_s']:.1f} s vs ideal {r['ideal_s']:.1f} s "
                   f"({r['wall_s'] / r['ideal_s']:.2f}x; one rollout waits "
                   f"{r['per_rollout_latency_s']:.2f} s on the backend)")
-            print(f"  orchestrator CPU: {r['cpu_ms_per_rollout']:.1f} ms per rollout")
+            print(f"  orchestrator CPU: {r['cpu_ms_per_rollout']:.1f} ms per rollout (event loop "
+                  f"{r['loop_cpu_ms_per_rollout']:.1f} ms, other threads "
+                  f"{r['cpu_ms_per_rollout'] - r['loop_cpu_ms_per_rollout']:.1f} ms); "
+                  f"load average {os.getloadavg()[0]:.1f}")
             print(f"  garbage collection: {r['gc_full']} full collections (at {r['gc_at']} s), "
                   f"longest pause {r['gc_longest_ms']:.0f} ms")
 

@@ -213,6 +213,39 @@ async def test_recorder_buffers_updates_for_unknown_sessions(tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
+async def test_recorded_lines_follow_the_turn_span_and_context_as_they_change(
+    tmp_path: Path,
+) -> None:
+    """The common fields of a turn's updates are gathered once, not per update: a new
+    turn, step span or context (skills) still shows on the very next update."""
+    writer = TrajectoryWriter(tmp_path / "t.jsonl")
+    writer.trace_id, writer.span_id = "a" * 32, "b" * 16
+    recorder = UpdateRecorder(writer, scene="main", role="coder")
+    recorder.add_session("s1")
+    recorder.begin_turn(0, None, 0)
+    recorder.on_receive(_update("s1", "one"))
+    recorder.on_receive(_update("s1", "two"))
+    writer.context["skills"] = ["lint"]
+    recorder.on_receive(_update("s1", "three"))
+    writer.span_id = "c" * 16
+    recorder.on_receive(_update("s1", "four"))
+    recorder.begin_turn(1, 2, 1)
+    writer.context["skills"] = None
+    recorder.on_receive(_update("s1", "five"))
+    recorder.flush()
+    writer.close()
+    events = list(iter_events(writer.path))
+    assert [(e.text, e.turn, e.round, e.span_id, e.skills) for e in events] == [  # type: ignore[union-attr]
+        ("one", 0, None, "b" * 16, None),
+        ("two", 0, None, "b" * 16, None),
+        ("three", 0, None, "b" * 16, ["lint"]),
+        ("four", 0, None, "c" * 16, ["lint"]),
+        ("five", 1, 2, "c" * 16, None),
+    ]
+    assert [e.seq for e in events] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.anyio
 async def test_recorder_tracks_running_tool_calls() -> None:
     recorder = UpdateRecorder(None, scene=None, role=None)
     start = {

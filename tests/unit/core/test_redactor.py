@@ -28,6 +28,17 @@ def test_values_are_masked_raw_and_json_escaped():
     assert Redactor(["abc"], host=False).text("abc") == "abc"
 
 
+def test_a_host_secret_set_or_unset_later_is_seen(monkeypatch):
+    monkeypatch.delenv("PERF_TEST_API_TOKEN", raising=False)
+    assert "tok-one-123456" not in Redactor().values
+    monkeypatch.setenv("PERF_TEST_API_TOKEN", "tok-one-123456")
+    assert Redactor().text("t=tok-one-123456") == f"t={REDACTED}"
+    monkeypatch.setenv("PERF_TEST_API_TOKEN", "tok-two-123456")
+    assert Redactor().text("tok-one-123456 tok-two-123456") == f"tok-one-123456 {REDACTED}"
+    monkeypatch.delenv("PERF_TEST_API_TOKEN")
+    assert "tok-two-123456" not in secrets_mod.host_secret_values()
+
+
 def test_a_model_is_masked_in_every_string():
     result = RolloutResult(job_name="j", rollout_name="r", task_name="t", dataset_name="d",
                            agent_name="a", attempt=1, warnings=[f"saw {SECRET}"],

@@ -12,8 +12,10 @@ import pytest
 from benchflow.agents.base import AgentContext, StepOutcome
 from benchflow.config import Role, Scene, Turn
 from benchflow.errors import AgentExecutionError, ConfigError
+from benchflow.rollout.sessions import SessionPool
 from benchflow.rollout.turns import Turns
 from benchflow.steps import Step, desugar
+from tests.fakes.clock import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -146,3 +148,37 @@ async def test_execute_without_a_connected_role_and_unknown_roles_are_config_err
     with pytest.raises(ConfigError, match="no role 'ghost'.*roles: coder"):
         await turns.connect_as("ghost")
     await turns.aclose()
+
+
+class Dying(Recorder):
+    """A driver whose connection fails in the background once `die` is set (a task of its
+    own task group raises, as an ACP session's would), ending the session's task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.die = anyio.Event()
+
+    @asynccontextmanager
+    async def connect(self, ctx: AgentContext, role: Role, scene: str
+                      ) -> AsyncIterator[object]:
+        async def fail() -> None:
+            await self.die.wait()
+            raise AgentExecutionError("connection lost")
+
+        async with anyio.create_task_group() as tg, Recorder.connect(
+                self, ctx, role, scene) as connection:
+            tg.start_soon(fail)
+            yield connection
+
+
+async def test_a_step_for_a_session_whose_task_ended_is_refused_not_left_waiting():
+    driver = Dying()
+    first, second = desugar([scene(("coder", "a"), ("coder", "b"))], "instr")
+    with anyio.fail_after(120):  # only a guard: the bug this pins was a caller waiting forever
+        async with SessionPool(context(), {"rec": driver}) as pool:
+            assert (await pool.prompt(first)).agent_text == "coder:a"
+            driver.die.set()
+            await wait_until(lambda: driver.log[-1][0] == "close", "the connection's end")
+            with pytest.raises(anyio.BrokenResourceError):
+                await pool.prompt(second)
+    assert [e[0] for e in driver.log] == ["open", "prompt", "close"]

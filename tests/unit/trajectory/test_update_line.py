@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchflow.trajectory.events import event_adapter, event_from_update, update_line
+from benchflow.trajectory.events import (
+    event_adapter,
+    event_from_update,
+    stream_head,
+    streamed_update_line,
+    update_line,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
@@ -50,6 +56,28 @@ commons = st.fixed_dictionaries(
 def test_the_line_is_the_models_json_byte_for_byte(update, common):
     expected = event_from_update(update, **common).model_dump_json(exclude_none=True).encode()
     assert update_line(update, **common) == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(update=updates, common=commons)
+def test_the_line_from_a_turns_head_is_the_same_line(update, common):
+    """`streamed_update_line` (the common fields gathered once per turn) writes what
+    `update_line` writes, or None for the kinds it leaves to `update_line`."""
+    head = {k: v for k, v in common.items() if k not in ("seq", "ts")}
+    line = streamed_update_line(update, common["seq"], common["ts"], stream_head(**head))
+    if line is not None:
+        assert line == update_line(update, **common)
+    else:
+        assert update["sessionUpdate"] not in ("agent_message_chunk", "agent_thought_chunk",
+                                               "user_message_chunk", "tool_call",
+                                               "tool_call_update")
+
+
+def test_a_head_refuses_what_is_no_event_field():
+    assert stream_head(role="coder", nosuch=1) is None
+    assert stream_head(seq=1) is None
+    assert stream_head(role="coder", turn=None, scene="main") == {"scene": "main",
+                                                                   "role": "coder"}
 
 
 def test_a_streamed_update_reads_back_as_its_event():

@@ -242,6 +242,45 @@ def _archive(tmp_path: Path, mount: Path) -> str:
     return archive
 
 
+def test_the_inlined_folder_follows_an_edit_of_a_folder_seen_before(tmp_path):
+    """The archive of a folder is reused by the rollouts that verify with it, until a
+    file in it changes (an edit, a new file), never after."""
+    import base64
+    import io
+    import tarfile
+    import time
+
+    def inlined(src: Path) -> dict[str, bytes]:
+        archive = inline_verifier(VerifierRun(verifier_dir=src, mount="/tests", timeout_sec=1,
+                                              env={}))
+        assert archive is not None
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(archive))) as tar:
+            return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+    def age(src: Path) -> None:
+        then = time.time() - 3600
+        for path in [src, *src.rglob("*")]:
+            os.utime(path, (then, then))
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "test.sh").write_text("echo one\n")
+    age(src)
+    assert inlined(src) == {"tests/test.sh": b"echo one\n"}
+    assert inlined(src) == {"tests/test.sh": b"echo one\n"}
+    (src / "test.sh").write_text("echo two\n")  # the same size: its mtime moves
+    assert inlined(src) == {"tests/test.sh": b"echo two\n"}
+    age(src)
+    assert inlined(src) == {"tests/test.sh": b"echo two\n"}
+    (src / "test.sh").write_text("echo three\n")
+    age(src)  # even with the old mtime back: the size moved
+    assert inlined(src) == {"tests/test.sh": b"echo three\n"}
+    (src / "data").mkdir()
+    (src / "data" / "x.txt").write_text("42\n")
+    age(src)
+    assert inlined(src) == {"tests/test.sh": b"echo three\n", "tests/data/x.txt": b"42\n"}
+
+
 @needs_root
 def test_unpack_puts_the_verifier_folder_over_what_the_mount_holds(tmp_path):
     mount = tmp_path / "sandbox" / "tests"
