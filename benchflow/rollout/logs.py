@@ -83,9 +83,10 @@ class RolloutLogFile(logging.Handler):
     block, so a job calls them in a worker thread.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, make_parent: bool = True) -> None:
         super().__init__(logging.INFO)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_parent:
+            path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
         self._queued: deque[str] = deque()

@@ -72,9 +72,9 @@ class PhaseBook:
 
     def _open_folder(self, config_json: str) -> RolloutLogFile:
         paths = self.rollout.paths
-        paths.mkdirs()
-        write_json_atomic(paths.config, config_json)
-        return RolloutLogFile(paths.log)
+        paths.mkdirs()  # the rollout's folder, made once: the two files below go in it
+        write_json_atomic(paths.config, config_json, make_parent=False)
+        return RolloutLogFile(paths.log, make_parent=False)
 
     async def run(self, name: str, clock: Phase | None, fn: Callable[..., Awaitable[T]],
                   /, *args: Any, **kwargs: Any) -> T:

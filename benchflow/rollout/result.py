@@ -245,9 +245,11 @@ class PhaseClock:
             self.result.durations.total_sec = round((ts.ended_at - ts.started_at).total_seconds(), 3)
 
 
-def write_json_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so readers never see a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_json_atomic(path: Path, text: str, *, make_parent: bool = True) -> None:
+    """Write via a temporary file and rename, so readers never see a half-written file.
+    `make_parent=False` when the caller has just made the folder (a system call less)."""
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)

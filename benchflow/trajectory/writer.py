@@ -11,6 +11,7 @@ the agent's output rather than one per update.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -43,9 +44,14 @@ class TrajectoryWriter:
     def __init__(self, path: Path, header: TrajectoryHeader | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = self.path.stat().st_size if self.path.exists() else 0
-        self._seq = _last_seq(self.path) + 1 if existing else 0
         self._file: IO[bytes] | None = self.path.open("ab")
+        # the open file's size, not a stat and an exists() of the path before it
+        try:
+            existing = os.fstat(self._file.fileno()).st_size
+            self._seq = _last_seq(self.path) + 1 if existing else 0
+        except BaseException:
+            self._file.close()
+            raise
         self.n_events = 0
         header = header or TrajectoryHeader()
         self.trace_id: str | None = header.trace_id

@@ -32,10 +32,10 @@ async def test_a_full_disk_at_one_write_stops_the_job_and_resume_finishes_it(
         tmp_path, dataset, behaviour, monkeypatch, caplog, failing):
     target = tmp_path / "jobs" / "job1" / "oracle" / "bench" / "bravo__1" / failing
 
-    def full_at_target(path: Path, text: str) -> None:
+    def full_at_target(path: Path, text: str, **kwargs: bool) -> None:
         if path == target:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        write_json_atomic(path, text)
+        write_json_atomic(path, text, **kwargs)
 
     monkeypatch.setattr(phases, "write_json_atomic", full_at_target)
     monkeypatch.setattr(rollout, "write_json_atomic", full_at_target)
