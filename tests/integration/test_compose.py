@@ -114,9 +114,12 @@ async def test_sandbox_cleanup_removes_a_killed_runs_services_and_network(tmp_pa
     (task / "solution" / "solve.sh").write_text("#!/bin/bash\nsleep 600\n")
     job = f"pytest-compose-kill-{uuid.uuid4().hex[:8]}"
     label = f"{LABEL_JOB}={job}"
+    # its temporary folder under tmp_path: the kill leaves the compose files there
+    (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen([str(BENCHFLOW), "run", str(task), "-a", "oracle", "--jobs-dir",
                              str(tmp_path / "jobs"), "--job-name", job],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
     try:
         # until the agent phase opened its trajectory: compose is done, the oracle sleeps
         with anyio.fail_after(600):
@@ -128,6 +131,7 @@ async def test_sandbox_cleanup_removes_a_killed_runs_services_and_network(tmp_pa
         proc.wait()
     containers, networks = leftovers(label)
     assert len(containers) == 2 and len(networks) == 1  # the kill left them behind
+    assert list((tmp_path / "tmp").glob("bf-compose-*/overlay.json"))  # and its files
     done = subprocess.run([str(BENCHFLOW), "sandbox", "cleanup", "--job", job, "--jobs-dir",
                            str(tmp_path / "jobs")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
