@@ -7,6 +7,7 @@ of the session any left behind is removed and reported as a failure.
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "docker" in item.keywords:
             item.add_marker(skip)
+
+
+def reap(proc: subprocess.Popen) -> None:
+    """Kill `proc` if it still runs, then reap it with its pipes closed (for a test's
+    `finally`: not left to the garbage collector, which warns of an unraisable error)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
 
 
 def job_containers(job: str, *labels: str, running: bool = False) -> list:

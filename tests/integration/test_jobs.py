@@ -22,7 +22,7 @@ from benchflow.cli.jobs import run_job_file
 from benchflow.job.models import JobResult, aggregate
 from benchflow.rollout.result import RolloutResult
 
-from .conftest import TASKS, job_containers
+from .conftest import TASKS, job_containers, reap
 
 pytestmark = pytest.mark.docker
 
@@ -251,9 +251,7 @@ def test_sigint_cancels_the_job_and_resume_runs_exactly_the_rest(tmp_path, job_n
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
+        reap(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     job = JobResult.model_validate_json((job_dir / "result.json").read_text())
@@ -296,9 +294,7 @@ def test_a_second_sigint_exits_at_once_and_still_removes_containers(tmp_path, jo
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
+        reap(proc)
     assert proc.returncode == 130, err
     # the second signal took the hard exit (results written, sandboxes removed at once)
     assert "sandbox(es); exiting" in err and "Traceback" not in err

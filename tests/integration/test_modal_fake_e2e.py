@@ -16,6 +16,7 @@ from benchflow.config import RolloutConfig, Scene
 from benchflow.sandbox import ledger
 from benchflow.sandbox.registry import get_provider
 from tests.fakes import modal_sdk
+from tests.integration.conftest import reap
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -354,9 +355,7 @@ def test_sigint_leaves_no_modal_sandbox_behind(tmp_path, job_label):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
+        reap(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     job = JobResult.model_validate_json((tmp_path / "jobs" / job_label / "result.json").read_text())

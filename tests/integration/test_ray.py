@@ -23,7 +23,7 @@ from benchflow.rollout.events import RolloutEventKind
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox import registry
 
-from .conftest import TASKS, job_containers
+from .conftest import TASKS, job_containers, reap
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -174,9 +174,7 @@ def test_sigint_on_the_driver_then_resume(tmp_path, cluster, job_label):
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
+        reap(proc)
     assert proc.returncode == 130, out
     assert not job_containers(name), out
     saved = JobResult.model_validate_json((job_dir / "result.json").read_text())

@@ -17,7 +17,7 @@ import yaml
 from benchflow.study.compare import Comparison
 from benchflow.study.record import StudyRecord
 
-from .conftest import REPO, TASKS
+from .conftest import REPO, TASKS, reap
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]  # real studies take minutes
 
@@ -297,9 +297,7 @@ def test_sigint_cancels_every_arm_and_the_study_resumes(tmp_path: Path, job_labe
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()  # reaped, its pipes closed (not left to the garbage collector)
+        reap(proc)
         no_containers_left(name, ["fast", "slow"])
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "cancelling the study" in err
