@@ -27,11 +27,12 @@ _HEADER = struct.Struct(">BxxxL")
 class _SocketReader:
     """Demultiplexes frames from the raw socket into per-stream buffers."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, pending: bytes = b"") -> None:
         self._sock = sock
         self._lock = anyio.Lock()
         self._buffers: dict[int, deque[bytes]] = {1: deque(), 2: deque()}
-        self._pending = b""
+        self._pending = pending
+        """Bytes read from the socket but not framed yet."""
         self.eof = False
 
     async def _recv(self, n: int) -> bytes:
@@ -123,6 +124,15 @@ class _SendStream(ByteSendStream):
         await self.send_eof()
 
 
+def _buffered(keepalive: object) -> bytes:
+    """What http.client read past the exec's `101 UPGRADED` headers into its buffer (output
+    that came in the same packet: the raw socket never gives it again). The socket is
+    non-blocking by now, so this reads the buffer only."""
+    response = getattr(keepalive, "_response", None)  # set by the SDK's exec_start
+    reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    return reader.peek() if reader is not None else b""
+
+
 class DockerProcess(StreamedProcess):
     """`LiveProcess` over a Docker exec: stdin, demultiplexed stdout/stderr, exit code, kill."""
 
@@ -136,7 +146,7 @@ class DockerProcess(StreamedProcess):
         sock.setblocking(False)
         self._sock = sock
         self._keepalive = keepalive  # the HTTP response owning the socket must outlive it
-        self._reader = _SocketReader(sock)
+        self._reader = _SocketReader(sock, _buffered(keepalive))
         self._stdin = _SendStream(sock)
         self._stdout = _ReceiveStream(self._reader, 1)
         self._stderr = _ReceiveStream(self._reader, 2)

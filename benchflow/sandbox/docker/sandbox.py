@@ -12,6 +12,7 @@ import logging
 import re
 import secrets
 import shlex
+import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -433,6 +434,10 @@ class DockerSandbox:
                         env={"PATH": SYSTEM_PATH})
 
 
+_FRAME = struct.Struct(">BxxxL")
+"""A frame of the daemon's multiplexed exec stream: stream id (1 stdout, 2 stderr), size."""
+
+
 def _pump(exec_id: str, capture: OutputCapture) -> None:
     """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
     api = docker_client().api
@@ -442,11 +447,16 @@ def _pump(exec_id: str, capture: OutputCapture) -> None:
                          stream=True)
     try:
         api._raise_for_status(res)
-        for stdout, stderr in api._read_from_socket(res, True, tty=False, demux=True):
-            if stdout:
-                capture.write(STDOUT, stdout)
-            if stderr:
-                capture.write(STDERR, stderr)
+        # Read through http.client's buffered reader, not the raw socket under it (as the
+        # SDK's _read_from_socket does): frames that came in the same packet as the 101
+        # headers are in its buffer already, and a fast exec under load lost its output.
+        reader = res.raw._fp.fp
+        api._disable_socket_timeout(reader.raw)  # a silent test.sh may run for minutes
+        while len(header := reader.read(_FRAME.size)) == _FRAME.size:
+            stream, size = _FRAME.unpack(header)
+            data = reader.read(size)
+            if data and stream in (STDOUT, STDERR):
+                capture.write(stream, data)
     finally:
         res.close()
 
