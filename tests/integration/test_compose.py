@@ -4,8 +4,9 @@
 healthy only after a slow start) beside `main`; `main` depends on it being healthy. The
 oracle reads the secret from it and sets `done` there; the verifier queries the service
 itself. Checked: the score plain and hardened, that the verifier really asks the service,
-the group's network under a `none` policy, and that every container and network of a
-rollout goes, at the end and after the benchflow process is SIGKILLed (`sandbox cleanup`).
+the group's network under a `none` policy, main's environment (its values never in the
+generated files), and that every container, network and generated file of a rollout goes, at
+the end and after the benchflow process is SIGKILLed (`sandbox cleanup`).
 
 `fixtures/tasks/compose-collect` is Harbor's sidecar-artifacts shape: a `ledger` service
 holds the evidence (its own log file and an in-memory counter a `[[verifier.collect]]` hook
@@ -41,6 +42,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.timeout(900)]
 TASK = Path(__file__).parent / "fixtures" / "tasks" / "compose-sidecar"
 COLLECT = Path(__file__).parent / "fixtures" / "tasks" / "compose-collect"
 BENCHFLOW = Path(sys.executable).parent / "benchflow"
+TOKEN = "tok-$HOME-${PATH}-$$-4711"
 KV = ('kv() { exec 3<>/dev/tcp/secret-store/8000; printf "%s\\n" "$*" >&3; '
       'IFS= read -r r <&3; exec 3<&-; printf "%s" "$r"; }; ')
 
@@ -90,10 +92,16 @@ async def test_a_none_policy_keeps_the_services_on_an_internal_network(tmp_path,
                        compose_file=TASK / "environment" / "docker-compose.yaml",
                        workdir="/app", storage_mb=None, memory_mb=512, network_policy="none",
                        isolate_services=True, labels={LABEL_JOB: job_label},
-                       build_log_path=tmp_path / "build.log")
+                       build_log_path=tmp_path / "build.log", env={"BF_TOKEN": TOKEN})
     sandbox = ComposeSandbox(spec)
     await sandbox.start()
     try:
+        # main gets the value as given (no interpolation of it); the files never hold it
+        got = await sandbox.exec(["printenv", "BF_TOKEN"], timeout=60)
+        assert got.stdout.decode() == TOKEN + "\n", got.text()
+        assert sandbox._dir is not None
+        files = list(Path(sandbox._dir.name).iterdir())
+        assert files and not [f for f in files if "4711" in f.read_text()]
         client = docker.from_env()
         network = client.networks.get(f"{sandbox.project}_default")
         assert network.attrs["Internal"] is True
@@ -133,9 +141,11 @@ async def test_sandbox_cleanup_removes_a_killed_runs_services_and_network(tmp_pa
     assert len(containers) == 2 and len(networks) == 1  # the kill left them behind
     assert list((tmp_path / "tmp").glob("bf-compose-*/overlay.json"))  # and its files
     done = subprocess.run([str(BENCHFLOW), "sandbox", "cleanup", "--job", job, "--jobs-dir",
-                           str(tmp_path / "jobs")], capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "jobs")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
     assert done.returncode == 0, done.stdout + done.stderr
     assert leftovers(label) == ([], [])
+    assert not list((tmp_path / "tmp").iterdir())  # the files went with them
 
 
 @pytest.mark.parametrize("harden", [False, True])

