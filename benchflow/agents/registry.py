@@ -7,14 +7,13 @@ driver factories registered as `benchflow.agents` entry points.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import AgentEndpoint, resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
 from benchflow.agents.catalog import AgentCatalog, load_catalog
-from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 from benchflow.task import Task
@@ -22,8 +21,15 @@ from benchflow.task import Task
 ACPX_PREFIX = "acpx/"
 """An agent name `acpx/<agent>` routes a manifest agent through ACPX (`acpx_driver`)."""
 
-BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {
-    cls.name: cls for cls in (OracleAgent, NopAgent, ModelAgent)}
+
+def _model_agent() -> AgentDriver:
+    from benchflow.agents.model_agent import ModelAgent  # its tools load only for it
+
+    return ModelAgent()
+
+
+BUILTIN_AGENTS: dict[str, Callable[[], AgentDriver]] = {
+    OracleAgent.name: OracleAgent, NopAgent.name: NopAgent, "model": _model_agent}
 # the names a command agent may not take are these; `model` is built in but takes a model
 assert set(BUILTIN_AGENT_NAMES) <= set(BUILTIN_AGENTS)
 

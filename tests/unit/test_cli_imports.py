@@ -25,12 +25,20 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
     "benchflow.telemetry.otel", "benchflow.traces", "benchflow.tracing",
     "benchflow.rollout.fork", "benchflow.rollout.snapshots",  # fork / --snapshot-turns
+    "benchflow.rollout.replay", "benchflow.trajectory.conversation",  # a fork's histories
+    "benchflow.agents.model_agent", "benchflow.agents.model_tools",  # the model agent
     # studies and their statistics and figures (benchflow study / compare)
     "benchflow.study", "benchflow.cli.study", "benchflow.cli.compare", "scipy", "numpy",
     "matplotlib",
     # the progress bar (a terminal only)
     "rich.progress", "rich.live",
 }
+
+
+NEVER_FOR_ONE_ROLLOUT = {
+    "uvloop",  # a job loop for one rollout in flight is the standard one (benchflow.job.loop)
+}
+"""What a whole run of one rollout does not import either (checked by the integration test)."""
 
 
 def loaded_by(code: str) -> set[str]:
@@ -90,6 +98,22 @@ def test_gc_is_paused_while_the_command_imports_then_frozen_and_back_on():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True", "True", "False"]  # a disabled collector stays off
+
+
+def test_a_run_parses_its_options_under_the_jobs_collector_settings():
+    # young collections wait for 10,000 new objects from the start of the command, not
+    # only once the job runs: parsing the options and loading the configs made ~25
+    code = ("import gc, sys\nimport benchflow.cli.main as m\n"
+            "seen = []\nm.build_app = lambda only=None: lambda: seen.append(gc.get_threshold())\n"
+            "for argv in (['run', 'x'], ['jobs', 'run', 'x.yaml'], ['tasks', 'list']):\n"
+            "    sys.argv = ['benchflow', *argv]\n    m.main()\n"
+            "print(seen, gc.get_threshold())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    from benchflow.job.limits import _DEFAULT_THRESHOLDS, JOB_GC_THRESHOLDS
+
+    jobs, default = list(JOB_GC_THRESHOLDS), list(_DEFAULT_THRESHOLDS)
+    assert out == f"{[tuple(jobs), tuple(jobs), tuple(default)]} {tuple(default)}"
 
 
 def test_command_modules_evaluate_their_annotations_once():
