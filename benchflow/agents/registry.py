@@ -8,15 +8,18 @@ driver factories registered as `benchflow.agents` entry points.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import AgentEndpoint, resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
-from benchflow.agents.catalog import AgentCatalog, load_catalog
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 from benchflow.task import Task
+
+if TYPE_CHECKING:  # the catalog (manifests, entry points) loads for registered agents only
+    from benchflow.agents.catalog import AgentCatalog
 
 ACPX_PREFIX = "acpx/"
 """An agent name `acpx/<agent>` routes a manifest agent through ACPX (`acpx_driver`)."""
@@ -40,6 +43,8 @@ TRUSTED_AGENTS = frozenset({"oracle", "nop"})
 
 def known_agents() -> list[str]:
     """Every agent name `get_driver` accepts (aliases not included)."""
+    from benchflow.agents.catalog import load_catalog
+
     return sorted({*BUILTIN_AGENTS, *load_catalog().names()})
 
 
@@ -50,6 +55,8 @@ def lookup_agent(name: str) -> tuple[AgentCatalog, str]:
     Raises:
         ConfigError: unknown agent; the message lists every known agent.
     """
+    from benchflow.agents.catalog import load_catalog
+
     catalog = load_catalog()
     canonical = catalog.resolve(name)
     if canonical is None:

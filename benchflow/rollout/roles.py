@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from benchflow.agents.base import StepOutcome
-from benchflow.agents.catalog import load_catalog
 from benchflow.config import ModelEndpoint, Scene
 from benchflow.rollout.result import RoleResult, RolloutResult, Tokens
 from benchflow.trajectory.events import RoleIdentity, Usage
@@ -40,6 +39,8 @@ def default_model(agent: str, endpoint: ModelEndpoint | None = None) -> str | No
         return None
     if agent == "model":
         return endpoint.model if endpoint is not None else None
+    from benchflow.agents.catalog import load_catalog  # registered agents only
+
     catalog = load_catalog()
     name = catalog.resolve(agent.removeprefix(_ACPX))
     manifest = catalog.manifests.get(name) if name else None
