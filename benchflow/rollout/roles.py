@@ -22,7 +22,6 @@ from benchflow.agents.base import StepOutcome
 from benchflow.config import ModelEndpoint, Scene
 from benchflow.rollout.result import RoleResult, RolloutResult, Tokens
 from benchflow.trajectory.events import RoleIdentity, Usage
-from benchflow.trajectory.tool_calls import matches_wire_id
 from benchflow.trajectory.writer import TrajectoryWriter
 
 if TYPE_CHECKING:  # the model server loads only when a rollout has an endpoint
@@ -133,6 +132,8 @@ class RoleLedger:
                                       cached_read_tokens=counted.cached or None), **place)
         if not (outcome.incomplete_tool_calls and seen):
             return
+        from benchflow.trajectory.tool_calls import matches_wire_id  # ACP agents' calls only
+
         for call_id in outcome.incomplete_tool_calls:
             match = next((io for wire_id, io in seen.items()
                           if matches_wire_id(call_id, wire_id)), None)

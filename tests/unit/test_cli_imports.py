@@ -28,6 +28,7 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.rollout.replay", "benchflow.trajectory.conversation",  # a fork's histories
     "benchflow.agents.model_agent", "benchflow.agents.model_tools",  # the model agent
     "benchflow.agents.catalog", "benchflow.agents.manifest",  # registered (manifest) agents
+    "benchflow.trajectory.tool_calls",  # an ACP agent's tool calls
     # studies and their statistics and figures (benchflow study / compare)
     "benchflow.study", "benchflow.cli.study", "benchflow.cli.compare", "scipy", "numpy",
     "matplotlib",
