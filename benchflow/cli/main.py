@@ -162,7 +162,7 @@ def main() -> None:
                 import benchflow.cli.jobs  # noqa: F401 - what `run` runs, imported GC-paused
         if command in ("run", "jobs"):
             with job_gc():  # the job's collector settings from the start: parsing the
-                app()  # options and loading the configs make ~25 young collections else
+                app()  # options and loading the configs made ~20 young collections
         else:
             app()
     except SystemExit as exc:

@@ -5,8 +5,8 @@ timers, waking on I/O and on worker threads' results) is a good part of the work
 uvloop (libuv underneath) does it in C, which cut the event-loop lag p99 of 500
 rollouts in flight by about a quarter in `labs/benchmarks/scale.py`. It is a
 dependency on Linux and macOS; elsewhere, or when it is missing, the standard loop runs.
-A job with one rollout in flight at a time (`benchflow run TASK`) gains nothing from it
-and skips importing it (~3 ms of a whole-process run's startup).
+A job with one rollout in flight at a time (`benchflow run TASK`) leaves its loop little
+to do and runs on the standard one, without importing uvloop (~3 ms of a whole-process run).
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ REPO = HERE.parents[1]
 TASK = REPO / "tasks" / "hello-world"
 # the console script's own lines (`.venv/bin/benchflow`); run with -P, so that the tree given on
 # PYTHONPATH, not the current folder, is first on sys.path
-LAUNCH = "import sys\nfrom benchflow.cli.main import main\nsys.argv[0] = 'benchflow'\nsys.exit(main())"
+LAUNCH = ("import sys\nfrom benchflow.cli.main import main\nsys.argv[0] = 'benchflow'\n"
+          "sys.exit(main())")
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
