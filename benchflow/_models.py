@@ -1,7 +1,5 @@
 """Pydantic bases shared by every config and result model."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 

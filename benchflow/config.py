@@ -4,8 +4,6 @@ A `Scene` is authoring sugar: `steps.desugar()` turns scenes into the flat list 
 `Step`s the runtime executes.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -99,7 +97,7 @@ class Scene(FrozenModel):
         "every later scene (bring your own skill)")
 
     @model_validator(mode="after")
-    def _turns_name_declared_roles(self) -> Scene:
+    def _turns_name_declared_roles(self) -> "Scene":
         names = [r.name for r in self.roles]
         if len(set(names)) != len(names):
             raise ValueError(f"scene {self.name!r}: duplicate role names {names}")
@@ -112,7 +110,7 @@ class Scene(FrozenModel):
     @classmethod
     def single(cls, agent: str, model: str | None = None, *, role: str = "agent",
                env: dict[str, str] | None = None, timeout_sec: float | None = None,
-               prompt: str | None = None) -> Scene:
+               prompt: str | None = None) -> "Scene":
         """The one-agent, one-turn scene: `Scene.single(agent="claude", model="...")`."""
         return cls(roles=[Role(name=role, agent=agent, model=model, env=env or {},
                                timeout_sec=timeout_sec)],
@@ -174,12 +172,12 @@ class ModelEndpoint(FrozenModel):
 
     @classmethod
     def remote(cls, base_url: str, model: str | None = None,
-               api_key_env: str | None = None) -> ModelEndpoint:
+               api_key_env: str | None = None) -> "ModelEndpoint":
         """An OpenAI-compatible endpoint: `ModelEndpoint.remote("http://host:8000/v1", "qwen")`."""
         return cls(base_url=base_url, model=model, api_key_env=api_key_env)
 
     @model_validator(mode="after")
-    def _one_source(self) -> ModelEndpoint:
+    def _one_source(self) -> "ModelEndpoint":
         if (self.script is None) == (self.base_url is None):
             raise ValueError("set exactly one of `script` (a scripted model) and `base_url`")
         if (self.api_key_env or self.api_key) and self.script is not None:
@@ -282,7 +280,7 @@ class RolloutConfig(FrozenModel):
         return value.expanduser()
 
     @model_validator(mode="after")
-    def _scenes_or_agent(self) -> RolloutConfig:
+    def _scenes_or_agent(self) -> "RolloutConfig":
         if not self.scenes and not self.agent:
             raise ValueError("give `scenes`, or `agent` (the task's own scenes or one turn)")
         return self

@@ -8,8 +8,6 @@ accept a transport receive servers of it (every ACP agent takes stdio); the othe
 without it (a warning), or fail when it is `required` (the tool server of `acp_tools`).
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,7 +45,7 @@ class McpServer(FrozenModel):
         return "streamable-http" if value == "http" else value
 
     @model_validator(mode="after")
-    def _fields_of_transport(self) -> McpServer:
+    def _fields_of_transport(self) -> "McpServer":
         if self.transport == "stdio" and not self.command:
             raise ValueError(f"MCP server {self.name!r}: transport 'stdio' needs `command`")
         if self.transport != "stdio" and not self.url:

@@ -13,8 +13,6 @@ scenes = assign_roles(task_scenes, roles, source="tasks/coder-reviewer")
 `ConfigError` naming the value and the fix.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass

@@ -33,7 +33,6 @@ from benchflow.agents.base import (
     DriverCapabilities,
     StepOutcome,
 )
-from benchflow.agents.manifest import AgentManifest
 from benchflow.agents.templates import render_file
 from benchflow.config import Role
 from benchflow.errors import AgentInstallError, AgentInstallTimeout, BenchflowError, ConfigError
@@ -43,6 +42,7 @@ from benchflow.steps import Step
 
 if TYPE_CHECKING:
     from benchflow.acp import AcpSession, AcpTimeouts
+    from benchflow.agents.manifest import AgentManifest
 
 DEFAULT_AGENT_USER = "agent"
 INSTALLED_MARKERS = "/opt/benchflow/installed"

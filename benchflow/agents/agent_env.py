@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from benchflow.agents.manifest import AgentManifest, CredentialOption
 from benchflow.agents.templates import render_string
 from benchflow.errors import ConfigError
 from benchflow.settings import host_env
+
+if TYPE_CHECKING:  # the manifests load with the catalog, for registered agents only
+    from benchflow.agents.manifest import AgentManifest, CredentialOption
 
 PROVIDER_API_KEY_ENV = "BENCHFLOW_PROVIDER_API_KEY"
 PROVIDER_BASE_URL_ENV = "BENCHFLOW_PROVIDER_BASE_URL"

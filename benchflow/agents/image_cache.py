@@ -34,14 +34,15 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from benchflow.agents.catalog import load_catalog
 from benchflow.agents.layers import AgentLayer
-from benchflow.agents.manifest import AgentManifest
 from benchflow.errors import ConfigError, SandboxError
 from benchflow.sandbox import certs
 from benchflow.sandbox.base import Sandbox, SnapshotSandbox
+
+if TYPE_CHECKING:
+    from benchflow.agents.manifest import AgentManifest
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ def _registered(agent_names: Sequence[str]) -> list[AgentManifest]:
     agent_names = [n for n in agent_names if n not in BUILTIN_AGENTS]  # as get_driver does
     if not agent_names:  # built-in agents only: no catalog to read
         return []
+    from benchflow.agents.catalog import load_catalog
+
     catalog = load_catalog()
     found: dict[str, AgentManifest] = {}
     for name in agent_names:

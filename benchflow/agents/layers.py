@@ -30,17 +30,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from benchflow.agents import python_wheels
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.base import AgentContext
-from benchflow.agents.manifest import AgentManifest
 from benchflow.paths import RolloutPaths
 from benchflow.sandbox.base import Sandbox, VolumeSandbox
 from benchflow.settings import get_settings
 from benchflow.task import Task
+
+if TYPE_CHECKING:
+    from benchflow.agents.manifest import AgentManifest
 
 log = logging.getLogger(__name__)
 

@@ -47,8 +47,6 @@ env = ["CLAUDE_CODE_OAUTH_TOKEN"]
 ```
 """
 
-from __future__ import annotations
-
 import functools
 import hashlib
 import posixpath
@@ -103,7 +101,7 @@ class CredentialOption(FrozenModel):
         return value
 
     @model_validator(mode="after")
-    def _not_empty(self) -> CredentialOption:
+    def _not_empty(self) -> "CredentialOption":
         if not self.env and not self.files:
             raise ValueError("a credentials option needs `env` or `files`")
         return self
@@ -129,7 +127,7 @@ class InstallSpec(FrozenModel):
         "(a docker volume) and any pairing of cached agents starts without installing"))
 
     @model_validator(mode="after")
-    def _packages_need_python(self) -> InstallSpec:
+    def _packages_need_python(self) -> "InstallSpec":
         if self.python_packages and self.python is None:
             raise ValueError("python_packages needs `python` (the minimum python3 version)")
         return self

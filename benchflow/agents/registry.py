@@ -7,23 +7,32 @@ driver factories registered as `benchflow.agents` entry points.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from benchflow.agents.acp_driver import AcpAgentDriver
 from benchflow.agents.agent_env import AgentEndpoint, resolve_credentials
 from benchflow.agents.base import AgentDriver
 from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, NopAgent, OracleAgent
-from benchflow.agents.catalog import AgentCatalog, load_catalog
-from benchflow.agents.model_agent import ModelAgent
 from benchflow.config import Scene
 from benchflow.errors import ConfigError
 from benchflow.task import Task
 
+if TYPE_CHECKING:  # the catalog (manifests, entry points) loads for registered agents only
+    from benchflow.agents.catalog import AgentCatalog
+
 ACPX_PREFIX = "acpx/"
 """An agent name `acpx/<agent>` routes a manifest agent through ACPX (`acpx_driver`)."""
 
-BUILTIN_AGENTS: dict[str, type[AgentDriver]] = {
-    cls.name: cls for cls in (OracleAgent, NopAgent, ModelAgent)}
+
+def _model_agent() -> AgentDriver:
+    from benchflow.agents.model_agent import ModelAgent  # its tools load only for it
+
+    return ModelAgent()
+
+
+BUILTIN_AGENTS: dict[str, Callable[[], AgentDriver]] = {
+    OracleAgent.name: OracleAgent, NopAgent.name: NopAgent, "model": _model_agent}
 # the names a command agent may not take are these; `model` is built in but takes a model
 assert set(BUILTIN_AGENT_NAMES) <= set(BUILTIN_AGENTS)
 
@@ -34,6 +43,8 @@ TRUSTED_AGENTS = frozenset({"oracle", "nop"})
 
 def known_agents() -> list[str]:
     """Every agent name `get_driver` accepts (aliases not included)."""
+    from benchflow.agents.catalog import load_catalog
+
     return sorted({*BUILTIN_AGENTS, *load_catalog().names()})
 
 
@@ -44,6 +55,8 @@ def lookup_agent(name: str) -> tuple[AgentCatalog, str]:
     Raises:
         ConfigError: unknown agent; the message lists every known agent.
     """
+    from benchflow.agents.catalog import load_catalog
+
     catalog = load_catalog()
     canonical = catalog.resolve(name)
     if canonical is None:

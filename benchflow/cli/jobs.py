@@ -142,7 +142,9 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
             start_new_job(prepared)
         result, job = run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
                                                     otel=otel or prepared.config.otel,
-                                                    trace_listen=trace_listen))
+                                                    trace_listen=trace_listen),
+                                   in_flight=min(prepared.config.n_concurrent_trials,
+                                                 len(prepared.to_run)))
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward

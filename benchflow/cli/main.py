@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from benchflow.job.limits import imports_gc_paused
+from benchflow.job.limits import imports_gc_paused, job_gc
 
 if TYPE_CHECKING:
     import typer
@@ -160,7 +160,11 @@ def main() -> None:
             app = build_app(command)
             if command == "run" and not {"--help", "-h"} & set(args):
                 import benchflow.cli.jobs  # noqa: F401 - what `run` runs, imported GC-paused
-        app()
+        if command in ("run", "jobs"):
+            with job_gc():  # the job's collector settings from the start: parsing the
+                app()  # options and loading the configs made ~20 young collections
+        else:
+            app()
     except SystemExit as exc:
         _exit_now(exc)
         raise

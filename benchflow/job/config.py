@@ -36,8 +36,6 @@ value is a `ConfigError` naming the file, the field and the fix. Relative paths
 directory, as in Harbor.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -111,7 +109,7 @@ class EnvironmentConfig(FrozenModel):
         "BENCHFLOW_EXTRA_CA_CERTS, else the host's extra CA certificates")
 
     @model_validator(mode="after")
-    def _check_provider_config(self) -> EnvironmentConfig:
+    def _check_provider_config(self) -> "EnvironmentConfig":
         from benchflow.sandbox.registry import provider_class
 
         model = provider_class(self.type).config_model
@@ -258,7 +256,7 @@ class RolesAgentConfig(FrozenModel):
     env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _valid_roles(self) -> RolesAgentConfig:
+    def _valid_roles(self) -> "RolesAgentConfig":
         from benchflow.roles import parse_role_mapping
 
         try:
@@ -336,7 +334,7 @@ class RegistryRef(FrozenModel):
     url: str | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> RegistryRef:
+    def _exactly_one(self) -> "RegistryRef":
         if (self.path is None) == (self.url is None):
             raise ValueError("give exactly one of registry.path and registry.url")
         return self
@@ -487,7 +485,7 @@ class JobConfig(FrozenModel):
         return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _unique_agents(self) -> JobConfig:
+    def _unique_agents(self) -> "JobConfig":
         names = [a.name for a in self.agents]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -1,7 +1,5 @@
 """JobResult: the aggregates of a job's trials (`jobs/<job>/result.json`)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Literal
 

@@ -16,7 +16,6 @@ from benchflow.agents.base import AgentDriver
 from benchflow.bounds import MAX_TRIALS
 from benchflow.agents.command import CommandAgent
 from benchflow.agents.http import HttpAgent
-from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig, check_tools
 from benchflow.config import RolloutConfig, Scene, load_scenes
 from benchflow.errors import ConfigError
 from benchflow.job.config import (
@@ -77,6 +76,8 @@ def trial_drivers(agent: AgentConfig, drivers: dict[str, AgentDriver], task: Tas
     qa = task is not None and task.qa is not None
     if agent.tools is None and agent.max_turns is None and not qa:
         return drivers  # the registry's default model agent
+    from benchflow.agents.model_agent import ModelAgent, ModelAgentConfig, check_tools
+
     settings: dict[str, object] = {}
     if agent.tools is not None or qa:
         settings["tools"] = check_tools(agent.tools or [], f"agents[{agent.name}].tools")

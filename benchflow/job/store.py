@@ -10,8 +10,6 @@
 ```
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import json
@@ -67,7 +65,7 @@ class Manifest(StrictModel):
                                          description="<dataset>/<task> -> content sha256")
 
     @classmethod
-    def build(cls, config: JobConfig, datasets: list[ResolvedDataset]) -> Manifest:
+    def build(cls, config: JobConfig, datasets: list[ResolvedDataset]) -> "Manifest":
         agents = {}
         for agent, dumped in zip(config.agents, redacted_job_config(config)["agents"], strict=True):
             blob = json.dumps(dumped, sort_keys=True).encode()
@@ -77,7 +75,7 @@ class Manifest(StrictModel):
         tasks = {f"{d.name}/{t.name}": t.content_hash() for d in datasets for t in d.tasks}
         return cls(job_name=config.name, n_attempts=config.n_attempts, agents=agents, tasks=tasks)
 
-    def differences(self, other: Manifest) -> list[str]:
+    def differences(self, other: "Manifest") -> list[str]:
         """Human-readable differences from `other` (the current state), empty if none."""
         out = []
         if self.n_attempts != other.n_attempts:

@@ -47,7 +47,6 @@ from pydantic import ValidationError
 
 from benchflow.agents.agent_env import PROVIDER_API_KEY_ENV, AgentEndpoint
 from benchflow.agents.base import AgentDriver, driver_capabilities
-from benchflow.agents.catalog import load_catalog
 from benchflow.config import ModelEndpoint, Role, RolloutConfig, Scene
 from benchflow.errors import ConfigError
 from benchflow.rollout.roles import role_identities
@@ -154,6 +153,8 @@ def for_endpoint(scenes: Iterable[Scene]) -> list[Scene]:
     """`scenes` as they run against a model endpoint: agents that pick a provider by the
     model id's prefix (`provider/model` manifests, e.g. opencode) get the model
     `benchflow/<id>`, the endpoint's provider."""
+    from benchflow.agents.catalog import load_catalog  # with an endpoint only
+
     catalog = load_catalog()
 
     def point(role: Role) -> Role:

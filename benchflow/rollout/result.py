@@ -1,7 +1,5 @@
 """RolloutResult: what `result.json` of one rollout holds (schema documented in docs/)."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 import traceback
@@ -38,7 +36,7 @@ class ErrorInfo(StrictModel):
     retryable: bool = False
 
     @classmethod
-    def from_exception(cls, exc: BaseException, phase: str | None = None) -> ErrorInfo:
+    def from_exception(cls, exc: BaseException, phase: str | None = None) -> "ErrorInfo":
         if isinstance(exc, BenchflowError):
             return cls(type=exc.error_type, message=exc.message, phase=phase,
                        retryable=bool(exc.retryable))
@@ -163,7 +161,7 @@ class RolloutResult(StrictModel):
         default=None, description="the rollout this one was forked from, and at which turn")
 
     @property
-    def trajectory(self) -> list[Event]:
+    def trajectory(self) -> "list[Event]":
         """The rollout's trajectory events (message chunks merged), read from
         `trajectory_path` when asked for (each time: keep the list); [] when there is none."""
         from benchflow.trajectory.reader import load

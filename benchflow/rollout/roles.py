@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from benchflow.agents.base import StepOutcome
-from benchflow.agents.catalog import load_catalog
 from benchflow.config import ModelEndpoint, Scene
 from benchflow.rollout.result import RoleResult, RolloutResult, Tokens
 from benchflow.trajectory.events import RoleIdentity, Usage
-from benchflow.trajectory.tool_calls import matches_wire_id
 from benchflow.trajectory.writer import TrajectoryWriter
 
 if TYPE_CHECKING:  # the model server loads only when a rollout has an endpoint
@@ -40,6 +38,8 @@ def default_model(agent: str, endpoint: ModelEndpoint | None = None) -> str | No
         return None
     if agent == "model":
         return endpoint.model if endpoint is not None else None
+    from benchflow.agents.catalog import load_catalog  # registered agents only
+
     catalog = load_catalog()
     name = catalog.resolve(agent.removeprefix(_ACPX))
     manifest = catalog.manifests.get(name) if name else None
@@ -132,6 +132,8 @@ class RoleLedger:
                                       cached_read_tokens=counted.cached or None), **place)
         if not (outcome.incomplete_tool_calls and seen):
             return
+        from benchflow.trajectory.tool_calls import matches_wire_id  # ACP agents' calls only
+
         for call_id in outcome.incomplete_tool_calls:
             match = next((io for wire_id, io in seen.items()
                           if matches_wire_id(call_id, wire_id)), None)

@@ -25,7 +25,6 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from benchflow.agents.base import AgentConnection, AgentContext, AgentDriver, StepOutcome
-from benchflow.rollout.replay import with_history
 from benchflow.steps import Step
 
 log = logging.getLogger(__name__)
@@ -211,6 +210,8 @@ class SessionPool:
             await self.open(step)
         session = self._sessions[key]
         if step.history is not None and not session.resumed:  # a fork's replayed turns
+            from benchflow.rollout.replay import with_history  # forks only
+
             step = dataclasses.replace(step, prompt=with_history(step.history, step.prompt))
         request = _Request(dataclasses.replace(step, skills=session.skills))
         try:

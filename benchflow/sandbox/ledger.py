@@ -6,8 +6,6 @@ crash, `benchflow sandbox cleanup --env NAME --job JOB` deletes what the provide
 lists under the job's labels; the ledger tells what was ever made and what is accounted for.
 """
 
-from __future__ import annotations
-
 import json
 import threading
 from collections.abc import Iterator

@@ -1,7 +1,5 @@
 """What a sandbox is asked to be: image source, resources, network, labels."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

@@ -5,8 +5,6 @@ loader validates a `task.md` frontmatter against `Frontmatter`, the legacy loade
 a Harbor-style `task.toml` onto the same shape first, and both end in `TaskConfig`.
 """
 
-from __future__ import annotations
-
 import posixpath
 from typing import Annotated, Any, Literal
 
@@ -27,6 +25,8 @@ MAIN_SERVICE = "main"
 """The compose service the agent and the verifier run in (Harbor's name)."""
 ServiceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 """A Docker Compose service name (Harbor's rule)."""
+VerifierMode = Literal["shared", "separate"]
+RewardStrategy = Literal["mean", "final"]
 
 
 class TaskConfigWarning(UserWarning):
@@ -195,10 +195,6 @@ class VerifierSettings(_Strict):
         if self.environment_mode is not None:
             return self.environment_mode == "separate"
         return self.environment is not None
-
-
-VerifierMode = Literal["shared", "separate"]
-RewardStrategy = Literal["mean", "final"]
 
 
 def _artifact(value: Any) -> Any:

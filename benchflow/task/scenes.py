@@ -16,8 +16,6 @@ A turn naming an undeclared role is a load error. Without `scenes`, every declar
 takes one turn, in the declared order.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -77,7 +75,7 @@ class TaskScenes(FrozenModel):
         return list(dict.fromkeys(t.role for scene in self.scenes for t in scene.turns))
 
     def to_scenes(self, agent: str | None, model: str | None,
-                  assigned: Mapping[str, RoleAgent] | None = None) -> list[Scene]:
+                  assigned: "Mapping[str, RoleAgent] | None" = None) -> list[Scene]:
         """Scenes with every role's agent and model resolved: the run's assignment
         (`--role`), else the role's own, else the run's `-a`/`-m`.
 

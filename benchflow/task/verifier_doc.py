@@ -17,8 +17,6 @@ The legacy layout declares the same with `[verifier] type = "..."` (`test-script
 holding any other key of this frontmatter (see `legacy_verifier_doc`).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any, Literal, get_args
 

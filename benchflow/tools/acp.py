@@ -15,8 +15,6 @@ RolloutConfig(..., acp_tools=AcpTools(tools=["web:search"],
 ```
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any
 

@@ -11,8 +11,6 @@ it arrived on the wire, camelCase keys) under `update` and copies the fields a
 reader needs most (text, tool call id, status...) beside it.
 """
 
-from __future__ import annotations
-
 import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -102,7 +100,7 @@ class Usage(StrictModel):
     cost: float | None = None
     currency: str | None = None
 
-    def __add__(self, other: Usage) -> Usage:
+    def __add__(self, other: "Usage") -> "Usage":
         def add(a: float | None, b: float | None) -> Any:
             return b if a is None else a if b is None else a + b
 

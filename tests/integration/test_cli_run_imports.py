@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.unit.test_cli_imports import forbidden
+from tests.unit.test_cli_imports import NEVER_FOR_ONE_ROLLOUT, forbidden
 
 from .conftest import TASKS
 
@@ -39,6 +39,7 @@ def test_an_oracle_run_imports_only_what_it_needs(tmp_path, job_label):
     loaded = set(modules.read_text().split())
     assert "benchflow.rollout.rollout" in loaded and "docker" in loaded
     assert forbidden(loaded) == []
+    assert forbidden(loaded, NEVER_FOR_ONE_ROLLOUT) == []
     job = tmp_path / "jobs" / job_label
     assert json.loads((job / "result.json").read_text())["completed_trials"] == 1
     trial = next(job.glob("oracle/*/hello-world__1"))

@@ -25,12 +25,22 @@ NEVER_FOR_A_TASK_RUN = {
     "benchflow.verify.llm_judge", "benchflow.rollout.user_loop", "benchflow.users",
     "benchflow.telemetry.otel", "benchflow.traces", "benchflow.tracing",
     "benchflow.rollout.fork", "benchflow.rollout.snapshots",  # fork / --snapshot-turns
+    "benchflow.rollout.replay", "benchflow.trajectory.conversation",  # a fork's histories
+    "benchflow.agents.model_agent", "benchflow.agents.model_tools",  # the model agent
+    "benchflow.agents.catalog", "benchflow.agents.manifest",  # registered (manifest) agents
+    "benchflow.trajectory.tool_calls",  # an ACP agent's tool calls
     # studies and their statistics and figures (benchflow study / compare)
     "benchflow.study", "benchflow.cli.study", "benchflow.cli.compare", "scipy", "numpy",
     "matplotlib",
     # the progress bar (a terminal only)
     "rich.progress", "rich.live",
 }
+
+
+NEVER_FOR_ONE_ROLLOUT = {
+    "uvloop",  # a job loop for one rollout in flight is the standard one (benchflow.job.loop)
+}
+"""What a whole run of one rollout does not import either (checked by the integration test)."""
 
 
 def loaded_by(code: str) -> set[str]:
@@ -92,6 +102,22 @@ def test_gc_is_paused_while_the_command_imports_then_frozen_and_back_on():
     assert out == ["False", "True", "True", "False"]  # a disabled collector stays off
 
 
+def test_a_run_parses_its_options_under_the_jobs_collector_settings():
+    # young collections wait for 10,000 new objects from the start of the command, not
+    # only once the job runs: parsing the options and loading the configs made ~25
+    code = ("import gc, sys\nimport benchflow.cli.main as m\n"
+            "seen = []\nm.build_app = lambda only=None: lambda: seen.append(gc.get_threshold())\n"
+            "for argv in (['run', 'x'], ['jobs', 'run', 'x.yaml'], ['tasks', 'list']):\n"
+            "    sys.argv = ['benchflow', *argv]\n    m.main()\n"
+            "print(seen, gc.get_threshold())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    from benchflow.job.limits import _DEFAULT_THRESHOLDS, JOB_GC_THRESHOLDS
+
+    jobs, default = list(JOB_GC_THRESHOLDS), list(_DEFAULT_THRESHOLDS)
+    assert out == f"{[tuple(jobs), tuple(jobs), tuple(default)]} {tuple(default)}"
+
+
 def test_command_modules_evaluate_their_annotations_once():
     # typer reads a command's signature several times, and with postponed annotations
     # (`from __future__ import annotations`) each read evaluates every typer.Option again:
@@ -103,6 +129,32 @@ def test_command_modules_evaluate_their_annotations_once():
     postponed = [path.name for path in Path(benchflow.cli.__file__).parent.glob("*.py")
                  if "typer.Option(" in (text := path.read_text())
                  and "from __future__ import annotations" in text]
+    assert postponed == []
+
+
+RUN_MODEL_MODULES = (
+    "benchflow._models", "benchflow.config", "benchflow.mcp", "benchflow.roles",
+    "benchflow.tools.acp", "benchflow.task.models",
+    "benchflow.task.scenes", "benchflow.task.verifier_doc", "benchflow.sandbox.spec",
+    "benchflow.sandbox.ledger", "benchflow.job.config", "benchflow.job.models",
+    "benchflow.job.store", "benchflow.rollout.result", "benchflow.trajectory.events",
+)
+"""The modules of the pydantic models `benchflow run` defines (~80 of its ~88)."""
+
+
+def test_the_runs_model_modules_evaluate_their_annotations_once():
+    # pydantic evaluates a model's string annotations (compiled and eval'd one by one) when
+    # the class is made; with postponed annotations that was ~9 ms of `benchflow run`'s
+    # startup for these modules, against ~1 ms for Python evaluating them itself
+    import importlib.util
+    from pathlib import Path
+
+    loaded = loaded_by("from benchflow.cli.main import build_app\nbuild_app('run')\n"
+                       "import benchflow.cli.jobs")
+    assert set(RUN_MODEL_MODULES) <= loaded
+    postponed = [name for name in RUN_MODEL_MODULES
+                 if "from __future__ import annotations" in
+                 Path(importlib.util.find_spec(name).origin).read_text()]
     assert postponed == []
 
 

@@ -1,4 +1,5 @@
-"""Jobs run on uvloop where it is installed, on the standard asyncio loop otherwise."""
+"""Jobs run on uvloop where it is installed, on the standard asyncio loop otherwise, and
+on the standard loop when only one rollout runs at a time (nothing for uvloop to gain)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,10 @@ def test_without_uvloop_the_standard_loop_runs(monkeypatch):
     monkeypatch.setattr(loop.importlib.util, "find_spec", lambda name: None)
     assert not loop.has_uvloop()
     assert loop.run_job_loop(_loop_module).startswith("asyncio")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uvloop is not installed on Windows")
+def test_one_rollout_at_a_time_runs_on_the_standard_loop():
+    assert loop.run_job_loop(_loop_module, in_flight=1).startswith("asyncio")
+    assert loop.run_job_loop(_loop_module, in_flight=2).startswith("uvloop")
+    assert loop.run_job_loop(_loop_module, in_flight=None).startswith("uvloop")  # unknown
