@@ -38,6 +38,16 @@ ws_scan() {  # signatures of the tracked workspace files
     ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) 2>/dev/null || :
 }
 
+same_lines() {  # same_lines A B: files A and B hold the same lines (builtins: short files)
+    { while :; do
+        a_end=0; b_end=0
+        IFS= read -r a <&3 || a_end=1
+        IFS= read -r b <&4 || b_end=1
+        if [ "$a_end" != "$b_end" ] || [ "$a" != "$b" ]; then return 1; fi
+        if [ "$a_end" = 1 ]; then return 0; fi
+    done; } 3< "$1" 4< "$2"
+}
+
 sort_u() {  # sort_u FILE...: sort each FILE in place, unique lines (no fork for 0 or 1 line)
     for f in "$@"; do
         if { IFS= read -r _ && IFS= read -r _; } < "$f"; then sort -u -o "$f" -- "$f"; fi

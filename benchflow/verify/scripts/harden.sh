@@ -167,13 +167,16 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && { has r || has i || has c; }; then
         add tampered "the workspace $ws was replaced"
     else
         ws_scan > "$out/ws.now"
-        awk -F "$tab" -v out="$tab" '
+        : > "$out/ws.diff"
+        # awk only when the lists differ (the same walk of an unchanged tree lists the same
+        # lines in the same order; the tracked files are few: builtins compare them)
+        if ! same_lines "$base/ws.sig" "$out/ws.now"; then awk -F "$tab" -v out="$tab" '
             FILENAME == ARGV[1] { base[$1] = $2; next }
             { seen[$1] = 1
               if (!($1 in base)) print "N" out $1
               else if (base[$1] != $2) print "R" out $1 }
             END { for (p in base) if (!(p in seen)) print "R" out p }
-        ' "$base/ws.sig" "$out/ws.now" > "$out/ws.diff"
+        ' "$base/ws.sig" "$out/ws.now" > "$out/ws.diff"; fi
         sort_u "$out/ws.diff"
         while IFS="$tab" read -r kind path; do
             if [ "$kind" = R ]; then
@@ -219,7 +222,12 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" 
     top_names "$ws" > "$out/ws.top.now"
     : > "$out/ws.top.new"
     while IFS= read -r name; do
-        case $old_top in *"$nl$name$nl"*) ;; *) printf '%s\n' "$name" >> "$out/ws.top.new" ;; esac
+        case $old_top in *"$nl$name$nl"*) continue ;; esac
+        case $name in  # a name the awk below skips (a dot, no module suffix): no awk for it
+            *.py | *.pyc | *.pyw | *.so | *.pyd) ;;
+            *.*) continue ;;
+        esac
+        printf '%s\n' "$name" >> "$out/ws.top.new"
     done < "$out/ws.top.now"
     : > "$out/shadow"
     if [ -s "$out/ws.top.new" ]; then
