@@ -74,7 +74,7 @@ def test_values_travel_as_arguments_never_as_code():
 @needs_root
 @pytest.mark.parametrize("name", ["baseline.sh", "seal.sh", "protect.sh"])
 def test_relative_paths_are_usage_errors(name):
-    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1", "/tools"],
+    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1", "/tools", "", ""],
             "protect.sh": ["relative"]}[name]
     assert run(name, *args).returncode == ExitCode.USAGE
     assert run("protect.sh", "/").returncode == ExitCode.USAGE
@@ -178,12 +178,70 @@ def test_seal_makes_the_verifier_root_only(tmp_path):
     (tools / "uv-cache" / "planted.whl").write_text("evil")
     os.chown(tools, 1000, 1000)
     os.chmod(tools, 0o777)
-    assert run("seal.sh", str(mount), str(logs), "1", str(tools)).returncode == 0
+    assert run("seal.sh", str(mount), str(logs), "1", str(tools), "", "").returncode == 0
     assert (mount / "test.sh").stat().st_uid == 0
     assert stat.S_IMODE(mount.stat().st_mode) == 0o700
     assert logs.is_dir() and not logs.stat().st_mode & 0o022
     assert list(tools.iterdir()) == [] and tools.stat().st_uid == 0
     assert stat.S_IMODE(tools.stat().st_mode) == 0o755
+
+
+def _agent_tree(root: Path) -> None:
+    """A verifier folder, verifier logs, tools folder and workspace as an agent leaves them."""
+    mount = root / "verifier"
+    (mount / "sub").mkdir(parents=True)
+    (mount / "test.sh").write_text("true\n")
+    (root / "logs" / "verifier").mkdir(parents=True)
+    (root / "logs" / "verifier" / "reward.txt").write_text("1\n")  # planted
+    (root / "tools" / "cache").mkdir(parents=True)
+    ws = root / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "main.py").write_text("x = 1\n")
+    os.symlink("/etc/passwd", ws / "link")
+    for path in (mount, mount / "test.sh", root / "logs", root / "tools", ws, ws / "pkg",
+                 ws / "pkg" / "main.py"):
+        os.chown(path, 1000, 1000)
+        os.chmod(path, 0o777)
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Each entry under `root`: its type and mode bits, owner and group, as lstat sees them."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        state[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode),
+                                              stat.S_IMODE(info.st_mode), info.st_uid,
+                                              info.st_gid)
+    return state
+
+
+@needs_root
+@pytest.mark.parametrize("lock", ["1", "0"])
+def test_seal_with_reset_and_workspace_equals_seal_then_lock_then_the_launch_reset(tmp_path,
+                                                                                   lock):
+    """The hardened verify's one seal (RESET, WORKSPACE) leaves every folder as the seal,
+    lock_workspace.sh and test.sh's launch (`rm -rf` and `mkdir -m` of the logs) did one
+    after another; /etc/passwd, behind a symlink in the workspace, is never touched."""
+    mode = "755" if lock == "1" else "777"
+    apart, merged = tmp_path / "apart", tmp_path / "merged"
+    for root in (apart, merged):
+        _agent_tree(root)
+    passwd = os.stat("/etc/passwd")
+    assert run("seal.sh", str(apart / "verifier"), str(apart / "logs" / "verifier"), lock,
+               str(apart / "tools"), "", "").returncode == 0
+    assert run("lock_workspace.sh", str(apart / "ws")).returncode == 0
+    subprocess.run(["sh", "-c", 'rm -rf "$0" && mkdir -p -m "$1" "$0"',
+                    str(apart / "logs" / "verifier"), mode], check=True)
+    assert run("seal.sh", str(merged / "verifier"), str(merged / "logs" / "verifier"), lock,
+               str(merged / "tools"), mode, str(merged / "ws")).returncode == 0
+    assert _tree_state(merged) == _tree_state(apart)
+    assert not (merged / "logs" / "verifier" / "reward.txt").exists()
+    assert stat.S_IMODE((merged / "ws" / "pkg" / "main.py").stat().st_mode) == 0o755
+    assert os.stat("/etc/passwd")[:6] == passwd[:6]  # links are not followed
+    assert run("seal.sh", str(merged / "verifier"), str(merged / "logs"), lock,
+               str(merged / "tools"), "75x", "").returncode == ExitCode.USAGE
+    assert run("seal.sh", str(merged / "verifier"), str(merged / "logs"), lock,
+               str(merged / "tools"), "", "/").returncode == ExitCode.USAGE
 
 
 def json_helper(function: str, *args: str) -> str:
