@@ -137,6 +137,13 @@ while IFS= read -r d; do set -- "$@" "$d"; done < "$base/dirs"
 unsafe="$nl$(unsafe_dirs "$@")$nl"
 safe_path=
 : > "$base/sys.flat"
+flat_seen=$nl
+# add_flat DIR: DIR into sys.flat once (a string of those added: no sort, no fork)
+add_flat() {
+    case $flat_seen in *"$nl$1$nl"*) return 0 ;; esac
+    flat_seen="$flat_seen$1$nl"
+    printf '%s\n' "$1" >> "$base/sys.flat"
+}
 : > "$base/sys.self"
 set -f
 IFS=:
@@ -149,7 +156,7 @@ for p in $path_of_image; do
             *)
                 safe_path=${safe_path:+$safe_path:}$p
                 printf '%s\n' "$p" >> "$base/sys.self"
-                printf '%s\n' "$resolved" >> "$base/sys.flat"
+                add_flat "$resolved"
                 ;;
         esac
     fi
@@ -161,7 +168,7 @@ IFS=$old_ifs
 # root agent plants there is removed and a changed one is tampering.
 for p in /root/.local/bin /root/.cargo/bin; do
     if resolve "$p"; then p=$resolved; fi
-    printf '%s\n' "$p" >> "$base/sys.flat"
+    add_flat "$p"
 done
 safe_pythonpath=
 sys_pythonpath=  # the entries outside the workspace: where image plugins may live
@@ -268,7 +275,7 @@ while IFS= read -r py; do
     "$py" -I -S -c "$pyinfo" "$base/sys.tree" "$base/modules" "$base/plugins.tsv" \
         "$base/plugins.sums" "$sys_pythonpath" < /dev/null 2>/dev/null || :
     # Its bin folder's commands are watched like a PATH folder's.
-    if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
+    if resolve "${py%/*}"; then add_flat "$resolved"; fi
 done < "$base/interps"
 # (sorting, filtering and counting skipped when empty: each command is a fork)
 sort_u "$base/plugins.tsv" "$base/plugins.sums"
@@ -291,7 +298,7 @@ done
 printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
 printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
 if [ -s "$base/interps" ]; then sort_u "$base/modules"; fi
-sort_u "$base/sys.tree" "$base/sys.flat"
+sort_u "$base/sys.tree"
 
 : > "$base/ws.sig"
 : > "$base/ws.top"
@@ -359,6 +366,6 @@ printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
-rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" "$base/dirs" \
-    "$base/ws.list"
+# (the scratch files, plugins.loaded ... ws.list, stay: root-only, in no digest, and an rm
+# is a fork; the next baseline removes BASE whole)
 printf '}\n'

@@ -95,10 +95,16 @@ sys_scan() {  # sys_scan [MARKS]: signatures of the watched system entries (root
 }
 
 plugin_dists() {  # plugin_dists FILE: the dists under the watched Python folders that
-    # declare pytest11 plugins, sorted, into FILE
+    # declare pytest11 plugins, sorted, into FILE (/etc/python3* and /etc/ld.so.conf.d,
+    # which baseline.sh watches too, are on no sys.path: not searched, and without a Python
+    # folder no find runs)
     plugins_out=$1
     set --
     while IFS= read -r p; do
+        case ${p#/etc/} in
+            "$p" | */*) ;;
+            ld.so.conf.d | python3*) continue ;;
+        esac
         if [ -d "$p" ]; then set -- "$@" "$p"; fi
     done < "$base/sys.tree"
     : > "$plugins_out"
