@@ -144,16 +144,19 @@ record_procs() {  # the processes alive now, "<pid>:<start time>" per line, in $
     done
 }
 
-digest() {  # digest BASE: one hash over everything baseline.sh saved, and its stamp
-    # shellcheck disable=SC2046  # the first word of sha256sum's output
+digest() {  # digest BASE: the sha256 of each file baseline.sh saved, and its stamp's ctime
+    # and inode, on one line (their words joined by spaces: no hash over them, no pipe; two
+    # programs). Python keeps it; harden.sh compares it whole.
+    # shellcheck disable=SC2046  # the words of sha256sum's and stat's output
     set -- $(
         cd "$1"
         set -- procs meta ws.sig ws.top ws.tar sys.tree sys.flat sys.self sys.sig modules plugins \
             plugins.tsv plugins.sums
         if [ -e ld.so.preload ] || [ -L ld.so.preload ]; then set -- "$@" ld.so.preload; fi
-        { sha256sum -- "$@"; stat -c '%z %i' stamp; } | sha256sum
+        sha256sum -- "$@"
+        stat -c '%z %i' stamp
     )
-    printf '%s\n' "${1:-}"
+    printf '%s\n' "$*"
 }
 
 unpack_into() {  # unpack_into MOUNT ARCHIVE: unpack ARCHIVE, a base64 tar of MOUNT (from /),

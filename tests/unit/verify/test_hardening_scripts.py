@@ -126,7 +126,6 @@ def test_baseline_treats_hostile_workspace_names_as_data(hostile, tmp_path):
 @needs_root
 def test_baseline_reports_filtered_search_paths(tmp_path):
     data = baseline(tmp_path, tmp_path)
-    assert re.fullmatch(r"[0-9a-f]{64}", data["digest"])
     for folder in data["path"].split(":"):
         info = os.stat(folder)
         assert info.st_uid == 0 and not info.st_mode & 0o022, folder
@@ -285,6 +284,38 @@ def test_baseline_writes_the_plugin_loader_and_digests_it(tmp_path):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["tampered"] == [f"pytest plugin file changed: {loader}/plugins.txt"]
+
+
+@needs_root
+def test_the_digest_names_every_saved_file_and_harden_refuses_any_change(tmp_path):
+    """The digest is each saved file's sha256 and the stamp's ctime and inode; harden.sh
+    runs on exactly that baseline and refuses one with a file changed, a file added (a
+    planted ld.so.preload copy, which it would restore) or the stamp replaced."""
+    import hashlib
+
+    data = baseline(tmp_path, tmp_path)
+    base = tmp_path / "base"
+    words = data["digest"].split(" ")
+    for name in ("procs", "meta", "ws.sig", "sys.sig", "plugins.sums"):
+        assert words[words.index(name) - 1] == hashlib.sha256((base / name).read_bytes()
+                                                              ).hexdigest()
+    assert words[-1] == str((base / "stamp").stat().st_ino)
+
+    def harden() -> int:
+        return run("harden.sh", str(base), data["digest"], str(tmp_path / "ws-none"), "", "",
+                   "/verifier-x").returncode
+
+    assert harden() == 0
+    with (base / "procs").open("a") as f:
+        f.write("1:1\n")
+    assert harden() == ExitCode.BASELINE_TAMPERED
+    (base / "procs").write_bytes((base / "procs").read_bytes()[:-4])
+    assert harden() == 0
+    (base / "ld.so.preload").write_text("/tmp/evil.so\n")
+    assert harden() == ExitCode.BASELINE_TAMPERED
+    (base / "ld.so.preload").unlink()
+    os.utime(base / "stamp", (0, 0))  # an older stamp: every -cnewer would hold (ctime moves)
+    assert harden() == ExitCode.BASELINE_TAMPERED
 
 
 def _archive(tmp_path: Path, mount: Path) -> str:
