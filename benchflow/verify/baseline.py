@@ -55,7 +55,8 @@ class Baseline(FrozenModel):
     workspace: str | None = None
     """The workspace that was recorded; None when there is none (workdir `/`)."""
     digest: str = ""
-    """sha256 over the saved files; harden.sh refuses a baseline whose digest changed."""
+    """The sha256 of each saved file and the stamp's ctime and inode, on one line; harden.sh
+    refuses a baseline whose digest changed."""
     supported: bool = True
     """False when the image has no GNU find: only kill, env and log reset can run."""
     path: str = DEFAULT_PATH
