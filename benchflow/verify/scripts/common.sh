@@ -74,22 +74,46 @@ sys_scan() {  # sys_scan [MARKS]: signatures of the watched system entries (root
             find -H "$@" -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
                 -o -printf "$fsig" 2>/dev/null || :
         fi
-        # PATH folders: their direct entries.
+        # PATH folders: their direct entries (-H: a symlink named is followed). Single
+        # entries, symlinks not followed: PATH entries as written, /etc/ld.so.preload. One
+        # find for both (each find is a fork) when -H and -P and both depths see every root
+        # alike: no PATH folder is a symlink (they are physical paths) and every single
+        # entry is a symlink, a file or one of the PATH folders (listed already).
         set --
+        flat=$nl
+        one=1
         while IFS= read -r p; do
-            if [ -e "$p" ]; then set -- "$@" "$p"; fi
+            if [ -e "$p" ]; then
+                set -- "$@" "$p"
+                flat="$flat$p$nl"
+                if [ -L "$p" ]; then one=0; fi
+            fi
         done < "$base/sys.flat"
-        if [ $# -gt 0 ]; then
-            find -H "$@" -maxdepth 1 -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
-                -o -printf "$fsig" 2>/dev/null || :
-        fi
-        # Single entries, symlinks not followed: PATH entries as written, /etc/ld.so.preload.
-        set --
         while IFS= read -r p; do
-            if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; fi
+            case $p in *[[:cntrl:]]*) one=0 ;; esac
+            if [ -d "$p" ] && [ ! -L "$p" ]; then
+                case $flat in *"$nl$p$nl"*) ;; *) one=0 ;; esac
+            fi
         done < "$base/sys.self"
+        follow=-H
+        if [ "$one" = 1 ]; then
+            follow=-P  # the single entries' symlinks are not followed
+            while IFS= read -r p; do
+                if [ -L "$p" ] || { [ -e "$p" ] && [ ! -d "$p" ]; }; then set -- "$@" "$p"; fi
+            done < "$base/sys.self"
+        fi
         if [ $# -gt 0 ]; then
-            find "$@" -maxdepth 0 -type d -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+            find "$follow" "$@" -maxdepth 1 -xdev -name "$cntrl" -prune -o -type d \
+                -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+        fi
+        if [ "$one" != 1 ]; then
+            set --
+            while IFS= read -r p; do
+                if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; fi
+            done < "$base/sys.self"
+            if [ $# -gt 0 ]; then
+                find "$@" -maxdepth 0 -type d -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+            fi
         fi
     }
 }

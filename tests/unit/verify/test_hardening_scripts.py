@@ -243,6 +243,44 @@ def test_seal_with_reset_and_workspace_equals_seal_then_lock_then_the_launch_res
                str(merged / "tools"), "", "/").returncode == ExitCode.USAGE
 
 
+def _sys_scan(base: Path) -> set[str]:
+    text = (SCRIPTS_DIR / "common.sh").read_text()
+    result = subprocess.run(["sh", "-c", text + '\nbase=$1; sys_scan', "t", str(base)],
+                            capture_output=True, text=True, check=True)
+    return set(result.stdout.splitlines())
+
+
+def test_sys_scan_lists_the_same_entries_in_one_find_as_in_two(tmp_path):
+    """PATH folders' direct entries and single entries (symlinks not followed) are listed
+    by one find when nothing tells them apart, else by two: the same lines either way."""
+    bin_dir, lib = tmp_path / "usr" / "bin", tmp_path / "lib"
+    (bin_dir / "sub").mkdir(parents=True)
+    (bin_dir / "sub" / "deep").write_text("not listed: below a direct entry")
+    (bin_dir / "tool").write_text("x")
+    lib.mkdir()
+    (tmp_path / "bin").symlink_to(bin_dir)  # a PATH entry as written, a symlink
+    (tmp_path / "preload").write_text("y")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "stamp").write_text("")
+    (base / "sys.tree").write_text(f"{lib}\n")
+    (base / "sys.flat").write_text(f"{bin_dir}\n{tmp_path / 'absent'}\n")
+    (base / "sys.self").write_text(f"{bin_dir}\n{tmp_path / 'bin'}\n{tmp_path / 'preload'}\n"
+                                   f"{tmp_path / 'absent'}\n")
+    one = _sys_scan(base)
+    paths = {line.split("\t")[0] for line in one}
+    assert paths == {str(lib), str(bin_dir), str(bin_dir / "sub"), str(bin_dir / "tool"),
+                     str(tmp_path / "bin"), str(tmp_path / "preload")}
+    assert any(line.startswith(f"{tmp_path / 'bin'}\tl ") for line in one)  # not followed
+    # a single entry that is a folder of its own: two finds, the same lines and its own
+    (tmp_path / "share").mkdir()
+    with (base / "sys.self").open("a") as f:
+        f.write(f"{tmp_path / 'share'}\n")
+    two = _sys_scan(base)
+    assert {line for line in two if not line.startswith(f"{tmp_path / 'share'}\t")} == one
+    assert any(line.startswith(f"{tmp_path / 'share'}\td ") for line in two)
+
+
 def json_helper(function: str, *args: str) -> str:
     text = (SCRIPTS_DIR / "common.sh").read_text()
     result = subprocess.run(["sh", "-c", text + f'\n{function} "$@"', "t", *args],
