@@ -55,7 +55,10 @@ resolve() {
 
 # unsafe_dirs DIR...: print those of the DIRs (absolute) and the folders above them that
 # are not root-owned or are group/other-writable (one find for all of them; a symlink is
-# judged as itself, as lstat sees it: mode 777, so unsafe).
+# judged as itself, as lstat sees it: mode 777, so unsafe). With unsafe_gnu=1 the find
+# uses GNU find's -maxdepth and -printf and its status is returned: the first call tells
+# whether find is GNU's (one find fewer than a test of its own).
+unsafe_gnu=0
 unsafe_dirs() {
     seen=$nl
     for d in "$@"; do
@@ -69,7 +72,11 @@ unsafe_dirs() {
             d=${d:-/}
         done
     done
-    if [ $# -gt 0 ]; then
+    if [ $# -eq 0 ]; then return 0; fi
+    if [ "$unsafe_gnu" = 1 ]; then
+        find "$@" -maxdepth 0 \( ! -user 0 -o -perm -020 -o -perm -002 \) -printf '%p\n' \
+            2>/dev/null
+    else
         find "$@" -prune \( ! -user 0 -o -perm -020 -o -perm -002 \) -print 2>/dev/null || :
     fi
 }
@@ -118,9 +125,6 @@ case $ws in
     /*) if [ -d "$ws" ] && [ ! -L "$ws" ]; then has_ws=1; fi ;;
 esac
 
-gnu=0
-if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
-
 # PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
 # (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
 old_ifs=$IFS
@@ -134,7 +138,19 @@ set +f
 resolve_all "$@" > "$base/dirs"
 set --
 while IFS= read -r d; do set -- "$@" "$d"; done < "$base/dirs"
-unsafe="$nl$(unsafe_dirs "$@")$nl"
+# GNU find (its -printf lists every scan): told by this first find when it succeeds, else
+# by a test of its own (no GNU find, or a folder gone meanwhile)
+gnu=0
+unsafe_gnu=1
+if [ $# -gt 0 ] && found=$(unsafe_dirs "$@"); then
+    gnu=1
+else
+    if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
+    unsafe_gnu=0
+    found=$(unsafe_dirs "$@")
+fi
+unsafe_gnu=0
+unsafe="$nl$found$nl"
 safe_path=
 : > "$base/sys.flat"
 flat_seen=$nl

@@ -325,6 +325,34 @@ def test_baseline_writes_the_plugin_loader_and_digests_it(tmp_path):
 
 
 @needs_root
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_baseline_without_gnu_find_is_unsupported_and_filters_the_same_path(tmp_path):
+    """The first find of the search path tells GNU find by its -printf; a find without it
+    (bind-mounted over /usr/bin/find in a mount namespace of this test's own) makes the
+    baseline unsupported, and the search path comes out the same."""
+    real = tmp_path / "real-find"
+    shutil.copy2(shutil.which("find") or "/usr/bin/find", real)
+    fake = tmp_path / "find"
+    fake.write_text("#!/bin/sh\nfor a in \"$@\"; do case $a in -printf | -fprintf | -fprint)\n"
+                    "echo \"find: unknown predicate $a\" >&2; exit 1 ;; esac; done\n"
+                    f"exec {real} \"$@\"\n")
+    fake.chmod(0o755)
+    gnu = baseline(tmp_path / "gnu", tmp_path)
+    argv = script_argv("baseline.sh", str(tmp_path / "base"), str(tmp_path),
+                       resource_text("pyinfo.py"), resource_text("benchflow_verifier_plugins.py"),
+                       str(tmp_path / "loader"))
+    result = subprocess.run(["unshare", "-m", "sh", "-c",
+                             'mount --bind "$0" /usr/bin/find && exec "$@"', str(fake), *argv],
+                            capture_output=True, text=True, timeout=120, check=False)
+    if result.returncode != 0 and "unshare" in result.stderr:
+        pytest.skip(f"no mount namespace here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout.splitlines()[-1])
+    assert gnu["supported"] is True and data["supported"] is False
+    assert data["path"] == gnu["path"] and data["path"]
+
+
+@needs_root
 def test_the_digest_names_every_saved_file_and_harden_refuses_any_change(tmp_path):
     """The digest is each saved file's sha256 and the stamp's ctime and inode; harden.sh
     runs on exactly that baseline and refuses one with a file changed, a file added (a
