@@ -165,8 +165,8 @@ def seal_argv(verifier_mount: str, *, lock: bool, reset_logs_mode: str | None = 
     """`seal()` as an argv, for `run_test_script(before=...)` (by absolute path: the
     verifier's PATH is the image's, filtered). `reset_logs_mode`: also empty and recreate
     /logs/verifier with this mode (instead of test.sh's launch: pass `reset_logs=False`
-    there). `workspace`: also `lock_workspace()` it, in the same chown and chmod (a shell
-    and two programs fewer than lock_workspace.sh's own shell)."""
+    there). `workspace`: also `lock_workspace()` it, sharing the folder's `chown -R` and
+    `chmod -R` (no shell and two programs of its own)."""
     return ["/bin/sh", *script_argv("seal.sh", verifier_mount, VERIFIER_LOGS,
                                     "1" if lock else "0", VERIFIER_TOOLS_DIR,
                                     reset_logs_mode or "", workspace or "")[1:]]
@@ -239,9 +239,9 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     carry = config.kill_agent_processes
     if not carry:
         await sandbox.upload(run.verifier_dir, run.mount)
-    # The seal resets /logs/verifier and locks the workspace too (fewer programs forked).
-    logs_mode = ("755" if config.lock_verifier_dirs else "777") if config.reset_verifier_logs \
-        else None
+    logs_mode = None  # the seal resets /logs/verifier and locks the workspace too (fewer forks)
+    if config.reset_verifier_logs:
+        logs_mode = "755" if config.lock_verifier_dirs else "777"
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
                        baseline=baseline)
