@@ -1,6 +1,6 @@
 #!/bin/sh
-# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR [NAMED...]: record, as root, what
-# hardening later compares against.
+# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR SCRUB [NAMED...]: record, as root,
+# what hardening later compares against.
 #
 # Runs once per rollout after the agent is installed and before it starts (common.sh is
 # prepended). Saves into BASE (root-only, 0700):
@@ -23,20 +23,24 @@
 # python on the safe PATH, the interpreter named by the `#!` line of each pytest script there
 # (a venv, a uv or pipx tool environment), and the interpreters and bin folders the task
 # names (NAMED: absolute paths found in its test.sh); only those whose interpreter and
-# folders are root-owned and not group/other-writable. Prints one JSON line: the digest of
+# folders are root-owned and not group/other-writable. SCRUB: "" or the text of
+# scrub_git.sh, run first (its output to stderr; its failure ends this script with its
+# code) when WORKSPACE holds a repository: no shell of its own started otherwise.
+# Prints one JSON line: the digest of
 # BASE (harden.sh refuses a baseline whose digest changed), PATH and PYTHONPATH filtered to
 # folders the agent cannot write (never inside the workspace), and counts.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 # shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
 set -eu
 
-if [ $# -lt 5 ]; then exit 64; fi  # USAGE
+if [ $# -lt 6 ]; then exit 64; fi  # USAGE
 base=$1
 ws=$2
 pyinfo=$3
 loader=$4
 loader_dir=$5
-shift 5
+scrub=$6
+shift 6
 for p in "$base" "$loader_dir"; do
     case $p in
         /?*) ;;
@@ -44,6 +48,9 @@ for p in "$base" "$loader_dir"; do
     esac
 done
 if ! is_root; then exit 65; fi  # NOT_ROOT
+if [ -n "$scrub" ] && [ "$ws" != / ] && [ -d "$ws/.git" ] && [ ! -L "$ws/.git" ]; then
+    sh -c "$scrub" scrub_git "$ws" >&2 || exit
+fi
 
 # resolve DIR: sets $resolved to DIR's physical path (no fork); fails if DIR is no folder.
 resolve() {

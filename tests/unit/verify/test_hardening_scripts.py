@@ -74,7 +74,7 @@ def test_values_travel_as_arguments_never_as_code():
 @needs_root
 @pytest.mark.parametrize("name", ["baseline.sh", "seal.sh", "protect.sh"])
 def test_relative_paths_are_usage_errors(name):
-    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1", "/tools", "", ""],
+    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader", ""], "seal.sh": ["rel", "/logs/verifier", "1", "/tools", "", ""],
             "protect.sh": ["relative"]}[name]
     assert run(name, *args).returncode == ExitCode.USAGE
     assert run("protect.sh", "/").returncode == ExitCode.USAGE
@@ -94,7 +94,7 @@ def test_harden_refuses_to_empty_the_workspace(tmp_path):
 
 def baseline(tmp_path: Path, workspace: Path) -> dict:
     result = run("baseline.sh", str(tmp_path / "base"), str(workspace), resource_text("pyinfo.py"),
-                 resource_text("benchflow_verifier_plugins.py"), str(tmp_path / "loader"),
+                 resource_text("benchflow_verifier_plugins.py"), str(tmp_path / "loader"), "",
                  timeout=120)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
@@ -121,6 +121,37 @@ def test_baseline_treats_hostile_workspace_names_as_data(hostile, tmp_path):
     # and harden.sh accepts exactly that digest (a changed one is BASELINE_TAMPERED)
     wrong = run("harden.sh", str(base), "0" * 64, str(workspace), "", "", "/verifier-x")
     assert wrong.returncode == ExitCode.BASELINE_TAMPERED
+
+
+@needs_root
+def test_baseline_runs_the_git_scrub_first_and_only_where_a_repository_is(tmp_path):
+    """SCRUB runs in the baseline's own shell's child only when the workspace holds a
+    repository (no shell started for none); its output goes to stderr, and its failure
+    ends the baseline with its exit code before anything is recorded."""
+    scrub = 'echo scrubbed; echo "$1" > "$1/.git/scrubbed-by"; exit "${FAIL:-0}"'
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    def baseline_with(scrub_text: str, env: dict[str, str] | None = None):
+        argv = script_argv("baseline.sh", str(tmp_path / "base"), str(ws),
+                           resource_text("pyinfo.py"),
+                           resource_text("benchflow_verifier_plugins.py"),
+                           str(tmp_path / "loader"), scrub_text)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, **(env or {})})
+
+    assert baseline_with(scrub).returncode == 0  # no repository: not run
+    assert not (ws / ".git").exists()
+    (ws / ".git").mkdir()
+    result = baseline_with(scrub)
+    assert result.returncode == 0 and (ws / ".git" / "scrubbed-by").read_text() == f"{ws}\n"
+    assert "scrubbed" in result.stderr and "scrubbed" not in result.stdout
+    assert json.loads(result.stdout.splitlines()[-1])["workspace"] is True
+    shutil.rmtree(tmp_path / "base")
+    failed = baseline_with(scrub, {"FAIL": "3"})
+    assert failed.returncode == 3 and not (tmp_path / "base").exists()
+    (ws / ".git" / "scrubbed-by").unlink()
+    assert baseline_with("").returncode == 0 and not (ws / ".git" / "scrubbed-by").exists()
 
 
 @needs_root
@@ -340,7 +371,7 @@ def test_baseline_without_gnu_find_is_unsupported_and_filters_the_same_path(tmp_
     gnu = baseline(tmp_path / "gnu", tmp_path)
     argv = script_argv("baseline.sh", str(tmp_path / "base"), str(tmp_path),
                        resource_text("pyinfo.py"), resource_text("benchflow_verifier_plugins.py"),
-                       str(tmp_path / "loader"))
+                       str(tmp_path / "loader"), "")
     result = subprocess.run(["unshare", "-m", "sh", "-c",
                              'mount --bind "$0" /usr/bin/find && exec "$@"', str(fake), *argv],
                             capture_output=True, text=True, timeout=120, check=False)
