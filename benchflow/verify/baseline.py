@@ -27,7 +27,7 @@ from benchflow._models import FrozenModel
 from benchflow.sandbox.base import Sandbox
 from benchflow.task import Task
 from benchflow.task.models import HardeningConfig
-from benchflow.verify._scripts import resource_text, run_script, script_argv
+from benchflow.verify._scripts import resource_text, run_script, script_text
 
 BASELINE_DIR = "/var/lib/benchflow"
 """Where the baseline lives in the sandbox: root-owned, mode 0700."""
@@ -55,7 +55,8 @@ class Baseline(FrozenModel):
     workspace: str | None = None
     """The workspace that was recorded; None when there is none (workdir `/`)."""
     digest: str = ""
-    """sha256 over the saved files; harden.sh refuses a baseline whose digest changed."""
+    """The sha256 of each saved file and the stamp's ctime and inode, on one line; harden.sh
+    refuses a baseline whose digest changed."""
     supported: bool = True
     """False when the image has no GNU find: only kill, env and log reset can run."""
     path: str = DEFAULT_PATH
@@ -137,12 +138,13 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     del config
     ws = normalize_workspace(workspace)
     started = time.monotonic()
-    before = [script_argv("scrub_git.sh", ws)] if scrub_git and ws is not None else []
+    # baseline.sh runs scrub_git.sh itself, first, when the workspace holds a repository
+    scrub = script_text("scrub_git.sh") if scrub_git and ws is not None else ""
     # The image's PATH, as baseline.sh records it: no agent has run yet.
     _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
                                resource_text("pyinfo.py"), resource_text(f"{PLUGIN_LOADER}.py"),
-                               PLUGIN_LOADER_DIR, *named, timeout=timeout + 300 * len(before),
-                               image_path=True, before=before)
+                               PLUGIN_LOADER_DIR, scrub, *named,
+                               timeout=timeout + (300 if scrub else 0), image_path=True)
     return Baseline(
         dir=BASELINE_DIR,
         workspace=ws if data.get("workspace") else None,

@@ -145,7 +145,7 @@ async def seal(sandbox: Sandbox, verifier_mount: str, *, lock: bool) -> None:
     `VERIFIER_TOOLS_DIR` empty and root-owned, for the tools test.sh installs with uv or pip.
     (The verify paths run `seal_argv()` in test.sh's own exec instead: one round trip.)"""
     await run_script(sandbox, "seal.sh", verifier_mount, VERIFIER_LOGS, "1" if lock else "0",
-                     VERIFIER_TOOLS_DIR, timeout=60, parse=False)
+                     VERIFIER_TOOLS_DIR, "", "", timeout=60, parse=False)
 
 
 def _workspace_to_lock(workspace: str | None, config: HardeningConfig) -> str | None:
@@ -160,17 +160,16 @@ async def lock_workspace(sandbox: Sandbox, workspace: str | None, config: Harden
         await run_script(sandbox, "lock_workspace.sh", path, timeout=300, parse=False)
 
 
-def lock_workspace_argv(workspace: str | None, config: HardeningConfig) -> list[list[str]]:
-    """`lock_workspace()` as argvs for `run_test_script(before=...)` (none when off)."""
-    path = _workspace_to_lock(workspace, config)
-    return [] if path is None else [["/bin/sh", *script_argv("lock_workspace.sh", path)[1:]]]
-
-
-def seal_argv(verifier_mount: str, *, lock: bool) -> list[str]:
+def seal_argv(verifier_mount: str, *, lock: bool, reset_logs_mode: str | None = None,
+              workspace: str | None = None) -> list[str]:
     """`seal()` as an argv, for `run_test_script(before=...)` (by absolute path: the
-    verifier's PATH is the image's, filtered)."""
+    verifier's PATH is the image's, filtered). `reset_logs_mode`: also empty and recreate
+    /logs/verifier with this mode (instead of test.sh's launch: pass `reset_logs=False`
+    there). `workspace`: also `lock_workspace()` it, sharing the folder's `chown -R` and
+    `chmod -R` (no shell and two programs of its own)."""
     return ["/bin/sh", *script_argv("seal.sh", verifier_mount, VERIFIER_LOGS,
-                                    "1" if lock else "0", VERIFIER_TOOLS_DIR)[1:]]
+                                    "1" if lock else "0", VERIFIER_TOOLS_DIR,
+                                    reset_logs_mode or "", workspace or "")[1:]]
 
 
 async def protect_paths(sandbox: Sandbox, paths: Sequence[str], agent_user: str | None = None
@@ -240,16 +239,19 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     carry = config.kill_agent_processes
     if not carry:
         await sandbox.upload(run.verifier_dir, run.mount)
+    logs_mode = None  # the seal resets /logs/verifier and locks the workspace too (fewer forks)
+    if config.reset_verifier_logs:
+        logs_mode = "755" if config.lock_verifier_dirs else "777"
     env = verifier_env(workspace=baseline.workspace or run.cwd, verifier_dir=run.mount,
                        task_env=run.env, pytest_plugins=pytest_plugins, config=config,
                        baseline=baseline)
     result = await run_test_script(sandbox, dataclasses.replace(run, env=env),
                                    logs_dir / "verifier",
-                                   reset_logs=config.reset_verifier_logs,
-                                   logs_mode="755" if config.lock_verifier_dirs else "777",
-                                   before=[seal_argv(run.mount, lock=config.lock_verifier_dirs),
-                                           *lock_workspace_argv(baseline.workspace or run.cwd,
-                                                                config)],
+                                   reset_logs=False,
+                                   before=[seal_argv(
+                                       run.mount, lock=config.lock_verifier_dirs,
+                                       reset_logs_mode=logs_mode, workspace=_workspace_to_lock(
+                                           baseline.workspace or run.cwd, config))],
                                    shell="/bin/sh", carry=carry)
     await sandbox.download("/logs", logs_dir)
     rewards = await anyio.to_thread.run_sync(read_rewards, logs_dir / "verifier")
@@ -263,7 +265,6 @@ __all__ = [
     "HardeningReport",
     "harden",
     "lock_workspace",
-    "lock_workspace_argv",
     "protect_paths",
     "seal",
     "seal_argv",

@@ -171,9 +171,10 @@ def verifier_argv(run: VerifierRun, *, reset_logs: bool = True, logs_mode: str =
         argv, cwd = [script], run.cwd
         what = "test.sh"
     else:  # the native script strategy: `cd /verifier && <command>`
+        # the default command started by this shell itself, not by one more `sh -c`
+        run_it = 'exec ./test.sh' if run.command == "./test.sh" else 'exec sh -c "$2"'
         launch = reset + ('cd "$0" && { [ ! -f test.sh ] || [ -x test.sh ] || chmod +x test.sh; } '
-                          '&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE '
-                          '&& exec sh -c "$2"')
+                          f'&& BENCHFLOW_WORKSPACE="$3" && export BENCHFLOW_WORKSPACE && {run_it}')
         argv, cwd = [run.mount], run.mount
         what = ("test.sh" if run.command == "./test.sh" else "rewardkit"
                 if "rewardkit" in run.command else f"the verifier command {run.command!r}")

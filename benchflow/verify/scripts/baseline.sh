@@ -1,6 +1,6 @@
 #!/bin/sh
-# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR [NAMED...]: record, as root, what
-# hardening later compares against.
+# baseline.sh BASE WORKSPACE PYINFO LOADER LOADER_DIR SCRUB [NAMED...]: record, as root,
+# what hardening later compares against.
 #
 # Runs once per rollout after the agent is installed and before it starts (common.sh is
 # prepended). Saves into BASE (root-only, 0700):
@@ -23,20 +23,24 @@
 # python on the safe PATH, the interpreter named by the `#!` line of each pytest script there
 # (a venv, a uv or pipx tool environment), and the interpreters and bin folders the task
 # names (NAMED: absolute paths found in its test.sh); only those whose interpreter and
-# folders are root-owned and not group/other-writable. Prints one JSON line: the digest of
+# folders are root-owned and not group/other-writable. SCRUB: "" or the text of
+# scrub_git.sh, run first (its output to stderr; its failure ends this script with its
+# code) when WORKSPACE holds a repository: no shell of its own started otherwise.
+# Prints one JSON line: the digest of
 # BASE (harden.sh refuses a baseline whose digest changed), PATH and PYTHONPATH filtered to
 # folders the agent cannot write (never inside the workspace), and counts.
 # Exit codes: benchflow/sandbox/exit_codes.py.
 # shellcheck disable=SC2154  # cntrl, dsig, fsig, tab are set in common.sh
 set -eu
 
-if [ $# -lt 5 ]; then exit 64; fi  # USAGE
+if [ $# -lt 6 ]; then exit 64; fi  # USAGE
 base=$1
 ws=$2
 pyinfo=$3
 loader=$4
 loader_dir=$5
-shift 5
+scrub=$6
+shift 6
 for p in "$base" "$loader_dir"; do
     case $p in
         /?*) ;;
@@ -44,6 +48,9 @@ for p in "$base" "$loader_dir"; do
     esac
 done
 if ! is_root; then exit 65; fi  # NOT_ROOT
+if [ -n "$scrub" ] && [ "$ws" != / ] && [ -d "$ws/.git" ] && [ ! -L "$ws/.git" ]; then
+    sh -c "$scrub" scrub_git "$ws" >&2 || exit
+fi
 
 # resolve DIR: sets $resolved to DIR's physical path (no fork); fails if DIR is no folder.
 resolve() {
@@ -55,7 +62,10 @@ resolve() {
 
 # unsafe_dirs DIR...: print those of the DIRs (absolute) and the folders above them that
 # are not root-owned or are group/other-writable (one find for all of them; a symlink is
-# judged as itself, as lstat sees it: mode 777, so unsafe).
+# judged as itself, as lstat sees it: mode 777, so unsafe). With unsafe_gnu=1 the find
+# uses GNU find's -maxdepth and -printf and its status is returned: the first call tells
+# whether find is GNU's (one find fewer than a test of its own).
+unsafe_gnu=0
 unsafe_dirs() {
     seen=$nl
     for d in "$@"; do
@@ -69,7 +79,11 @@ unsafe_dirs() {
             d=${d:-/}
         done
     done
-    if [ $# -gt 0 ]; then
+    if [ $# -eq 0 ]; then return 0; fi
+    if [ "$unsafe_gnu" = 1 ]; then
+        find "$@" -maxdepth 0 \( ! -user 0 -o -perm -020 -o -perm -002 \) -printf '%p\n' \
+            2>/dev/null
+    else
         find "$@" -prune \( ! -user 0 -o -perm -020 -o -perm -002 \) -print 2>/dev/null || :
     fi
 }
@@ -118,9 +132,6 @@ case $ws in
     /*) if [ -d "$ws" ] && [ ! -L "$ws" ]; then has_ws=1; fi ;;
 esac
 
-gnu=0
-if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
-
 # PATH and PYTHONPATH as the image sets them, keeping only folders the agent cannot write
 # (PYTHONPATH may also keep the workspace: the code under test lives there anyway).
 old_ifs=$IFS
@@ -134,9 +145,28 @@ set +f
 resolve_all "$@" > "$base/dirs"
 set --
 while IFS= read -r d; do set -- "$@" "$d"; done < "$base/dirs"
-unsafe="$nl$(unsafe_dirs "$@")$nl"
+# GNU find (its -printf lists every scan): told by this first find when it succeeds, else
+# by a test of its own (no GNU find, or a folder gone meanwhile)
+gnu=0
+unsafe_gnu=1
+if [ $# -gt 0 ] && found=$(unsafe_dirs "$@"); then
+    gnu=1
+else
+    if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then gnu=1; fi
+    unsafe_gnu=0
+    found=$(unsafe_dirs "$@")
+fi
+unsafe_gnu=0
+unsafe="$nl$found$nl"
 safe_path=
 : > "$base/sys.flat"
+flat_seen=$nl
+# add_flat DIR: DIR into sys.flat once (a string of those added: no sort, no fork)
+add_flat() {
+    case $flat_seen in *"$nl$1$nl"*) return 0 ;; esac
+    flat_seen="$flat_seen$1$nl"
+    printf '%s\n' "$1" >> "$base/sys.flat"
+}
 : > "$base/sys.self"
 set -f
 IFS=:
@@ -149,7 +179,7 @@ for p in $path_of_image; do
             *)
                 safe_path=${safe_path:+$safe_path:}$p
                 printf '%s\n' "$p" >> "$base/sys.self"
-                printf '%s\n' "$resolved" >> "$base/sys.flat"
+                add_flat "$resolved"
                 ;;
         esac
     fi
@@ -161,7 +191,7 @@ IFS=$old_ifs
 # root agent plants there is removed and a changed one is tampering.
 for p in /root/.local/bin /root/.cargo/bin; do
     if resolve "$p"; then p=$resolved; fi
-    printf '%s\n' "$p" >> "$base/sys.flat"
+    add_flat "$p"
 done
 safe_pythonpath=
 sys_pythonpath=  # the entries outside the workspace: where image plugins may live
@@ -268,7 +298,7 @@ while IFS= read -r py; do
     "$py" -I -S -c "$pyinfo" "$base/sys.tree" "$base/modules" "$base/plugins.tsv" \
         "$base/plugins.sums" "$sys_pythonpath" < /dev/null 2>/dev/null || :
     # Its bin folder's commands are watched like a PATH folder's.
-    if resolve "${py%/*}"; then printf '%s\n' "$resolved" >> "$base/sys.flat"; fi
+    if resolve "${py%/*}"; then add_flat "$resolved"; fi
 done < "$base/interps"
 # (sorting, filtering and counting skipped when empty: each command is a fork)
 sort_u "$base/plugins.tsv" "$base/plugins.sums"
@@ -291,7 +321,7 @@ done
 printf '%s\n' /etc/ld.so.conf.d >> "$base/sys.tree"
 printf '%s\n' /etc/ld.so.preload /etc/ld.so.conf >> "$base/sys.self"
 if [ -s "$base/interps" ]; then sort_u "$base/modules"; fi
-sort_u "$base/sys.tree" "$base/sys.flat"
+sort_u "$base/sys.tree"
 
 : > "$base/ws.sig"
 : > "$base/ws.top"
@@ -359,6 +389,6 @@ printf ',"pytest_plugins":'
 json_list "$base/plugins.loaded"
 printf ',"pytest_plugins_untrusted":'
 json_list "$base/plugins.untrusted"
-rm -f "$base/plugins.loaded" "$base/plugins.untrusted" "$base/interps.cand" "$base/dirs" \
-    "$base/ws.list"
+# (the scratch files, plugins.loaded ... ws.list, stay: root-only, in no digest, and an rm
+# is a fork; the next baseline removes BASE whole)
 printf '}\n'

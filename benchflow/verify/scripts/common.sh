@@ -38,6 +38,16 @@ ws_scan() {  # signatures of the tracked workspace files
     ws_find \( -type d -printf "$dsig" -o -printf "$fsig" \) 2>/dev/null || :
 }
 
+same_lines() {  # same_lines A B: files A and B hold the same lines (builtins: short files)
+    { while :; do
+        a_end=0; b_end=0
+        IFS= read -r a <&3 || a_end=1
+        IFS= read -r b <&4 || b_end=1
+        if [ "$a_end" != "$b_end" ] || [ "$a" != "$b" ]; then return 1; fi
+        if [ "$a_end" = 1 ]; then return 0; fi
+    done; } 3< "$1" 4< "$2"
+}
+
 sort_u() {  # sort_u FILE...: sort each FILE in place, unique lines (no fork for 0 or 1 line)
     for f in "$@"; do
         if { IFS= read -r _ && IFS= read -r _; } < "$f"; then sort -u -o "$f" -- "$f"; fi
@@ -64,31 +74,61 @@ sys_scan() {  # sys_scan [MARKS]: signatures of the watched system entries (root
             find -H "$@" -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
                 -o -printf "$fsig" 2>/dev/null || :
         fi
-        # PATH folders: their direct entries.
+        # PATH folders: their direct entries (-H: a symlink named is followed). Single
+        # entries, symlinks not followed: PATH entries as written, /etc/ld.so.preload. One
+        # find for both (each find is a fork) when -H and -P and both depths see every root
+        # alike: no PATH folder is a symlink (they are physical paths) and every single
+        # entry is a symlink, a file or one of the PATH folders (listed already).
         set --
+        flat=$nl
+        one=1
         while IFS= read -r p; do
-            if [ -e "$p" ]; then set -- "$@" "$p"; fi
+            if [ -e "$p" ]; then
+                set -- "$@" "$p"
+                flat="$flat$p$nl"
+                if [ -L "$p" ]; then one=0; fi
+            fi
         done < "$base/sys.flat"
-        if [ $# -gt 0 ]; then
-            find -H "$@" -maxdepth 1 -xdev -name "$cntrl" -prune -o -type d -printf "$dsig" \
-                -o -printf "$fsig" 2>/dev/null || :
-        fi
-        # Single entries, symlinks not followed: PATH entries as written, /etc/ld.so.preload.
-        set --
         while IFS= read -r p; do
-            if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; fi
+            case $p in *[[:cntrl:]]*) one=0 ;; esac
+            if [ -d "$p" ] && [ ! -L "$p" ]; then
+                case $flat in *"$nl$p$nl"*) ;; *) one=0 ;; esac
+            fi
         done < "$base/sys.self"
+        follow=-H
+        if [ "$one" = 1 ]; then
+            follow=-P  # the single entries' symlinks are not followed
+            while IFS= read -r p; do
+                if [ -L "$p" ] || { [ -e "$p" ] && [ ! -d "$p" ]; }; then set -- "$@" "$p"; fi
+            done < "$base/sys.self"
+        fi
         if [ $# -gt 0 ]; then
-            find "$@" -maxdepth 0 -type d -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+            find "$follow" "$@" -maxdepth 1 -xdev -name "$cntrl" -prune -o -type d \
+                -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+        fi
+        if [ "$one" != 1 ]; then
+            set --
+            while IFS= read -r p; do
+                if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; fi
+            done < "$base/sys.self"
+            if [ $# -gt 0 ]; then
+                find "$@" -maxdepth 0 -type d -printf "$dsig" -o -printf "$fsig" 2>/dev/null || :
+            fi
         fi
     }
 }
 
 plugin_dists() {  # plugin_dists FILE: the dists under the watched Python folders that
-    # declare pytest11 plugins, sorted, into FILE
+    # declare pytest11 plugins, sorted, into FILE (/etc/python3* and /etc/ld.so.conf.d,
+    # which baseline.sh watches too, are on no sys.path: not searched, and without a Python
+    # folder no find runs)
     plugins_out=$1
     set --
     while IFS= read -r p; do
+        case ${p#/etc/} in
+            "$p" | */*) ;;
+            ld.so.conf.d | python3*) continue ;;
+        esac
         if [ -d "$p" ]; then set -- "$@" "$p"; fi
     done < "$base/sys.tree"
     : > "$plugins_out"
@@ -128,16 +168,19 @@ record_procs() {  # the processes alive now, "<pid>:<start time>" per line, in $
     done
 }
 
-digest() {  # digest BASE: one hash over everything baseline.sh saved, and its stamp
-    # shellcheck disable=SC2046  # the first word of sha256sum's output
+digest() {  # digest BASE: the sha256 of each file baseline.sh saved, and its stamp's ctime
+    # and inode, on one line (their words joined by spaces: no hash over them, no pipe; two
+    # programs). Python keeps it; harden.sh compares it whole.
+    # shellcheck disable=SC2046  # the words of sha256sum's and stat's output
     set -- $(
         cd "$1"
         set -- procs meta ws.sig ws.top ws.tar sys.tree sys.flat sys.self sys.sig modules plugins \
             plugins.tsv plugins.sums
         if [ -e ld.so.preload ] || [ -L ld.so.preload ]; then set -- "$@" ld.so.preload; fi
-        { sha256sum -- "$@"; stat -c '%z %i' stamp; } | sha256sum
+        sha256sum -- "$@"
+        stat -c '%z %i' stamp
     )
-    printf '%s\n' "${1:-}"
+    printf '%s\n' "$*"
 }
 
 unpack_into() {  # unpack_into MOUNT ARCHIVE: unpack ARCHIVE, a base64 tar of MOUNT (from /),

@@ -49,7 +49,7 @@ if [ "$(digest "$base")" != "$want_digest" ]; then exit 67; fi  # BASELINE_TAMPE
 # below is written first in this run, so nothing left there by an earlier one counts.
 out=$base/out
 if [ -L "$out" ] || [ ! -d "$out" ]; then rm -rf -- "$out"; mkdir -p -- "$out"; fi
-for f in restored removed tampered notes cntrl.sys; do : > "$out/$f"; done
+for f in restored removed tampered notes cntrl.sys sys.check; do : > "$out/$f"; done
 note() { printf '%s\n' "$*" >> "$out/notes"; }
 has() { case $steps in *"$1"*) return 0 ;; esac; return 1; }
 add() { printf '%s\n' "$2" >> "$out/$1"; }
@@ -167,13 +167,16 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && { has r || has i || has c; }; then
         add tampered "the workspace $ws was replaced"
     else
         ws_scan > "$out/ws.now"
-        awk -F "$tab" -v out="$tab" '
+        : > "$out/ws.diff"
+        # awk only when the lists differ (the same walk of an unchanged tree lists the same
+        # lines in the same order; the tracked files are few: builtins compare them)
+        if ! same_lines "$base/ws.sig" "$out/ws.now"; then awk -F "$tab" -v out="$tab" '
             FILENAME == ARGV[1] { base[$1] = $2; next }
             { seen[$1] = 1
               if (!($1 in base)) print "N" out $1
               else if (base[$1] != $2) print "R" out $1 }
             END { for (p in base) if (!(p in seen)) print "R" out p }
-        ' "$base/ws.sig" "$out/ws.now" > "$out/ws.diff"
+        ' "$base/ws.sig" "$out/ws.now" > "$out/ws.diff"; fi
         sort_u "$out/ws.diff"
         while IFS="$tab" read -r kind path; do
             if [ "$kind" = R ]; then
@@ -219,7 +222,12 @@ if [ "$has_ws" = 1 ] && [ "$gnu" = 1 ] && has i && [ -d "$ws" ] && [ ! -L "$ws" 
     top_names "$ws" > "$out/ws.top.now"
     : > "$out/ws.top.new"
     while IFS= read -r name; do
-        case $old_top in *"$nl$name$nl"*) ;; *) printf '%s\n' "$name" >> "$out/ws.top.new" ;; esac
+        case $old_top in *"$nl$name$nl"*) continue ;; esac
+        case $name in  # a name the awk below skips (a dot, no module suffix): no awk for it
+            *.py | *.pyc | *.pyw | *.so | *.pyd) ;;
+            *.*) continue ;;
+        esac
+        printf '%s\n' "$name" >> "$out/ws.top.new"
     done < "$out/ws.top.now"
     : > "$out/shadow"
     if [ -s "$out/ws.top.new" ]; then
@@ -258,10 +266,42 @@ if [ "$gnu" = 1 ] && has i; then
     while IFS= read -r f; do rm -rf -- "$f"; add removed "$f"; done < "$out/tmp"
 fi
 
+# check_plugins [SYS_CHECK]: sha256sum -c of the image's pytest plugins' files
+# (plugins.sums), and of sys.now against SYS_CHECK's line; the failures in
+# $out/plugins.check. sys_same=1 only when every line was read and matched (--strict).
+plugins_checked=0
+sys_same=0
+check_plugins() {
+    plugins_checked=1
+    set -- "$base/plugins.sums" "$@"
+    if [ ! -s "$1" ]; then shift; fi
+    : > "$out/plugins.check"
+    if [ $# -eq 0 ]; then return 0; fi
+    if [ "${2:-}" = "$out/sys.check" ]; then
+        if sha256sum --quiet --strict -c -- "$@" > "$out/plugins.check" 2>/dev/null; then
+            sys_same=1
+        fi
+    else
+        sha256sum --quiet -c -- "$@" > "$out/plugins.check" 2>/dev/null || :
+    fi
+}
+
 # ---- s: system integrity --------------------------------------------------------------
 if [ "$gnu" = 1 ] && has s; then
     sys_scan "$out/cntrl.sys" > "$out/sys.now"
-    awk -F "$tab" -v out="$tab" '
+    # The same lines as sys.sig (its sha256 is in the digest, checked above) need no awk:
+    # told by the sha256sum of the plugins' files, which checks this list too (one program).
+    sig_sum=${want_digest%% sys.sig *}
+    sig_sum=${sig_sum##* }
+    case $sig_sum in
+        *[!0-9a-f]*) ;;
+        *) if [ ${#sig_sum} -eq 64 ] && [ -s "$base/plugins.sums" ]; then
+               printf '%s  %s\n' "$sig_sum" "$out/sys.now" > "$out/sys.check"
+               check_plugins "$out/sys.check"
+           fi ;;
+    esac
+    : > "$out/sys.diff"
+    if [ "$sys_same" != 1 ]; then awk -F "$tab" -v out="$tab" '
         function dirname(p) { sub(/\/[^\/]*$/, "", p); return p == "" ? "/" : p }
         function basename(p) { sub(/^.*\//, "", p); return p }
         function modname(n) {
@@ -302,7 +342,7 @@ if [ "$gnu" = 1 ] && has s; then
           else if (base[$1] != $2) print "C" out $1 }
         END { for (p in base) if (!(p in now)) print "D" out p }
     ' "$base/sys.tree" "$base/sys.flat" "$base/modules" "$base/sys.sig" "$out/sys.now" \
-        > "$out/sys.diff"
+        > "$out/sys.diff"; fi
     sort_u "$out/sys.diff"
     kept=0
     while IFS="$tab" read -r kind path action; do
@@ -343,12 +383,12 @@ if [ "$gnu" = 1 ] && has s; then
 fi
 
 # ---- the image's pytest plugins: the verifier loads them, so they must be unchanged ----
-if [ -s "$base/plugins.sums" ]; then
-    if ! sha256sum --quiet -c -- "$base/plugins.sums" > "$out/plugins.check" 2>/dev/null; then
-        sed -n 's/: FAILED.*$//p' "$out/plugins.check" > "$out/plugins.changed"
-        while IFS= read -r f; do add tampered "pytest plugin file changed: $f"; done \
-            < "$out/plugins.changed"
-    fi
+if [ "$plugins_checked" != 1 ]; then check_plugins; fi
+if [ -s "$out/plugins.check" ]; then
+    sed -n 's/: FAILED.*$//p' "$out/plugins.check" > "$out/plugins.changed"
+    while IFS= read -r f; do
+        if [ "$f" != "$out/sys.now" ]; then add tampered "pytest plugin file changed: $f"; fi
+    done < "$out/plugins.changed"
 fi
 
 # ---- the verifier folder, emptied for a fresh upload ---------------------------------

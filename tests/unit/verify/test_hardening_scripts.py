@@ -74,7 +74,7 @@ def test_values_travel_as_arguments_never_as_code():
 @needs_root
 @pytest.mark.parametrize("name", ["baseline.sh", "seal.sh", "protect.sh"])
 def test_relative_paths_are_usage_errors(name):
-    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader"], "seal.sh": ["rel", "/logs/verifier", "1", "/tools"],
+    args = {"baseline.sh": ["relative", "/ws", "x", "y", "/loader", ""], "seal.sh": ["rel", "/logs/verifier", "1", "/tools", "", ""],
             "protect.sh": ["relative"]}[name]
     assert run(name, *args).returncode == ExitCode.USAGE
     assert run("protect.sh", "/").returncode == ExitCode.USAGE
@@ -94,7 +94,7 @@ def test_harden_refuses_to_empty_the_workspace(tmp_path):
 
 def baseline(tmp_path: Path, workspace: Path) -> dict:
     result = run("baseline.sh", str(tmp_path / "base"), str(workspace), resource_text("pyinfo.py"),
-                 resource_text("benchflow_verifier_plugins.py"), str(tmp_path / "loader"),
+                 resource_text("benchflow_verifier_plugins.py"), str(tmp_path / "loader"), "",
                  timeout=120)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
@@ -124,9 +124,39 @@ def test_baseline_treats_hostile_workspace_names_as_data(hostile, tmp_path):
 
 
 @needs_root
+def test_baseline_runs_the_git_scrub_first_and_only_where_a_repository_is(tmp_path):
+    """SCRUB runs in the baseline's own shell's child only when the workspace holds a
+    repository (no shell started for none); its output goes to stderr, and its failure
+    ends the baseline with its exit code before anything is recorded."""
+    scrub = 'echo scrubbed; echo "$1" > "$1/.git/scrubbed-by"; exit "${FAIL:-0}"'
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    def baseline_with(scrub_text: str, env: dict[str, str] | None = None):
+        argv = script_argv("baseline.sh", str(tmp_path / "base"), str(ws),
+                           resource_text("pyinfo.py"),
+                           resource_text("benchflow_verifier_plugins.py"),
+                           str(tmp_path / "loader"), scrub_text)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, **(env or {})})
+
+    assert baseline_with(scrub).returncode == 0  # no repository: not run
+    assert not (ws / ".git").exists()
+    (ws / ".git").mkdir()
+    result = baseline_with(scrub)
+    assert result.returncode == 0 and (ws / ".git" / "scrubbed-by").read_text() == f"{ws}\n"
+    assert "scrubbed" in result.stderr and "scrubbed" not in result.stdout
+    assert json.loads(result.stdout.splitlines()[-1])["workspace"] is True
+    shutil.rmtree(tmp_path / "base")
+    failed = baseline_with(scrub, {"FAIL": "3"})
+    assert failed.returncode == 3 and not (tmp_path / "base").exists()
+    (ws / ".git" / "scrubbed-by").unlink()
+    assert baseline_with("").returncode == 0 and not (ws / ".git" / "scrubbed-by").exists()
+
+
+@needs_root
 def test_baseline_reports_filtered_search_paths(tmp_path):
     data = baseline(tmp_path, tmp_path)
-    assert re.fullmatch(r"[0-9a-f]{64}", data["digest"])
     for folder in data["path"].split(":"):
         info = os.stat(folder)
         assert info.st_uid == 0 and not info.st_mode & 0o022, folder
@@ -178,12 +208,108 @@ def test_seal_makes_the_verifier_root_only(tmp_path):
     (tools / "uv-cache" / "planted.whl").write_text("evil")
     os.chown(tools, 1000, 1000)
     os.chmod(tools, 0o777)
-    assert run("seal.sh", str(mount), str(logs), "1", str(tools)).returncode == 0
+    assert run("seal.sh", str(mount), str(logs), "1", str(tools), "", "").returncode == 0
     assert (mount / "test.sh").stat().st_uid == 0
     assert stat.S_IMODE(mount.stat().st_mode) == 0o700
     assert logs.is_dir() and not logs.stat().st_mode & 0o022
     assert list(tools.iterdir()) == [] and tools.stat().st_uid == 0
     assert stat.S_IMODE(tools.stat().st_mode) == 0o755
+
+
+def _agent_tree(root: Path) -> None:
+    """A verifier folder, verifier logs, tools folder and workspace as an agent leaves them."""
+    mount = root / "verifier"
+    (mount / "sub").mkdir(parents=True)
+    (mount / "test.sh").write_text("true\n")
+    (root / "logs" / "verifier").mkdir(parents=True)
+    (root / "logs" / "verifier" / "reward.txt").write_text("1\n")  # planted
+    (root / "tools" / "cache").mkdir(parents=True)
+    ws = root / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "main.py").write_text("x = 1\n")
+    os.symlink("/etc/passwd", ws / "link")
+    for path in (mount, mount / "test.sh", root / "logs", root / "tools", ws, ws / "pkg",
+                 ws / "pkg" / "main.py"):
+        os.chown(path, 1000, 1000)
+        os.chmod(path, 0o777)
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Each entry under `root`: its type and mode bits, owner and group, as lstat sees them."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        state[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode),
+                                              stat.S_IMODE(info.st_mode), info.st_uid,
+                                              info.st_gid)
+    return state
+
+
+@needs_root
+@pytest.mark.parametrize("lock", ["1", "0"])
+def test_seal_with_reset_and_workspace_equals_seal_then_lock_then_the_launch_reset(tmp_path,
+                                                                                   lock):
+    """The hardened verify's one seal (RESET, WORKSPACE) leaves every folder as the seal,
+    lock_workspace.sh and test.sh's launch (`rm -rf` and `mkdir -m` of the logs) did one
+    after another; /etc/passwd, behind a symlink in the workspace, is never touched."""
+    mode = "755" if lock == "1" else "777"
+    apart, merged = tmp_path / "apart", tmp_path / "merged"
+    for root in (apart, merged):
+        _agent_tree(root)
+    passwd = os.stat("/etc/passwd")
+    assert run("seal.sh", str(apart / "verifier"), str(apart / "logs" / "verifier"), lock,
+               str(apart / "tools"), "", "").returncode == 0
+    assert run("lock_workspace.sh", str(apart / "ws")).returncode == 0
+    subprocess.run(["sh", "-c", 'rm -rf "$0" && mkdir -p -m "$1" "$0"',
+                    str(apart / "logs" / "verifier"), mode], check=True)
+    assert run("seal.sh", str(merged / "verifier"), str(merged / "logs" / "verifier"), lock,
+               str(merged / "tools"), mode, str(merged / "ws")).returncode == 0
+    assert _tree_state(merged) == _tree_state(apart)
+    assert not (merged / "logs" / "verifier" / "reward.txt").exists()
+    assert stat.S_IMODE((merged / "ws" / "pkg" / "main.py").stat().st_mode) == 0o755
+    assert os.stat("/etc/passwd")[:6] == passwd[:6]  # links are not followed
+    assert run("seal.sh", str(merged / "verifier"), str(merged / "logs"), lock,
+               str(merged / "tools"), "75x", "").returncode == ExitCode.USAGE
+    assert run("seal.sh", str(merged / "verifier"), str(merged / "logs"), lock,
+               str(merged / "tools"), "", "/").returncode == ExitCode.USAGE
+
+
+def _sys_scan(base: Path) -> set[str]:
+    text = (SCRIPTS_DIR / "common.sh").read_text()
+    result = subprocess.run(["sh", "-c", text + '\nbase=$1; sys_scan', "t", str(base)],
+                            capture_output=True, text=True, check=True)
+    return set(result.stdout.splitlines())
+
+
+def test_sys_scan_lists_the_same_entries_in_one_find_as_in_two(tmp_path):
+    """PATH folders' direct entries and single entries (symlinks not followed) are listed
+    by one find when nothing tells them apart, else by two: the same lines either way."""
+    bin_dir, lib = tmp_path / "usr" / "bin", tmp_path / "lib"
+    (bin_dir / "sub").mkdir(parents=True)
+    (bin_dir / "sub" / "deep").write_text("not listed: below a direct entry")
+    (bin_dir / "tool").write_text("x")
+    lib.mkdir()
+    (tmp_path / "bin").symlink_to(bin_dir)  # a PATH entry as written, a symlink
+    (tmp_path / "preload").write_text("y")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "stamp").write_text("")
+    (base / "sys.tree").write_text(f"{lib}\n")
+    (base / "sys.flat").write_text(f"{bin_dir}\n{tmp_path / 'absent'}\n")
+    (base / "sys.self").write_text(f"{bin_dir}\n{tmp_path / 'bin'}\n{tmp_path / 'preload'}\n"
+                                   f"{tmp_path / 'absent'}\n")
+    one = _sys_scan(base)
+    paths = {line.split("\t")[0] for line in one}
+    assert paths == {str(lib), str(bin_dir), str(bin_dir / "sub"), str(bin_dir / "tool"),
+                     str(tmp_path / "bin"), str(tmp_path / "preload")}
+    assert any(line.startswith(f"{tmp_path / 'bin'}\tl ") for line in one)  # not followed
+    # a single entry that is a folder of its own: two finds, the same lines and its own
+    (tmp_path / "share").mkdir()
+    with (base / "sys.self").open("a") as f:
+        f.write(f"{tmp_path / 'share'}\n")
+    two = _sys_scan(base)
+    assert {line for line in two if not line.startswith(f"{tmp_path / 'share'}\t")} == one
+    assert any(line.startswith(f"{tmp_path / 'share'}\td ") for line in two)
 
 
 def json_helper(function: str, *args: str) -> str:
@@ -227,6 +353,66 @@ def test_baseline_writes_the_plugin_loader_and_digests_it(tmp_path):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["tampered"] == [f"pytest plugin file changed: {loader}/plugins.txt"]
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_baseline_without_gnu_find_is_unsupported_and_filters_the_same_path(tmp_path):
+    """The first find of the search path tells GNU find by its -printf; a find without it
+    (bind-mounted over /usr/bin/find in a mount namespace of this test's own) makes the
+    baseline unsupported, and the search path comes out the same."""
+    real = tmp_path / "real-find"
+    shutil.copy2(shutil.which("find") or "/usr/bin/find", real)
+    fake = tmp_path / "find"
+    fake.write_text("#!/bin/sh\nfor a in \"$@\"; do case $a in -printf | -fprintf | -fprint)\n"
+                    "echo \"find: unknown predicate $a\" >&2; exit 1 ;; esac; done\n"
+                    f"exec {real} \"$@\"\n")
+    fake.chmod(0o755)
+    gnu = baseline(tmp_path / "gnu", tmp_path)
+    argv = script_argv("baseline.sh", str(tmp_path / "base"), str(tmp_path),
+                       resource_text("pyinfo.py"), resource_text("benchflow_verifier_plugins.py"),
+                       str(tmp_path / "loader"), "")
+    result = subprocess.run(["unshare", "-m", "sh", "-c",
+                             'mount --bind "$0" /usr/bin/find && exec "$@"', str(fake), *argv],
+                            capture_output=True, text=True, timeout=120, check=False)
+    if result.returncode != 0 and "unshare" in result.stderr:
+        pytest.skip(f"no mount namespace here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout.splitlines()[-1])
+    assert gnu["supported"] is True and data["supported"] is False
+    assert data["path"] == gnu["path"] and data["path"]
+
+
+@needs_root
+def test_the_digest_names_every_saved_file_and_harden_refuses_any_change(tmp_path):
+    """The digest is each saved file's sha256 and the stamp's ctime and inode; harden.sh
+    runs on exactly that baseline and refuses one with a file changed, a file added (a
+    planted ld.so.preload copy, which it would restore) or the stamp replaced."""
+    import hashlib
+
+    data = baseline(tmp_path, tmp_path)
+    base = tmp_path / "base"
+    words = data["digest"].split(" ")
+    for name in ("procs", "meta", "ws.sig", "sys.sig", "plugins.sums"):
+        assert words[words.index(name) - 1] == hashlib.sha256((base / name).read_bytes()
+                                                              ).hexdigest()
+    assert words[-1] == str((base / "stamp").stat().st_ino)
+
+    def harden() -> int:
+        return run("harden.sh", str(base), data["digest"], str(tmp_path / "ws-none"), "", "",
+                   "/verifier-x").returncode
+
+    assert harden() == 0
+    with (base / "procs").open("a") as f:
+        f.write("1:1\n")
+    assert harden() == ExitCode.BASELINE_TAMPERED
+    (base / "procs").write_bytes((base / "procs").read_bytes()[:-4])
+    assert harden() == 0
+    (base / "ld.so.preload").write_text("/tmp/evil.so\n")
+    assert harden() == ExitCode.BASELINE_TAMPERED
+    (base / "ld.so.preload").unlink()
+    os.utime(base / "stamp", (0, 0))  # an older stamp: every -cnewer would hold (ctime moves)
+    assert harden() == ExitCode.BASELINE_TAMPERED
 
 
 def _archive(tmp_path: Path, mount: Path) -> str:
