@@ -2,14 +2,16 @@
 
 A killed run leaves a valid prefix (at most the lines not yet flushed are lost, and
 the reader skips a torn last line). Nothing is kept in memory but the next sequence
-number and an OS-sized write buffer, so a rollout streaming millions of updates stays
-flat. The ACP recorder writes a burst of updates unflushed and flushes once the burst
-is drained (`write(..., flush=False)`, then `flush()`): one system call per read of
-the agent's output rather than one per update.
+number and the lines of the burst being written, so a rollout streaming millions of
+updates stays flat. The ACP recorder writes a burst of updates unflushed and flushes
+once the burst is drained (`write_line(..., flush=False)`, then `flush()`): the burst's
+lines are joined, masked and written at once, one system call per read of the agent's
+output rather than one per update.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -64,7 +66,10 @@ class TrajectoryWriter:
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
         self.redact: Callable[[bytes], bytes] | None = None
-        """Masks secrets in each line before it is written (the rollout's `Redactor`)."""
+        """Masks secrets in the lines before they are written, given one or more whole lines
+        at a time (the rollout's `Redactor.lines`: the same bytes as line by line)."""
+        self._unflushed: list[bytes] = []
+        """Lines written with `flush=False`, not yet handed to the file (`flush`)."""
         if not existing:
             try:
                 self._write_line(header.model_dump_json().encode())
@@ -136,7 +141,19 @@ class TrajectoryWriter:
     def flush(self) -> None:
         """Hand events written with `flush=False` to the OS (no-op when closed)."""
         if self._file is not None:
+            if self._unflushed:
+                self._write_unflushed()
             self._file.flush()
+
+    def detach(self) -> Callable[[], None]:
+        """Close the writer now (later writes are refused) and return what finishes the
+        file: writing the unflushed lines, flushing and closing it (it blocks: a worker
+        thread can call it). Calling that is `close()`'s work, with its errors."""
+        file, self._file = self._file, None
+        if file is None:
+            return lambda: None
+        lines, self._unflushed = self._unflushed, []
+        return functools.partial(_finish_file, file, self._masked(lines) if lines else b"")
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.
@@ -157,11 +174,24 @@ class TrajectoryWriter:
     def _write_line(self, data: bytes, flush: bool = True) -> None:
         if self._file is None:
             raise ValueError(f"trajectory writer for {self.path} is closed")
-        if self.redact is not None:
-            data = self.redact(data)
-        self._file.write(data + b"\n")
-        if flush:
-            self._file.flush()
+        if not flush:
+            self._unflushed.append(data)
+            return
+        if self._unflushed:  # after the lines written before it
+            self._write_unflushed()
+        self._file.write(self._masked([data]))
+        self._file.flush()
+
+    def _write_unflushed(self) -> None:
+        assert self._file is not None
+        lines, self._unflushed = self._unflushed, []
+        self._file.write(self._masked(lines))
+
+    def _masked(self, lines: list[bytes]) -> bytes:
+        """The lines as the file holds them: each ended by a newline, secrets masked."""
+        lines.append(b"")
+        data = b"\n".join(lines)
+        return self.redact(data) if self.redact is not None else data
 
     @property
     def closed(self) -> bool:
@@ -170,13 +200,7 @@ class TrajectoryWriter:
     def close(self) -> None:
         """Close the file (idempotent). On a full disk the unflushed tail is lost, the file
         is closed anyway and the OSError raised."""
-        file, self._file = self._file, None
-        if file is not None:
-            try:
-                file.close()
-            finally:
-                if not file.closed:  # its flush failed: release the descriptor all the same
-                    file.raw.close()
+        self.detach()()
 
     def __enter__(self) -> Self:
         return self
@@ -188,6 +212,18 @@ class TrajectoryWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _finish_file(file: IO[bytes], tail: bytes) -> None:
+    """Write `tail`, then close `file`; on an error (a full disk) the descriptor is released
+    all the same and the error raised."""
+    try:
+        if tail:
+            file.write(tail)
+        file.close()
+    finally:
+        if not file.closed:  # its write or flush failed
+            file.raw.close()  # type: ignore[attr-defined]
 
 
 def _last_seq(path: Path) -> int:
