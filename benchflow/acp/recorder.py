@@ -11,10 +11,11 @@ timeout), which tool calls are running, and per-turn counters.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -107,17 +108,24 @@ class UpdateRecorder:
         self.last_activity = self._now()
         if message.get("method") == "session/update":
             params = message.get("params")
-            params = params if isinstance(params, dict) else {}
-            update = params.get("update")
+            update = params.get("update") if isinstance(params, dict) else None
             if not isinstance(update, dict):
                 logger.warning("session/update without an update object: %.200r", message)
                 return
             session_id = params.get("sessionId")
-            seq, ts = self.next_seq(), utc_now()
+            writer = self._writer  # numbered by the writer: one call, not two
+            seq = writer.next_seq() if writer is not None else self.next_seq()
+            ts = _utc_now()
             self.n_updates += 1
-            self._track(update)
+            kind = update.get("sessionUpdate")
+            if kind == "agent_message_chunk":  # by the hundred: `_track`'s first case inline
+                content = update.get("content")
+                if isinstance(content, dict) and content.get("type") == "text":
+                    self._add_text(str(content.get("text", "")))
+            else:
+                self._track(update)
             if isinstance(session_id, str) and session_id in self.known_sessions:
-                self._write_now(seq, ts, session_id, update)
+                self._write_now(seq, ts, session_id, update, kind)
             else:
                 self._pending.append((seq, ts, self.context(session_id), str(session_id), update))
             return
@@ -168,14 +176,15 @@ class UpdateRecorder:
                                **ctx, **writer.stamp())
         writer.write_line(line, flush=False)  # flushed when the burst is drained (`flush`)
 
-    def _write_now(self, seq: int, ts: datetime, session_id: str, update: dict[str, Any]
-                   ) -> None:
+    def _write_now(self, seq: int, ts: datetime, session_id: str, update: dict[str, Any],
+                   kind: Any) -> None:
         """`_write_update` in the current context: the common fields of the turn's message
-        chunks are gathered once (`stream_head`), not per update."""
+        chunks are gathered once (`stream_head`), not per update. `kind`: the update's
+        `sessionUpdate`."""
         writer = self._writer
         if writer is None or writer.closed:
             return
-        if update.get("sessionUpdate") not in _TOOL_CALL_KINDS:  # a tool call: its own span
+        if kind not in _TOOL_CALL_KINDS:  # a tool call: its own span
             key = (self.scene, self.role, self.turn, self.session_turn, self.round, session_id,
                    writer.trace_id, writer.span_id, *writer.context.items())
             if key != self._head_key:
@@ -272,6 +281,10 @@ class UpdateRecorder:
         if self._writer is None or self._writer.closed:
             return None
         return self._writer.record(type, seq=self.next_seq(), **self.context(session_id), **fields)
+
+
+_utc_now = functools.partial(datetime.now, UTC)
+"""`utc_now` without a Python frame (called for every update)."""
 
 
 def _clock() -> Callable[[], float]:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from benchflow.settings import host_environ
+from benchflow.settings import host_environ_view
 
 REDACTED = "***"
 _REDACTED_BYTES = REDACTED.encode()
@@ -81,14 +81,14 @@ def host_secret_values() -> list[str]:
     """Values of the host's secret-looking variables (>= 6 characters), longest first so
     that no prefix of a longer one survives masking."""
     global _host_secrets
-    env = host_environ()
-    if _host_secrets is None or _host_secrets[0] != env:  # found again once the env changed
+    env = host_environ_view()
+    if _host_secrets is None or _host_secrets[0] is not env:  # found again once it changed
         values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= 6}
         _host_secrets = (env, sorted(values, key=len, reverse=True))
     return list(_host_secrets[1])
 
 
-_host_secrets: tuple[dict[str, str], list[str]] | None = None
+_host_secrets: tuple[Mapping[str, str], list[str]] | None = None
 """The environment `host_secret_values` last looked at, and what it found (each rollout
 asks a few times: its redactors, its log)."""
 
