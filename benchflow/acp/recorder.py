@@ -39,6 +39,9 @@ _RUNNING = (None, "pending", "in_progress")
 _TOOL_CALL_KINDS = ("tool_call", "tool_call_update")
 
 
+FLUSH_INTERVAL_SEC = 0.5
+"""The longest a received update waits in memory before it is written to the trajectory."""
+
 _MAX_TEXT_PARTS = 1024
 _MAX_TRACKED_CALLS = 10_000
 
@@ -59,6 +62,9 @@ class UpdateRecorder:
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
         self._now = _clock()
+        self._loop = _running_loop()
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._flushed_at = float("-inf")
         self.last_activity = self._now()
         self._running_tools: set[str] = set()
         self._client_busy = 0
@@ -155,7 +161,7 @@ class UpdateRecorder:
         pending, self._pending = self._pending, []
         for seq, ts, ctx, _sid, update in pending:
             self._write_update(seq, ts, ctx, update)
-        self.flush()
+        self._flush_now()
 
     def _write_update(
         self, seq: int, ts: datetime, ctx: dict[str, Any], update: dict[str, Any]
@@ -200,9 +206,26 @@ class UpdateRecorder:
 
     def flush(self) -> None:
         """Hand the updates written so far to the OS: the transport calls this before it
-        waits for more of the agent's output (one write per burst, not per update)."""
+        waits for more of the agent's output. At most one write every `FLUSH_INTERVAL_SEC`:
+        a burst read sooner after the last write is written by a timer at the interval's
+        end (or with the next event benchflow records, or at close), so an agent streaming
+        a token per read costs a system call per interval, not per read."""
+        if self._writer is None or self._flush_timer is not None or not self._writer.unflushed:
+            return
+        now = self._now()
+        due = self._flushed_at + FLUSH_INTERVAL_SEC
+        if now >= due or self._loop is None:
+            self._flush_now()
+        else:
+            self._flush_timer = self._loop.call_at(due, self._flush_now)
+
+    def _flush_now(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
         if self._writer is not None:
             self._writer.flush()
+        self._flushed_at = self._now()
 
     def _track(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -283,6 +306,14 @@ class UpdateRecorder:
         return self._writer.record(type, seq=self.next_seq(), **self.context(session_id), **fields)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop a flush timer goes on (None: another backend, every burst written)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 _utc_now = functools.partial(datetime.now, UTC)
 """`utc_now` without a Python frame (called for every update)."""
 
@@ -296,4 +327,4 @@ def _clock() -> Callable[[], float]:
         return anyio.current_time
 
 
-__all__ = ["MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]
+__all__ = ["FLUSH_INTERVAL_SEC", "MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]

@@ -4,9 +4,9 @@ A killed run leaves a valid prefix (at most the lines not yet flushed are lost, 
 the reader skips a torn last line). Nothing is kept in memory but the next sequence
 number and the lines of the burst being written, so a rollout streaming millions of
 updates stays flat. The ACP recorder writes a burst of updates unflushed and flushes
-once the burst is drained (`write_line(..., flush=False)`, then `flush()`): the burst's
-lines are joined, masked and written at once, one system call per read of the agent's
-output rather than one per update.
+once the burst is drained, at most every `FLUSH_INTERVAL_SEC` (`write_line(...,
+flush=False)`, then `flush()`): the lines are joined, masked and written at once, one
+system call per interval rather than one per update or per read.
 """
 
 from __future__ import annotations
@@ -144,6 +144,11 @@ class TrajectoryWriter:
             if self._unflushed:
                 self._write_unflushed()
             self._file.flush()
+
+    @property
+    def unflushed(self) -> bool:
+        """Lines were written with `flush=False` since the last flush."""
+        return bool(self._unflushed)
 
     def detach(self) -> Callable[[], None]:
         """Close the writer now (later writes are refused) and return what finishes the
