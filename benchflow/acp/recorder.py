@@ -41,6 +41,8 @@ _TOOL_CALL_KINDS = ("tool_call", "tool_call_update")
 
 FLUSH_INTERVAL_SEC = 0.5
 """The longest a received update waits in memory before it is written to the trajectory."""
+FLUSH_BYTES = 16 * 1024
+"""Updates waiting to be written: this many bytes are written at once, interval or not."""
 
 _MAX_TEXT_PARTS = 1024
 _MAX_TRACKED_CALLS = 10_000
@@ -206,18 +208,23 @@ class UpdateRecorder:
 
     def flush(self) -> None:
         """Hand the updates written so far to the OS: the transport calls this before it
-        waits for more of the agent's output. At most one write every `FLUSH_INTERVAL_SEC`:
-        a burst read sooner after the last write is written by a timer at the interval's
-        end (or with the next event benchflow records, or at close), so an agent streaming
-        a token per read costs a system call per interval, not per read."""
-        if self._writer is None or self._flush_timer is not None or not self._writer.unflushed:
+        waits for more of the agent's output. At most one write every `FLUSH_INTERVAL_SEC`
+        unless `FLUSH_BYTES` wait: a burst read sooner after the last write is written by
+        a timer at the interval's end (or with the next event benchflow records, or at
+        close), so an agent streaming a token per read costs a system call per interval,
+        not per read."""
+        writer = self._writer
+        if writer is None or not (held := writer.unflushed_bytes):
             return
-        now = self._now()
-        due = self._flushed_at + FLUSH_INTERVAL_SEC
-        if now >= due or self._loop is None:
+        if held >= FLUSH_BYTES:  # memory per rollout in flight stays small
             self._flush_now()
-        else:
-            self._flush_timer = self._loop.call_at(due, self._flush_now)
+        elif self._flush_timer is None:
+            now = self._now()
+            due = self._flushed_at + FLUSH_INTERVAL_SEC
+            if now >= due or self._loop is None:
+                self._flush_now()
+            else:
+                self._flush_timer = self._loop.call_at(due, self._flush_now)
 
     def _flush_now(self) -> None:
         if self._flush_timer is not None:
@@ -327,4 +334,4 @@ def _clock() -> Callable[[], float]:
         return anyio.current_time
 
 
-__all__ = ["FLUSH_INTERVAL_SEC", "MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]
+__all__ = ["FLUSH_BYTES", "FLUSH_INTERVAL_SEC", "MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]

@@ -70,6 +70,7 @@ class TrajectoryWriter:
         at a time (the rollout's `Redactor.lines`: the same bytes as line by line)."""
         self._unflushed: list[bytes] = []
         """Lines written with `flush=False`, not yet handed to the file (`flush`)."""
+        self._unflushed_size = 0
         if not existing:
             try:
                 self._write_line(header.model_dump_json().encode())
@@ -146,9 +147,9 @@ class TrajectoryWriter:
             self._file.flush()
 
     @property
-    def unflushed(self) -> bool:
-        """Lines were written with `flush=False` since the last flush."""
-        return bool(self._unflushed)
+    def unflushed_bytes(self) -> int:
+        """The size of the lines written with `flush=False` since the last flush."""
+        return self._unflushed_size
 
     def detach(self) -> Callable[[], None]:
         """Close the writer now (later writes are refused) and return what finishes the
@@ -157,7 +158,7 @@ class TrajectoryWriter:
         file, self._file = self._file, None
         if file is None:
             return lambda: None
-        lines, self._unflushed = self._unflushed, []
+        lines, self._unflushed, self._unflushed_size = self._unflushed, [], 0
         return functools.partial(_finish_file, file, self._masked(lines) if lines else b"")
 
     def record(self, type: str, **fields: Any) -> Event:
@@ -181,6 +182,7 @@ class TrajectoryWriter:
             raise ValueError(f"trajectory writer for {self.path} is closed")
         if not flush:
             self._unflushed.append(data)
+            self._unflushed_size += len(data) + 1
             return
         if self._unflushed:  # after the lines written before it
             self._write_unflushed()
@@ -189,7 +191,7 @@ class TrajectoryWriter:
 
     def _write_unflushed(self) -> None:
         assert self._file is not None
-        lines, self._unflushed = self._unflushed, []
+        lines, self._unflushed, self._unflushed_size = self._unflushed, [], 0
         self._file.write(self._masked(lines))
 
     def _masked(self, lines: list[bytes]) -> bytes:

@@ -196,14 +196,15 @@ async def test_bursts_within_the_flush_interval_wait_for_its_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A burst read less than `FLUSH_INTERVAL_SEC` after the last write stays in memory
-    until the interval ends (a timer), the next event benchflow records, or the close."""
+    until the interval ends (a timer), the next event benchflow records, or the close,
+    unless `FLUSH_BYTES` wait."""
     def bursts(prefix: str) -> bytes:
         return b"".join(json.dumps(_update("s1", f"{prefix}{i}")).encode() + b"\n"
                         for i in range(5))
 
     async def run(interval: float) -> tuple[TrajectoryWriter, UpdateRecorder, list[list[str]]]:
         monkeypatch.setattr(recorder_module, "FLUSH_INTERVAL_SEC", interval)
-        writer = TrajectoryWriter(tmp_path / f"t{interval}.jsonl")
+        writer = TrajectoryWriter(tmp_path / f"t{interval}-{len(list(tmp_path.iterdir()))}.jsonl")
         recorder = UpdateRecorder(writer, scene="main", role="coder")
         recorder.add_session("s1")
         seen: list[list[str]] = []
@@ -229,6 +230,12 @@ async def test_bursts_within_the_flush_interval_wait_for_its_end(
     recorder.flush_pending()  # the session's close
     assert [e.text for e in iter_events(writer.path)] == both  # type: ignore[union-attr]
     writer.close()
+    # past FLUSH_BYTES waiting, a burst is written at once, interval or not
+    monkeypatch.setattr(recorder_module, "FLUSH_BYTES", 100)
+    writer, recorder, seen = await run(3600.0)
+    assert seen == [[], first, both]
+    writer.close()
+    monkeypatch.setattr(recorder_module, "FLUSH_BYTES", 1 << 20)
     # a short one: its timer is due no later than a sleep of the interval started after
     # the burst, so it has run when the sleep returns (the loop's timers in deadline order)
     writer, recorder, seen = await run(0.05)
