@@ -64,8 +64,7 @@ class UpdateRecorder:
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
         self._now = _clock()
-        self._loop = _running_loop()
-        self._flush_timer: asyncio.TimerHandle | None = None
+        self._ticks = _FlushTicks.of_running_loop()
         self._flushed_at = float("-inf")
         self.last_activity = self._now()
         self._running_tools: set[str] = set()
@@ -216,20 +215,16 @@ class UpdateRecorder:
         writer = self._writer
         if writer is None or not (held := writer.unflushed_bytes):
             return
-        if held >= FLUSH_BYTES:  # memory per rollout in flight stays small
+        if (held >= FLUSH_BYTES  # memory per rollout in flight stays small
+                or self._ticks is None
+                or self._now() >= self._flushed_at + FLUSH_INTERVAL_SEC):
             self._flush_now()
-        elif self._flush_timer is None:
-            now = self._now()
-            due = self._flushed_at + FLUSH_INTERVAL_SEC
-            if now >= due or self._loop is None:
-                self._flush_now()
-            else:
-                self._flush_timer = self._loop.call_at(due, self._flush_now)
+        else:
+            self._ticks.hold(self)
 
     def _flush_now(self) -> None:
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
+        if self._ticks is not None:
+            self._ticks.release(self)
         if self._writer is not None:
             self._writer.flush()
         self._flushed_at = self._now()
@@ -313,12 +308,46 @@ class UpdateRecorder:
         return self._writer.record(type, seq=self.next_seq(), **self.context(session_id), **fields)
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The asyncio loop a flush timer goes on (None: another backend, every burst written)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+class _FlushTicks:
+    """One timer per event loop that writes the held bursts of every recorder (no timer,
+    handle or context per rollout in flight): it ticks every `FLUSH_INTERVAL_SEC` while
+    any burst is held."""
+
+    _current: _FlushTicks | None = None
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.held: dict[UpdateRecorder, None] = {}
+        self.armed = False
+
+    @classmethod
+    def of_running_loop(cls) -> _FlushTicks | None:
+        """The running asyncio loop's (None: another backend, every burst written)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if cls._current is None or cls._current.loop is not loop:
+            cls._current = cls(loop)
+        return cls._current
+
+    def hold(self, recorder: UpdateRecorder) -> None:
+        self.held[recorder] = None
+        if not self.armed:
+            self.armed = True
+            self.loop.call_later(FLUSH_INTERVAL_SEC, self._tick)
+
+    def release(self, recorder: UpdateRecorder) -> None:
+        self.held.pop(recorder, None)
+
+    def _tick(self) -> None:
+        self.armed = False
+        held, self.held = self.held, {}
+        for recorder in held:
+            try:
+                recorder._flush_now()
+            except Exception:  # a full disk: that rollout's writer reports it at close
+                logger.exception("writing held trajectory updates failed")
 
 
 _utc_now = functools.partial(datetime.now, UTC)
