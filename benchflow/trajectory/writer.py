@@ -68,9 +68,10 @@ class TrajectoryWriter:
         self.redact: Callable[[bytes], bytes] | None = None
         """Masks secrets in the lines before they are written, given one or more whole lines
         at a time (the rollout's `Redactor.lines`: the same bytes as line by line)."""
-        self._unflushed: list[bytes] = []
-        """Lines written with `flush=False`, not yet handed to the file (`flush`)."""
-        self._unflushed_size = 0
+        self._held = bytearray()
+        """Lines written with `flush=False`, not yet handed to the file (`flush`): one
+        buffer, not an object per line (many short-lived small objects held across loop
+        steps pin the allocator's arenas)."""
         if not existing:
             try:
                 self._write_line(header.model_dump_json().encode())
@@ -142,14 +143,14 @@ class TrajectoryWriter:
     def flush(self) -> None:
         """Hand events written with `flush=False` to the OS (no-op when closed)."""
         if self._file is not None:
-            if self._unflushed:
-                self._write_unflushed()
+            if self._held:
+                self._write_held()
             self._file.flush()
 
     @property
     def unflushed_bytes(self) -> int:
         """The size of the lines written with `flush=False` since the last flush."""
-        return self._unflushed_size
+        return len(self._held)
 
     def detach(self) -> Callable[[], None]:
         """Close the writer now (later writes are refused) and return what finishes the
@@ -158,8 +159,8 @@ class TrajectoryWriter:
         file, self._file = self._file, None
         if file is None:
             return lambda: None
-        lines, self._unflushed, self._unflushed_size = self._unflushed, [], 0
-        return functools.partial(_finish_file, file, self._masked(lines) if lines else b"")
+        held, self._held = self._held, bytearray()
+        return functools.partial(_finish_file, file, self._masked(bytes(held)) if held else b"")
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.
@@ -181,24 +182,22 @@ class TrajectoryWriter:
         if self._file is None:
             raise ValueError(f"trajectory writer for {self.path} is closed")
         if not flush:
-            self._unflushed.append(data)
-            self._unflushed_size += len(data) + 1
+            self._held += data
+            self._held += b"\n"
             return
-        if self._unflushed:  # after the lines written before it
-            self._write_unflushed()
-        self._file.write(self._masked([data]))
+        if self._held:  # after the lines written before it
+            self._write_held()
+        self._file.write(self._masked(data + b"\n"))
         self._file.flush()
 
-    def _write_unflushed(self) -> None:
+    def _write_held(self) -> None:
         assert self._file is not None
-        lines, self._unflushed, self._unflushed_size = self._unflushed, [], 0
-        self._file.write(self._masked(lines))
+        held, self._held = self._held, bytearray()
+        self._file.write(self._masked(bytes(held)))
 
-    def _masked(self, lines: list[bytes]) -> bytes:
-        """The lines as the file holds them: each ended by a newline, secrets masked."""
-        lines.append(b"")
-        data = b"\n".join(lines)
-        return self.redact(data) if self.redact is not None else data
+    def _masked(self, lines: bytes) -> bytes:
+        """Whole lines (each ended by a newline) as the file holds them: secrets masked."""
+        return self.redact(lines) if self.redact is not None else lines
 
     @property
     def closed(self) -> bool:
