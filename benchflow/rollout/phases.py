@@ -170,7 +170,6 @@ class PhaseBook:
         if failure is not None:
             raise failure
 
-
     def _write_result(self, finish_trajectory: Callable[[], None] | None) -> None:
         """The trajectory's file finished, then result.json written (a worker thread)."""
         rollout = self.rollout

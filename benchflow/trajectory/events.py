@@ -410,11 +410,19 @@ _OWN_FIELDS = {cls: tuple((name, field.default) for name, field in cls.model_fie
 _CHUNK_TYPES = {"agent_message_chunk": "agent_message", "agent_thought_chunk": "agent_thought"}
 """Message and thought chunks: their own fields are type, text, chunks (1) and update
 (`streamed_update_line` writes them in that order; checked here at import)."""
-for _kind, _type in _CHUNK_TYPES.items():
-    if _OWN_FIELDS[_STREAMED[_kind][0]] != (("type", _type), ("text", ""), ("chunks", 1),
-                                            ("update", _OWN_FIELDS[_STREAMED[_kind][0]][3][1])):
-        raise AssertionError(f"{_STREAMED[_kind][0].__name__}'s fields changed: "
-                             "update streamed_update_line")
+
+
+def _check_chunk_fields() -> None:
+    for kind, type_ in _CHUNK_TYPES.items():
+        cls = _STREAMED[kind][0]
+        names = tuple(name for name, _ in _OWN_FIELDS[cls])
+        defaults = dict(_OWN_FIELDS[cls])
+        if (names != ("type", "text", "chunks", "update") or defaults["type"] != type_
+                or defaults["chunks"] != 1):
+            raise AssertionError(f"{cls.__name__}'s fields changed: update streamed_update_line")
+
+
+_check_chunk_fields()
 
 
 def event_from_update(update: dict[str, Any], **common: Any) -> Event:
