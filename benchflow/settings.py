@@ -19,6 +19,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -129,7 +131,8 @@ _ENV_NAMES = ("BENCHFLOW_EXTRA_CA_CERTS", "BENCHFLOW_AGENTS_PATH", "BENCHFLOW_CA
               "BENCHFLOW_REGISTRY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
               "OTEL_EXPORTER_OTLP_HEADERS", "BENCHFLOW_CONFIG_DIR", "XDG_CONFIG_HOME", "HOME")
 """Every variable `Settings.from_env` reads (HOME: `~` and the default folders)."""
-_last: tuple[tuple[str | None, ...], tuple[Path, ...], Settings] | None = None
+_last: tuple[tuple[str | None, ...], tuple[Path, ...], Settings, Mapping[str, str]] | None = None
+"""The variables `get_settings` last read, the host's CAs, the settings, the environment."""
 
 
 def get_settings() -> Settings:
@@ -137,12 +140,16 @@ def get_settings() -> Settings:
     the same `Settings` again while the variables and the host's CA certificates stay as
     they were (every rollout asks, several times)."""
     global _last
-    key = tuple(os.environ.get(name) for name in _ENV_NAMES)
+    env = host_environ_view()
+    key = _last[0] if _last is not None and _last[3] is env else (
+        tuple(env.get(name) for name in _ENV_NAMES))
     host_cas = host_ca_certs() if key[0] is None else ()
     if _last is not None and _last[0] == key and _last[1] == host_cas:
+        if _last[3] is not env:
+            _last = (*_last[:3], env)
         return _last[2]
     settings = Settings.from_env()
-    _last = (key, host_cas, settings)
+    _last = (key, host_cas, settings, env)
     return settings
 
 
@@ -169,3 +176,19 @@ def host_env(name: str) -> str | None:
 def host_environ() -> dict[str, str]:
     """A copy of the host environment (for subprocesses benchflow starts on the host)."""
     return dict(os.environ)
+
+
+_environ_seen: tuple[dict[Any, Any], Mapping[str, str]] | None = None
+
+
+def host_environ_view() -> Mapping[str, str]:
+    """The host environment, read-only: the same object while the environment is unchanged
+    (compared with a copy of `os.environ`'s own table, not decoded variable by variable:
+    every rollout asks, several times)."""
+    global _environ_seen
+    data = getattr(os.environ, "_data", None)  # CPython's encoded table
+    if not isinstance(data, dict):
+        return MappingProxyType(dict(os.environ))
+    if _environ_seen is None or _environ_seen[0] != data:
+        _environ_seen = (dict(data), MappingProxyType(dict(os.environ)))
+    return _environ_seen[1]

@@ -11,10 +11,11 @@ timeout), which tool calls are running, and per-turn counters.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -38,6 +39,11 @@ _RUNNING = (None, "pending", "in_progress")
 _TOOL_CALL_KINDS = ("tool_call", "tool_call_update")
 
 
+FLUSH_INTERVAL_SEC = 0.5
+"""The longest a received update waits in memory before it is written to the trajectory."""
+FLUSH_BYTES = 16 * 1024
+"""Updates waiting to be written: this many bytes are written at once, interval or not."""
+
 _MAX_TEXT_PARTS = 1024
 _MAX_TRACKED_CALLS = 10_000
 
@@ -58,6 +64,8 @@ class UpdateRecorder:
         self.known_sessions: set[str] = set()
         self._pending: list[tuple[int, datetime, dict[str, Any], str, dict[str, Any]]] = []
         self._now = _clock()
+        self._ticks = _FlushTicks.of_running_loop()
+        self._flushed_at = float("-inf")
         self.last_activity = self._now()
         self._running_tools: set[str] = set()
         self._client_busy = 0
@@ -107,17 +115,24 @@ class UpdateRecorder:
         self.last_activity = self._now()
         if message.get("method") == "session/update":
             params = message.get("params")
-            params = params if isinstance(params, dict) else {}
-            update = params.get("update")
+            update = params.get("update") if isinstance(params, dict) else None
             if not isinstance(update, dict):
                 logger.warning("session/update without an update object: %.200r", message)
                 return
             session_id = params.get("sessionId")
-            seq, ts = self.next_seq(), utc_now()
+            writer = self._writer  # numbered by the writer: one call, not two
+            seq = writer.next_seq() if writer is not None else self.next_seq()
+            ts = _utc_now()
             self.n_updates += 1
-            self._track(update)
+            kind = update.get("sessionUpdate")
+            if kind == "agent_message_chunk":  # by the hundred: `_track`'s first case inline
+                content = update.get("content")
+                if isinstance(content, dict) and content.get("type") == "text":
+                    self._add_text(str(content.get("text", "")))
+            else:
+                self._track(update)
             if isinstance(session_id, str) and session_id in self.known_sessions:
-                self._write_now(seq, ts, session_id, update)
+                self._write_now(seq, ts, session_id, update, kind)
             else:
                 self._pending.append((seq, ts, self.context(session_id), str(session_id), update))
             return
@@ -147,7 +162,7 @@ class UpdateRecorder:
         pending, self._pending = self._pending, []
         for seq, ts, ctx, _sid, update in pending:
             self._write_update(seq, ts, ctx, update)
-        self.flush()
+        self._flush_now()
 
     def _write_update(
         self, seq: int, ts: datetime, ctx: dict[str, Any], update: dict[str, Any]
@@ -168,14 +183,15 @@ class UpdateRecorder:
                                **ctx, **writer.stamp())
         writer.write_line(line, flush=False)  # flushed when the burst is drained (`flush`)
 
-    def _write_now(self, seq: int, ts: datetime, session_id: str, update: dict[str, Any]
-                   ) -> None:
+    def _write_now(self, seq: int, ts: datetime, session_id: str, update: dict[str, Any],
+                   kind: Any) -> None:
         """`_write_update` in the current context: the common fields of the turn's message
-        chunks are gathered once (`stream_head`), not per update."""
+        chunks are gathered once (`stream_head`), not per update. `kind`: the update's
+        `sessionUpdate`."""
         writer = self._writer
         if writer is None or writer.closed:
             return
-        if update.get("sessionUpdate") not in _TOOL_CALL_KINDS:  # a tool call: its own span
+        if kind not in _TOOL_CALL_KINDS:  # a tool call: its own span
             key = (self.scene, self.role, self.turn, self.session_turn, self.round, session_id,
                    writer.trace_id, writer.span_id, *writer.context.items())
             if key != self._head_key:
@@ -191,9 +207,27 @@ class UpdateRecorder:
 
     def flush(self) -> None:
         """Hand the updates written so far to the OS: the transport calls this before it
-        waits for more of the agent's output (one write per burst, not per update)."""
+        waits for more of the agent's output. At most one write every `FLUSH_INTERVAL_SEC`
+        unless `FLUSH_BYTES` wait: a burst read sooner after the last write is written by
+        a timer at the interval's end (or with the next event benchflow records, or at
+        close), so an agent streaming a token per read costs a system call per interval,
+        not per read."""
+        writer = self._writer
+        if writer is None or not (held := writer.unflushed_bytes):
+            return
+        if (held >= FLUSH_BYTES  # memory per rollout in flight stays small
+                or self._ticks is None
+                or self._now() >= self._flushed_at + FLUSH_INTERVAL_SEC):
+            self._flush_now()
+        else:
+            self._ticks.hold(self)
+
+    def _flush_now(self) -> None:
+        if self._ticks is not None:
+            self._ticks.release(self)
         if self._writer is not None:
             self._writer.flush()
+        self._flushed_at = self._now()
 
     def _track(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -274,6 +308,52 @@ class UpdateRecorder:
         return self._writer.record(type, seq=self.next_seq(), **self.context(session_id), **fields)
 
 
+class _FlushTicks:
+    """One timer per event loop that writes the held bursts of every recorder (no timer,
+    handle or context per rollout in flight): it ticks every `FLUSH_INTERVAL_SEC` while
+    any burst is held."""
+
+    _current: _FlushTicks | None = None
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.held: dict[UpdateRecorder, None] = {}
+        self.armed = False
+
+    @classmethod
+    def of_running_loop(cls) -> _FlushTicks | None:
+        """The running asyncio loop's (None: another backend, every burst written)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if cls._current is None or cls._current.loop is not loop:
+            cls._current = cls(loop)
+        return cls._current
+
+    def hold(self, recorder: UpdateRecorder) -> None:
+        self.held[recorder] = None
+        if not self.armed:
+            self.armed = True
+            self.loop.call_later(FLUSH_INTERVAL_SEC, self._tick)
+
+    def release(self, recorder: UpdateRecorder) -> None:
+        self.held.pop(recorder, None)
+
+    def _tick(self) -> None:
+        self.armed = False
+        held, self.held = self.held, {}
+        for recorder in held:
+            try:
+                recorder._flush_now()
+            except Exception:  # a full disk: that rollout's writer reports it at close
+                logger.exception("writing held trajectory updates failed")
+
+
+_utc_now = functools.partial(datetime.now, UTC)
+"""`utc_now` without a Python frame (called for every update)."""
+
+
 def _clock() -> Callable[[], float]:
     """`anyio.current_time`'s clock, looked up once (it is read for every message): on
     asyncio, the running loop's own `time`."""
@@ -283,4 +363,4 @@ def _clock() -> Callable[[], float]:
         return anyio.current_time
 
 
-__all__ = ["MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]
+__all__ = ["FLUSH_BYTES", "FLUSH_INTERVAL_SEC", "MAX_AGENT_TEXT_CHARS", "UpdateRecorder"]

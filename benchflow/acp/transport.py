@@ -11,7 +11,7 @@ its `on_receive` hook runs synchronously there, before the message is handed to
 the SDK (which dispatches notifications as concurrent tasks). That is where the
 session numbers updates, so the trajectory keeps wire order. `on_drained` runs
 when every line read so far is handled, before waiting for more output (where
-the session flushes the trajectory: once per read, not once per update).
+the session flushes the trajectory: at most once per read, not once per update).
 """
 
 from __future__ import annotations

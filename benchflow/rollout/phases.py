@@ -139,16 +139,15 @@ class PhaseBook:
         await self.open()
         failure: ResultsWriteError | None = None
         try:
-            if rollout.ctx is not None and rollout.ctx.trajectory is not None:
-                try:
-                    rollout.ctx.trajectory.close()
-                except OSError as exc:  # a full disk: its last events are lost
-                    rollout._storage_failure = rollout._storage_failure or exc
+            # closed now (no event after this one), its file finished in the worker thread,
+            # before result.json: closing a written file costs the event loop a system call
+            trajectory = rollout.ctx.trajectory if rollout.ctx is not None else None
+            finish_trajectory = trajectory.detach() if trajectory is not None else None
             rollout.ledger.finish(rollout.result)
             rollout.clock.end()
             with anyio.CancelScope(shield=True):  # written even when cancelled
                 try:
-                    await anyio.to_thread.run_sync(rollout._write_result)
+                    await anyio.to_thread.run_sync(self._write_result, finish_trajectory)
                 except OSError as exc:  # the sandbox is gone already; the job stops
                     failure = rollout._write_failure(rollout.paths.result, exc)
             stored = rollout._storage_failure
@@ -170,6 +169,16 @@ class PhaseBook:
                         log.debug("could not flush %s", rollout.paths.log)
         if failure is not None:
             raise failure
+
+    def _write_result(self, finish_trajectory: Callable[[], None] | None) -> None:
+        """The trajectory's file finished, then result.json written (a worker thread)."""
+        rollout = self.rollout
+        if finish_trajectory is not None:
+            try:
+                finish_trajectory()
+            except OSError as exc:  # a full disk: its last events are lost
+                rollout._storage_failure = rollout._storage_failure or exc
+        rollout._write_result()
 
 
 def phase(clock: Phase | None) -> Callable[[Callable[..., Awaitable[T]]],

@@ -724,7 +724,7 @@ class Rollout:
             models=list(dict.fromkeys(r.model for s in config.scenes for r in s.roles if r.model)),
             roles=self.ledger.identities, run_id=self.trace.run_id, trace_id=self.trace.trace_id, span_id=self.trace.span_id)
         writer = TrajectoryWriter(self.paths.trajectory, header)
-        writer.redact = self.redactor.bytes
+        writer.redact = self.redactor.lines
         return writer
 
     def _write_result(self) -> None:

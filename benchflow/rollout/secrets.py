@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from benchflow.settings import host_environ
+from benchflow.settings import host_environ_view
 
 REDACTED = "***"
 _REDACTED_BYTES = REDACTED.encode()
@@ -81,14 +81,14 @@ def host_secret_values() -> list[str]:
     """Values of the host's secret-looking variables (>= 6 characters), longest first so
     that no prefix of a longer one survives masking."""
     global _host_secrets
-    env = host_environ()
-    if _host_secrets is None or _host_secrets[0] != env:  # found again once the env changed
+    env = host_environ_view()
+    if _host_secrets is None or _host_secrets[0] is not env:  # found again once it changed
         values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= 6}
         _host_secrets = (env, sorted(values, key=len, reverse=True))
     return list(_host_secrets[1])
 
 
-_host_secrets: tuple[dict[str, str], list[str]] | None = None
+_host_secrets: tuple[Mapping[str, str], list[str]] | None = None
 """The environment `host_secret_values` last looked at, and what it found (each rollout
 asks a few times: its redactors, its log)."""
 
@@ -133,6 +133,7 @@ class Redactor:
         alternatives = "|".join(re.escape(v) for v in self.values)
         self._text = re.compile(alternatives) if alternatives else None
         self._bytes = re.compile(alternatives.encode()) if alternatives else None
+        self._per_line = any("\n" in v for v in self.values)
 
     def text(self, value: str) -> str:
         """`value` with every known secret and API-key shape replaced by `***`."""
@@ -143,6 +144,16 @@ class Redactor:
     def bytes(self, value: bytes) -> bytes:
         """`value` with every known secret value replaced (exact values only: fast)."""
         return self._bytes.sub(_REDACTED_BYTES, value) if self._bytes is not None else value
+
+    def lines(self, value: bytes) -> bytes:
+        """`bytes` of a block of whole lines, the same bytes as masking each line apart: a
+        value is never matched across two lines (the trajectory writes a burst at once)."""
+        if self._bytes is None:
+            return value
+        if self._per_line:  # a value with a newline in it (a PEM key): line by line
+            return b"\n".join(self._bytes.sub(_REDACTED_BYTES, line)
+                               for line in value.split(b"\n"))
+        return self._bytes.sub(_REDACTED_BYTES, value)
 
     def __call__(self, value: Any) -> Any:
         """`value` with every string scrubbed and credential-named fields' values replaced."""

@@ -73,6 +73,7 @@ def resolve_user(config: RolloutConfig, task: Task, endpoint: ModelEndpoint | No
 def _round_events(ctx: AgentContext, round_index: int) -> tuple:
     if ctx.trajectory is None or not ctx.trajectory.path.exists():
         return ()
+    ctx.trajectory.flush()  # the round's last updates may still be held (FLUSH_INTERVAL_SEC)
     return tuple(e for e in iter_events(ctx.trajectory.path) if e.round == round_index)
 
 

@@ -405,6 +405,24 @@ _OWN_FIELDS = {cls: tuple((name, field.default) for name, field in cls.model_fie
                for cls, _ in _STREAMED.values()}
 
 
+_CHUNK_TYPES = {"agent_message_chunk": "agent_message", "agent_thought_chunk": "agent_thought"}
+"""Message and thought chunks: their own fields are type, text, chunks (1) and update
+(`streamed_update_line` writes them in that order; checked here at import)."""
+
+
+def _check_chunk_fields() -> None:
+    for kind, type_ in _CHUNK_TYPES.items():
+        cls = _STREAMED[kind][0]
+        names = tuple(name for name, _ in _OWN_FIELDS[cls])
+        defaults = dict(_OWN_FIELDS[cls])
+        if (names != ("type", "text", "chunks", "update") or defaults["type"] != type_
+                or defaults["chunks"] != 1):
+            raise AssertionError(f"{cls.__name__}'s fields changed: update streamed_update_line")
+
+
+_check_chunk_fields()
+
+
 def event_from_update(update: dict[str, Any], **common: Any) -> Event:
     """Convert one raw ACP session update (the `update` of a `session/update`) to an event.
 
@@ -470,7 +488,17 @@ def streamed_update_line(update: dict[str, Any], seq: int, ts: datetime,
     `_Event`'s fields (`stream_head`): built once for a run of updates of one turn.
     """
     kind = update.get("sessionUpdate")
-    streamed = _STREAMED.get(kind) if isinstance(kind, str) else None
+    if type(kind) is not str:
+        return None
+    chunk_type = _CHUNK_TYPES.get(kind)
+    if chunk_type is not None:  # most of what an agent streams: no field list walked
+        try:
+            return orjson.dumps({"seq": seq, "ts": ts, **head, "type": chunk_type,
+                                 "text": _message_fields(update)["text"], "chunks": 1,
+                                 "update": update}, option=orjson.OPT_UTC_Z)
+        except (TypeError, orjson.JSONEncodeError):
+            return None
+    streamed = _STREAMED.get(kind)
     if streamed is None:
         return None
     return _streamed_line(streamed, update, {"seq": seq, "ts": ts, **head})

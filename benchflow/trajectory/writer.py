@@ -2,14 +2,16 @@
 
 A killed run leaves a valid prefix (at most the lines not yet flushed are lost, and
 the reader skips a torn last line). Nothing is kept in memory but the next sequence
-number and an OS-sized write buffer, so a rollout streaming millions of updates stays
-flat. The ACP recorder writes a burst of updates unflushed and flushes once the burst
-is drained (`write(..., flush=False)`, then `flush()`): one system call per read of
-the agent's output rather than one per update.
+number and the lines of the burst being written, so a rollout streaming millions of
+updates stays flat. The ACP recorder writes a burst of updates unflushed and flushes
+once the burst is drained, at most every `FLUSH_INTERVAL_SEC` (`write_line(...,
+flush=False)`, then `flush()`): the lines are joined, masked and written at once, one
+system call per interval rather than one per update or per read.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -64,7 +66,12 @@ class TrajectoryWriter:
         """Fields stamped on every event written while set (an event's own value wins):
         `skills` of the running step, `task_step` of a multi-step task."""
         self.redact: Callable[[bytes], bytes] | None = None
-        """Masks secrets in each line before it is written (the rollout's `Redactor`)."""
+        """Masks secrets in the lines before they are written, given one or more whole lines
+        at a time (the rollout's `Redactor.lines`: the same bytes as line by line)."""
+        self._held = bytearray()
+        """Lines written with `flush=False`, not yet handed to the file (`flush`): one
+        buffer, not an object per line (many short-lived small objects held across loop
+        steps pin the allocator's arenas)."""
         if not existing:
             try:
                 self._write_line(header.model_dump_json().encode())
@@ -136,7 +143,24 @@ class TrajectoryWriter:
     def flush(self) -> None:
         """Hand events written with `flush=False` to the OS (no-op when closed)."""
         if self._file is not None:
+            if self._held:
+                self._write_held()
             self._file.flush()
+
+    @property
+    def unflushed_bytes(self) -> int:
+        """The size of the lines written with `flush=False` since the last flush."""
+        return len(self._held)
+
+    def detach(self) -> Callable[[], None]:
+        """Close the writer now (later writes are refused) and return what finishes the
+        file: writing the unflushed lines, flushing and closing it (it blocks: a worker
+        thread can call it). Calling that is `close()`'s work, with its errors."""
+        file, self._file = self._file, None
+        if file is None:
+            return lambda: None
+        held, self._held = self._held, bytearray()
+        return functools.partial(_finish_file, file, self._masked(bytes(held)) if held else b"")
 
     def record(self, type: str, **fields: Any) -> Event:
         """Build, number, timestamp and write an event; returns it.
@@ -157,11 +181,23 @@ class TrajectoryWriter:
     def _write_line(self, data: bytes, flush: bool = True) -> None:
         if self._file is None:
             raise ValueError(f"trajectory writer for {self.path} is closed")
-        if self.redact is not None:
-            data = self.redact(data)
-        self._file.write(data + b"\n")
-        if flush:
-            self._file.flush()
+        if not flush:
+            self._held += data
+            self._held += b"\n"
+            return
+        if self._held:  # after the lines written before it
+            self._write_held()
+        self._file.write(self._masked(data + b"\n"))
+        self._file.flush()
+
+    def _write_held(self) -> None:
+        assert self._file is not None
+        held, self._held = self._held, bytearray()
+        self._file.write(self._masked(bytes(held)))
+
+    def _masked(self, lines: bytes) -> bytes:
+        """Whole lines (each ended by a newline) as the file holds them: secrets masked."""
+        return self.redact(lines) if self.redact is not None else lines
 
     @property
     def closed(self) -> bool:
@@ -170,13 +206,7 @@ class TrajectoryWriter:
     def close(self) -> None:
         """Close the file (idempotent). On a full disk the unflushed tail is lost, the file
         is closed anyway and the OSError raised."""
-        file, self._file = self._file, None
-        if file is not None:
-            try:
-                file.close()
-            finally:
-                if not file.closed:  # its flush failed: release the descriptor all the same
-                    file.raw.close()
+        self.detach()()
 
     def __enter__(self) -> Self:
         return self
@@ -188,6 +218,18 @@ class TrajectoryWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _finish_file(file: IO[bytes], tail: bytes) -> None:
+    """Write `tail`, then close `file`; on an error (a full disk) the descriptor is released
+    all the same and the error raised."""
+    try:
+        if tail:
+            file.write(tail)
+        file.close()
+    finally:
+        if not file.closed:  # its write or flush failed
+            file.raw.close()  # type: ignore[attr-defined]
 
 
 def _last_seq(path: Path) -> int:

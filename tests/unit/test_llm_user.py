@@ -61,3 +61,21 @@ def test_frontmatter_block() -> None:
         user_from_frontmatter({"persona": "x", "personna": "y"})
     with pytest.raises(ConfigError, match="not supported"):
         user_from_frontmatter({"type": "python", "persona": "x"})
+
+
+def test_a_rounds_events_include_updates_the_recorder_still_holds(tmp_path):
+    """The user reads the round from the trajectory: updates held in memory (a burst
+    within the flush interval) are written first."""
+    from types import SimpleNamespace
+
+    from benchflow.rollout.user_loop import _round_events
+    from benchflow.trajectory import TrajectoryWriter
+    from benchflow.trajectory.events import update_line
+
+    writer = TrajectoryWriter(tmp_path / "t.jsonl")
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    writer.write_line(update_line(chunk, seq=writer.next_seq(), ts=utc_now(), round=1),
+                      flush=False)
+    events = _round_events(SimpleNamespace(trajectory=writer), 1)  # type: ignore[arg-type]
+    assert [e.text for e in events] == ["hi"]  # type: ignore[union-attr]
+    writer.close()

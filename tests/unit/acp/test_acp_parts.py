@@ -22,6 +22,7 @@ from benchflow.acp import PermissionPolicy, PermissionRequest, launch_command, m
 from benchflow.acp.errors import FOREIGN_ERRORS
 from benchflow.acp.handshake import choose_auth, match_model, model_option, option_values
 from benchflow.acp.launch import LAUNCHER
+from benchflow.acp import recorder as recorder_module
 from benchflow.acp.recorder import UpdateRecorder
 from benchflow.acp.transport import ProcessTransport, StdoutNoise
 from benchflow.errors import AgentProtocolError, ConfigError
@@ -187,6 +188,60 @@ async def test_a_burst_of_updates_is_on_disk_before_the_transport_waits_for_more
     # before each read, everything read before it is in the file (flushed once per burst)
     assert seen_at_read == [[], texts, texts]
     assert writer.n_events == 30
+    writer.close()
+
+
+@pytest.mark.anyio
+async def test_bursts_within_the_flush_interval_wait_for_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst read less than `FLUSH_INTERVAL_SEC` after the last write stays in memory
+    until the interval ends (a timer), the next event benchflow records, or the close,
+    unless `FLUSH_BYTES` wait."""
+    def bursts(prefix: str) -> bytes:
+        return b"".join(json.dumps(_update("s1", f"{prefix}{i}")).encode() + b"\n"
+                        for i in range(5))
+
+    async def run(interval: float) -> tuple[TrajectoryWriter, UpdateRecorder, list[list[str]]]:
+        monkeypatch.setattr(recorder_module, "FLUSH_INTERVAL_SEC", interval)
+        writer = TrajectoryWriter(tmp_path / f"t{interval}-{len(list(tmp_path.iterdir()))}.jsonl")
+        recorder = UpdateRecorder(writer, scene="main", role="coder")
+        recorder.add_session("s1")
+        seen: list[list[str]] = []
+
+        class _Watching(_Chunks):
+            async def receive(self, max_bytes: int = 65536) -> bytes:
+                seen.append([e.text for e in iter_events(writer.path)])  # type: ignore[union-attr]
+                return await super().receive(max_bytes)
+
+        process = _FakeProcess([])
+        process.stdout = _Watching([bursts("a"), bursts("b")])
+        transport = ProcessTransport(process, on_receive=recorder.on_receive,  # type: ignore[arg-type]
+                                     on_drained=recorder.flush)
+        assert await _drain(transport) == []
+        return writer, recorder, seen
+
+    first = [f"a{i}" for i in range(5)]
+    both = first + [f"b{i}" for i in range(5)]
+    # a short interval: the held burst is written by the loop's flush tick, due no later
+    # than a sleep of the interval started after the hold (the loop's timers run in
+    # deadline order)
+    writer, recorder, seen = await run(0.05)
+    assert seen == [[], first, first]  # the first burst at once, the second held
+    await anyio.sleep(0.05)
+    assert [e.text for e in iter_events(writer.path)] == both  # type: ignore[union-attr]
+    writer.close()
+    # an interval that cannot end during the test: the second burst waits for the close
+    writer, recorder, seen = await run(3600.0)
+    assert seen == [[], first, first]
+    assert [e.text for e in iter_events(writer.path)] == first  # type: ignore[union-attr]
+    recorder.flush_pending()  # the session's close
+    assert [e.text for e in iter_events(writer.path)] == both  # type: ignore[union-attr]
+    writer.close()
+    # past FLUSH_BYTES waiting, a burst is written at once, interval or not
+    monkeypatch.setattr(recorder_module, "FLUSH_BYTES", 100)
+    writer, recorder, seen = await run(3600.0)
+    assert seen == [[], first, both]
     writer.close()
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchflow.agents.command import CommandAgent
 from benchflow.agents.http import HttpAgent
@@ -74,3 +76,20 @@ def test_a_rollout_collects_what_it_injects(tmp_path: Path):
     (tmp_path / "rollout.log").write_text("job-var-456\n")  # masked live, left to its writer
     assert mask_folder(redact, tmp_path) == [tmp_path / "logs" / "agent.txt"]
     assert (tmp_path / "logs" / "agent.txt").read_text() == f"{REDACTED}\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.text(alphabet="ab\\\"{}:", max_size=8), min_size=1, max_size=6),
+       data=st.data())
+def test_a_block_of_lines_is_masked_as_each_line_apart(lines, data):
+    """`Redactor.lines` (the trajectory writes a burst at once) gives the bytes of masking
+    each line with `bytes` and joining them: a value is never matched across two lines,
+    values with a newline in them (cut from the block itself) included."""
+    block_text = "".join(line + "\n" for line in lines)
+    cuts = st.tuples(st.integers(0, len(block_text)), st.integers(0, len(block_text)))
+    values = [block_text[min(a, b):max(a, b)]
+              for a, b in data.draw(st.lists(cuts, max_size=3))]
+    redactor = Redactor(values, host=False)
+    encoded = [line.encode() for line in lines]
+    block = b"".join(line + b"\n" for line in encoded)
+    assert redactor.lines(block) == b"".join(redactor.bytes(line) + b"\n" for line in encoded)
