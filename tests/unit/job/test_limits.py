@@ -21,10 +21,10 @@ def test_the_soft_limit_is_raised_up_to_the_hard_limit(monkeypatch):
 def test_job_gc_makes_full_collections_rarer_and_freezes_what_existed_then_undoes_it():
     import gc
 
-    from benchflow.job.limits import JOB_GC_THRESHOLDS, job_gc
+    from benchflow.job.limits import _DEFAULT_THRESHOLDS, JOB_GC_THRESHOLDS, job_gc
 
     before = gc.get_threshold()
-    gc.set_threshold(700, 10, 10)
+    gc.set_threshold(*_DEFAULT_THRESHOLDS)
     gc.unfreeze()
     try:
         with job_gc():
@@ -34,10 +34,22 @@ def test_job_gc_makes_full_collections_rarer_and_freezes_what_existed_then_undoe
                 pass
             assert gc.get_threshold() == JOB_GC_THRESHOLDS  # the first is still running
             assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (700, 10, 10)
+        assert gc.get_threshold() == _DEFAULT_THRESHOLDS
         assert gc.get_freeze_count() == 0
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_collector_left_untuned_is_this_interpreters_default():
+    # 3.13 raised CPython's first threshold from 700 to 2000: a job there was left untuned
+    import subprocess
+    import sys
+
+    from benchflow.job.limits import _DEFAULT_THRESHOLDS
+
+    out = subprocess.run([sys.executable, "-c", "import gc; print(gc.get_threshold())"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(_DEFAULT_THRESHOLDS)
 
 
 def test_job_gc_leaves_a_collector_the_process_tuned_itself():
@@ -65,12 +77,12 @@ def test_a_job_after_frozen_imports_does_not_walk_the_frozen_objects(monkeypatch
         raise AssertionError("gc.get_freeze_count() walks every frozen object")
 
     before = gc.get_threshold()
-    gc.set_threshold(700, 10, 10)
+    gc.set_threshold(*limits._DEFAULT_THRESHOLDS)
     monkeypatch.setattr(limits, "_imports_frozen", True)
     monkeypatch.setattr(gc, "get_freeze_count", walked)
     try:
         with limits.job_gc():
             assert gc.get_threshold() == limits.JOB_GC_THRESHOLDS  # still tuned
-        assert gc.get_threshold() == (700, 10, 10)
+        assert gc.get_threshold() == limits._DEFAULT_THRESHOLDS
     finally:
         gc.set_threshold(*before)
