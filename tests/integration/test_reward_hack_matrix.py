@@ -102,13 +102,30 @@ async def test_plugin_attack_is_real_and_stopped(row, task, matrix):
                         f"{on.hardening}; rollout: {on.rollout_dir}")
 
 
+_NO_PYPI = (b"Failed to download", b"Failed to fetch", b"dns error")
+"""What uv prints when the verify could not reach PyPI (through this machine's proxy)."""
+
+
+def _pypi_unreached(cell: object) -> bool:
+    if cell.error == "verifier_timeout":  # type: ignore[attr-defined]
+        return True  # a download stalled until the verifier's time ran out
+    stderr = cell.rollout_dir / "logs" / "verifier" / "stderr.txt"  # type: ignore[attr-defined]
+    return stderr.is_file() and any(text in stderr.read_bytes() for text in _NO_PYPI)
+
+
 @pytest.mark.parametrize("row", UVX_ROWS)
 async def test_uvx_attack_is_real_and_stopped(row, matrix):
     """On the Terminal-Bench 2 task (no pytest in the image; test.sh installs pytest and
     pytest-json-ctrf with uvx at verify time): a planted uv configuration, a replaced or
     shadowed uvx, a plugin or a package pytest imports shadowed in the workspace all score
-    1.0 unhardened and 0 (or tampered) hardened."""
+    1.0 unhardened and 0 (or tampered) hardened. An unhardened cell whose verify could not
+    reach PyPI is played once more: whether the attack is real is not the network's say."""
     off, on = _cell(matrix, "off", row, UVX_TASK), _cell(matrix, "on", row, UVX_TASK)
+    if off.reward != 1.0 and _pypi_unreached(off):
+        spec = lab.CellSpec("off", row, UVX_TASK)
+        again = await lab.run_matrix([spec], exploits=EXPLOITS, jobs_dir=matrix.jobs_dir / "again",
+                                     job_name=matrix.job_name, concurrency=1)
+        off = again.cells[spec]
     assert (off.reward, off.error) == (1.0, None), (
         f"{row} scored {off.text} with hardening off: not a real attack; {off.rollout_dir}")
     assert on.stopped, (f"{row} scored {on.text} with hardening on; hardening did: "
