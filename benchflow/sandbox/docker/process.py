@@ -8,6 +8,7 @@ its stream, so a reader of stdout never starves a reader of stderr.
 
 from __future__ import annotations
 
+import io
 import logging
 import socket
 import struct
@@ -21,7 +22,15 @@ from benchflow.sandbox.process import StreamedProcess
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">BxxxL")
+FRAME_HEADER = struct.Struct(">BxxxL")
+"""A frame of the daemon's multiplexed exec stream: stream id (1 stdout, 2 stderr), size."""
+
+
+def buffered_reader(response: object) -> io.BufferedReader | None:
+    """http.client's buffered reader under an exec's upgraded HTTP `response` (a requests
+    response): the bytes that came in the same packet as the `101 UPGRADED` headers are in
+    its buffer, and the raw socket under it never gives them again."""
+    return getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
 
 
 class _SocketReader:
@@ -54,11 +63,11 @@ class _SocketReader:
         return data
 
     async def _read_frame(self) -> None:
-        header = await self._read_exact(_HEADER.size)
+        header = await self._read_exact(FRAME_HEADER.size)
         if header is None:
             self.eof = True
             return
-        stream_id, size = _HEADER.unpack(header)
+        stream_id, size = FRAME_HEADER.unpack(header)
         payload = await self._read_exact(size) if size else b""
         if payload is None:
             self.eof = True
@@ -125,11 +134,9 @@ class _SendStream(ByteSendStream):
 
 
 def _buffered(keepalive: object) -> bytes:
-    """What http.client read past the exec's `101 UPGRADED` headers into its buffer (output
-    that came in the same packet: the raw socket never gives it again). The socket is
-    non-blocking by now, so this reads the buffer only."""
-    response = getattr(keepalive, "_response", None)  # set by the SDK's exec_start
-    reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    """What http.client read past the exec's `101 UPGRADED` headers into its buffer
+    (`buffered_reader`). The socket is non-blocking by now, so this reads the buffer only."""
+    reader = buffered_reader(getattr(keepalive, "_response", None))  # set by exec_start
     return reader.peek() if reader is not None else b""
 
 

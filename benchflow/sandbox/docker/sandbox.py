@@ -12,7 +12,6 @@ import logging
 import re
 import secrets
 import shlex
-import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapa
 from benchflow.sandbox.docker.errors import docker_call, docker_client, in_flight
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
-from benchflow.sandbox.docker.process import DockerProcess
+from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -434,10 +433,6 @@ class DockerSandbox:
                         env={"PATH": SYSTEM_PATH})
 
 
-_FRAME = struct.Struct(">BxxxL")
-"""A frame of the daemon's multiplexed exec stream: stream id (1 stdout, 2 stderr), size."""
-
-
 def _pump(exec_id: str, capture: OutputCapture) -> None:
     """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
     api = docker_client().api
@@ -450,10 +445,11 @@ def _pump(exec_id: str, capture: OutputCapture) -> None:
         # Read through http.client's buffered reader, not the raw socket under it (as the
         # SDK's _read_from_socket does): frames that came in the same packet as the 101
         # headers are in its buffer already, and a fast exec under load lost its output.
-        reader = res.raw._fp.fp
+        reader = buffered_reader(res)
+        assert reader is not None, "requests' response without http.client's reader"
         api._disable_socket_timeout(reader.raw)  # a silent test.sh may run for minutes
-        while len(header := reader.read(_FRAME.size)) == _FRAME.size:
-            stream, size = _FRAME.unpack(header)
+        while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
+            stream, size = FRAME_HEADER.unpack(header)
             data = reader.read(size)
             if data and stream in (STDOUT, STDERR):
                 capture.write(stream, data)
