@@ -150,6 +150,21 @@ async def test_transport_send_writes_one_json_line() -> None:
     assert process.stdin.data == b'{"jsonrpc":"2.0","id":0,"method":"initialize"}\n'
 
 
+def _watched(recorder: UpdateRecorder, writer: TrajectoryWriter, reads: list[bytes],
+             seen: list[list[str]]) -> ProcessTransport:
+    """A transport reading `reads` into `recorder`; before each read, the texts `writer`'s
+    file holds go to `seen`."""
+    class _Watching(_Chunks):
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            seen.append([e.text for e in iter_events(writer.path)])  # type: ignore[union-attr]
+            return await super().receive(max_bytes)
+
+    process = _FakeProcess([])
+    process.stdout = _Watching(reads)
+    return ProcessTransport(process, on_receive=recorder.on_receive,  # type: ignore[arg-type]
+                            on_drained=recorder.flush)
+
+
 def _update(session_id: str, text: str) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -173,16 +188,8 @@ async def test_a_burst_of_updates_is_on_disk_before_the_transport_waits_for_more
     recorder.add_session("s1")
     burst = b"".join(json.dumps(_update("s1", f"u{i}")).encode() + b"\n" for i in range(30))
     seen_at_read: list[list[str]] = []
-
-    class _Watching(_Chunks):
-        async def receive(self, max_bytes: int = 65536) -> bytes:
-            seen_at_read.append([e.text for e in iter_events(writer.path)])  # type: ignore[union-attr]
-            return await super().receive(max_bytes)
-
-    process = _FakeProcess([])
-    process.stdout = _Watching([burst, burst[:10]])  # the second read: a partial line
-    transport = ProcessTransport(process, on_receive=recorder.on_receive,  # type: ignore[arg-type]
-                                 on_drained=recorder.flush)
+    # the second read: a partial line
+    transport = _watched(recorder, writer, [burst, burst[:10]], seen_at_read)
     assert await _drain(transport) == []  # updates are recorded, not handed to the SDK
     texts = [f"u{i}" for i in range(30)]
     # before each read, everything read before it is in the file (flushed once per burst)
@@ -208,27 +215,23 @@ async def test_bursts_within_the_flush_interval_wait_for_its_end(
         recorder = UpdateRecorder(writer, scene="main", role="coder")
         recorder.add_session("s1")
         seen: list[list[str]] = []
-
-        class _Watching(_Chunks):
-            async def receive(self, max_bytes: int = 65536) -> bytes:
-                seen.append([e.text for e in iter_events(writer.path)])  # type: ignore[union-attr]
-                return await super().receive(max_bytes)
-
-        process = _FakeProcess([])
-        process.stdout = _Watching([bursts("a"), bursts("b")])
-        transport = ProcessTransport(process, on_receive=recorder.on_receive,  # type: ignore[arg-type]
-                                     on_drained=recorder.flush)
-        assert await _drain(transport) == []
+        assert await _drain(_watched(recorder, writer, [bursts("a"), bursts("b")], seen)) == []
         return writer, recorder, seen
 
     first = [f"a{i}" for i in range(5)]
     both = first + [f"b{i}" for i in range(5)]
-    # a short interval: the held burst is written by the loop's flush tick, due no later
-    # than a sleep of the interval started after the hold (the loop's timers run in
-    # deadline order)
+    # a short interval: the held burst is written by the loop's flush tick (waited for)
+    ticked = anyio.Event()
+    tick = recorder_module._FlushTicks._tick
+
+    def tick_and_tell(self: Any) -> None:
+        tick(self)
+        ticked.set()
+
+    monkeypatch.setattr(recorder_module._FlushTicks, "_tick", tick_and_tell)
     writer, recorder, seen = await run(0.05)
     assert seen == [[], first, first]  # the first burst at once, the second held
-    await anyio.sleep(0.05)
+    await ticked.wait()
     assert [e.text for e in iter_events(writer.path)] == both  # type: ignore[union-attr]
     writer.close()
     # an interval that cannot end during the test: the second burst waits for the close
