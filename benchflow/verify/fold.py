@@ -128,8 +128,10 @@ def split_fold(result: ExecResult, rest: bytes, *, timeout: float, elapsed: floa
     """The agent's result and harden.sh's JSON (None: not to be believed, or it failed) from
     a fold exec's `result`, `rest` being its stdout after baseline.sh's line."""
     head, sep, last = rest.rpartition(FOLD_MARK)
-    if result.exit_code != ExitCode.OK or result.timed_out or not sep:
+    if result.exit_code != ExitCode.OK or result.timed_out:
         return dataclasses.replace(result, stdout=rest), None  # killed: the exec's own code
+    if not sep:  # fold.sh exits 0 only after its last line: not fold.sh's output
+        return dataclasses.replace(result, stdout=rest, exit_code=-1), None
     fields = last.rstrip(b"\n").split(b" ", 2)
     try:
         agent_code, harden_code = int(fields[0]), int(fields[1])
