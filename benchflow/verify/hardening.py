@@ -12,6 +12,9 @@ The rollout calls, in order:
    (verifier folder root-only), /logs/verifier emptied and recreated root-owned, and
    test.sh in `verifier_env()`.
 
+Where the agent's run is one root command (the oracle), `fold.py` runs 1. and `harden()`'s
+script in that command's exec instead, and `verify_hardened(folded=...)` takes its report.
+
 Every step is on by default and switched off only through `HardeningConfig`. A change
 that cannot be undone raises `VerifierTampered` (reward null): never a silent score.
 """
