@@ -1,3 +1,4 @@
+#!/bin/sh
 # fold.sh (run as `sh -c TEXT fold ARGS...`, common.sh NOT prepended): one root exec for a
 # hardened rollout whose agent runs one command (the oracle's solve.sh), instead of three
 # (baseline, the agent, harden). See benchflow/verify/fold.py.
