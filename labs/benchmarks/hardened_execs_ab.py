@@ -87,6 +87,7 @@ async def _replay(sides: dict[str, list[dict[str, Any]]], rounds: int) -> None:
     empty, loads = [], []
     try:
         await sandbox.exec(["sh", "-c", "mkdir -p /logs/verifier /logs/agent"], user="root")
+        await sandbox.upload(TASK / "oracle", "/oracle")  # solve.sh, as the start places it
         for i in range(rounds):
             loads.append(_load())
             empty.append((await timed({"argv": ["true"], "user": "root", "cwd": None,
