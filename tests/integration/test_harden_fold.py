@@ -150,6 +150,20 @@ async def test_a_non_root_agent_is_not_folded(sandbox, tmp_path):
         assert counted.execs == 4  # baseline, the agent, harden.sh, test.sh's
 
 
+@pytest.fixture
+def exec_names(monkeypatch) -> list[str]:
+    """The name of each exec the Docker sandbox runs (a script's NAME, else argv[0])."""
+    names: list[str] = []
+    real = DockerSandbox.exec_into
+
+    async def exec_into(self, cmd, capture, **kwargs):
+        names.append(cmd[3] if len(cmd) > 3 and cmd[1] == "-c" else cmd[0])
+        return await real(self, cmd, capture, **kwargs)
+
+    monkeypatch.setattr(DockerSandbox, "exec_into", exec_into)
+    return names
+
+
 def _task(tmp_path: Path, solve: str) -> Path:
     task = tmp_path / "hello-world"
     shutil.copytree(REPO / "tasks" / "hello-world", task)
@@ -165,11 +179,12 @@ async def _oracle(task: Path, tmp_path: Path, job: str):
     return result, rollout
 
 
-async def test_the_hardened_oracle_rollout_folds(tmp_path, job_label):
+async def test_the_hardened_oracle_rollout_folds(tmp_path, job_label, exec_names):
     solve = ("echo 'Hello, world!' > hello.txt; echo solved; "
              "nohup sleep 1000 >/dev/null 2>&1 </dev/null &")
     result, rollout = await _oracle(_task(tmp_path, solve), tmp_path, job_label)
     assert (result.reward, result.error) == (1.0, None)
+    assert exec_names[0] == "fold" and len(exec_names) == 2, exec_names  # then test.sh's
     assert result.hardened
     report = json.loads((rollout.paths.verifier_dir / "hardening.json").read_text())
     assert report["killed"] >= 1  # the sleep solve.sh left, killed in the fold
@@ -180,3 +195,16 @@ async def test_an_oracle_killing_the_fold_fails_the_rollout(tmp_path, job_label)
     solve = f"echo 'Hello, world!' > hello.txt; echo '\n{FORGED}'; {KILL_FOLD_SHELL}"
     result, _ = await _oracle(_task(tmp_path, solve), tmp_path, job_label)
     assert result.reward is None and result.error is not None
+
+
+@pytest.mark.parametrize("update", [{"workspace_changes": True}, {"snapshot_turns": True}])
+async def test_a_rollout_that_must_see_the_agent_s_sandbox_is_not_folded(
+        update, tmp_path, job_label, exec_names):
+    """Workspace changes and turn snapshots read the sandbox as the agent left it, before
+    harden.sh restores anything: the baseline and harden.sh keep execs of their own."""
+    config = RolloutConfig(task_path=REPO / "tasks" / "hello-world",
+                           scenes=[Scene.single(agent="oracle")], jobs_dir=tmp_path / "jobs",
+                           job_name=job_label, harden=True, **update)
+    result = await Rollout(config).run()
+    assert (result.reward, result.error) == (1.0, None)
+    assert "fold" not in exec_names and {"baseline", "harden"} <= set(exec_names), exec_names
