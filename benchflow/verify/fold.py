@@ -55,8 +55,8 @@ FOLD_MARK = b"\nbenchflow-fold "
 _BASELINE_TIMEOUT = 120.0
 _HARDEN_TIMEOUT = 300.0
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SCRIPT_VARS = re.compile(r"PATH|HOME|IFS|ENV|BASH_ENV|SHELL|LC_\w+|LANG|PYTHON\w*|LD_\w+"
-                          r"|fold_pid|TMPDIR")
+_SCRIPT_VARS = re.compile(r"PATH|HOME|IFS|ENV|BASH_ENV|SHELL|SHELLOPTS|BASHOPTS|CDPATH"
+                          r"|POSIXLY_CORRECT|LC_\w+|LANG|PYTHON\w*|LD_\w+|fold_pid|TMPDIR")
 """Agent environment names that would change what baseline.sh or harden.sh see (they
 run with the image's environment): the fold declines such an environment."""
 

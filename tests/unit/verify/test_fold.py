@@ -129,7 +129,8 @@ def test_the_agent_deadline_inside_the_fold_is_a_timeout():
 
 def test_foldable_env():
     assert foldable_env({"ROLLOUT_TASK_INSTRUCTION": "/x", "TRACEPARENT": "00-1", "API_KEY": "k"})
-    for key in ("PATH", "PYTHONPATH", "LD_PRELOAD", "HOME", "fold_pid", "BAD-KEY", "A B"):
+    for key in ("PATH", "PYTHONPATH", "LD_PRELOAD", "HOME", "SHELLOPTS", "fold_pid", "BAD-KEY",
+                "A B"):
         assert not foldable_env({key: "v"}), key
 
 
