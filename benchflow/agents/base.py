@@ -31,6 +31,7 @@ from benchflow.trace_ids import TraceIds
 if TYPE_CHECKING:
     from benchflow.agents.python_wheels import SandboxPlatform
     from benchflow.tools.server import ToolServer
+    from benchflow.verify.fold import HardenFold
     from benchflow.verify.ors import OrsEpisode
     from benchflow.trajectory.writer import TrajectoryWriter
 
@@ -121,6 +122,9 @@ class AgentContext:
     roles: dict[str, RoleAccess] = field(default_factory=dict)
     """Each role's own Unix user and access, by role name (empty: every role runs as
     `agent_user`, as in a one-role rollout)."""
+    harden_fold: HardenFold | None = None
+    """The hardening baseline and harden.sh, pending, to run in the agent's one command
+    (`benchflow.verify.fold`): set by the rollout in place of the baseline's own exec."""
 
     def require_sandbox(self, who: str) -> Sandbox:
         """The sandbox, or a ConfigError naming `who` when this rollout has none."""

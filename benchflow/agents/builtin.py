@@ -119,8 +119,12 @@ class _OracleConnection:
                   f"tail -c {_LOG_LIMIT} {ORACLE_LOG} 2>/dev/null; exit $code")
         env = {**ctx.env, **oracle.env}
         started = time.monotonic()
-        result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
-                                        env=env, timeout=timeout)
+        if ctx.harden_fold is not None and not ctx.harden_fold.ran:  # baseline, solve, harden
+            result = await ctx.harden_fold.run(ctx.sandbox, ["bash", "-c", script], user=user,
+                                               cwd=ctx.workdir, env=env, timeout=timeout)
+        else:
+            result = await ctx.sandbox.exec(["bash", "-c", script], user=user, cwd=ctx.workdir,
+                                            env=env, timeout=timeout)
         if result.timed_out:  # killed before its tail: read the log in an exec of its own
             log = await ctx.sandbox.exec(["tail", "-c", str(_LOG_LIMIT), ORACLE_LOG],
                                          user="root", timeout=60, env={"PATH": SYSTEM_PATH})

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from benchflow.agents.base import AgentContext, AgentDriver, StepOutcome, driver_capabilities
-from benchflow.agents.builtin import solution_placed, solution_tree
+from benchflow.agents.builtin import OracleAgent, solution_placed, solution_tree
 from benchflow.agents.image_cache import AgentImagePlan, commit_agent_image, prepare_agent_image
 from benchflow.agents.image_cache import install_cache_outcome
 from benchflow.agents.layers import LayerPlan, prepare_layers
@@ -29,6 +29,7 @@ from benchflow.errors import (
     ResultsWriteError,
     RolloutCancelled,
     SandboxTeardownError,
+    VerifierError,
 )
 from benchflow.mcp import McpServer, merge_servers
 from benchflow.paths import RolloutPaths, rollout_name, task_and_dataset
@@ -85,7 +86,9 @@ from benchflow.trace_ids import TraceIds, step_span_id, traceparent
 from benchflow.trajectory.events import TrajectoryHeader
 from benchflow.trajectory.writer import TrajectoryWriter
 from benchflow.rollout.agent_judge import judge_scene
+from benchflow.task.collection import collection_pass
 from benchflow.verify.baseline import Baseline, take_baseline, task_named_tools
+from benchflow.verify.fold import HardenFold
 from benchflow.verify.rubric import JudgeVerifier, judge_verifier
 from benchflow.verify.runner import VerifierRun, script_command
 from benchflow.verify.soft import SoftVerifyResult, soft_verify
@@ -332,11 +335,58 @@ class Rollout:
             self.baseline = await fork_baseline(self.ctx.sandbox, self.config.fork)
         if self.hardened and self.baseline is None:
             hardening = self.task.config.verifier.hardening
+            if self._can_fold():  # the baseline and harden.sh run in the oracle's one exec
+                self.ctx.harden_fold = HardenFold(
+                    workspace=self.ctx.workdir, config=hardening,
+                    verifier_mount=self.task.verifier_mount,
+                    named=task_named_tools(self.task), agent_user=self.ctx.agent_user)
+                return
             # after installs and the workspace chown: the agent's changes are what differs
             self.baseline = await take_baseline(self.ctx.sandbox, workspace=self.ctx.workdir,
                                                 config=hardening,
                                                 named=task_named_tools(self.task),
                                                 scrub_git=hardening.scrub_git_history)
+
+    def _can_fold(self) -> bool:
+        """Whether the hardening baseline and harden.sh may run in the agent's own exec
+        (`verify/fold.py`): one oracle step, hardened with the kill, verified in this
+        sandbox by test.sh, and nothing that must run between the baseline and the agent
+        (skills, a tool server, an ORS episode) or see the sandbox as the agent left it
+        before hardening (turn snapshots, workspace changes, artifacts and hooks, a judge).
+        (The disk watchdog may go on beside it: past the limit it stops every process, the
+        fold's shell too, and the rollout fails as without the fold.)"""
+        task, config = self.task, self.config
+        assert task is not None and self.ctx is not None and self.skills is not None
+        verifier = task.config.verifier
+        one = collection_pass(task.config)
+        return (len(self.steps) == 1 and not task.multi_step and config.fork is None
+                and isinstance(self.drivers.get(self.steps[0].role.agent), OracleAgent)
+                and verifier.hardening.kill_agent_processes and not config.verifier_disabled
+                and config.user is None and "user" not in task.raw_frontmatter
+                and not config.snapshot_turns and config.acp_tools is None
+                and not self.skills.any and task.verifier_doc.strategy == "script"
+                and not verifier.separate and judge_verifier(task) is None
+                and not one.hooks and not one.artifacts
+                and workspace_tracker(config, self.ctx) is None)
+
+    async def _settle_fold(self) -> None:
+        """After the agent phase: the folded baseline becomes the rollout's.
+
+        Raises:
+            VerifierError: the fold ran the agent but left no baseline (fail closed).
+        """
+        fold = self.ctx.harden_fold if self.ctx is not None else None
+        if fold is None or self.baseline is not None:
+            return
+        if fold.baseline is not None:
+            self.baseline = fold.baseline
+        elif not fold.ran:  # the oracle never started: the sandbox is as before the agent
+            assert self.ctx is not None and self.task is not None
+            self.baseline = await take_baseline(
+                self.ctx.sandbox, workspace=fold.workspace, named=fold.named,
+                scrub_git=fold.config.scrub_git_history)
+        else:
+            raise VerifierError("the agent ran without its hardening baseline")
 
     def _warn_unhardened(self) -> None:
         """Record in the result that `harden=False` left an untrusted agent's score unprotected."""
@@ -567,6 +617,7 @@ class Rollout:
         The verifier runs in a fresh sandbox instead when the task says `separate`."""
         assert self.sandbox is not None and self.task is not None and self.ctx is not None
         await self.end_agent_phase()  # the agents stop before the sandbox is hardened
+        await self._settle_fold()
         self._emit(RolloutEventKind.VERIFY_START)
         self.result.hardened = self.baseline is not None
         judge = judge_verifier(self.task)

@@ -231,7 +231,8 @@ async def verify_with_mode(rollout: Rollout, step: TaskStep | None, *,
                 sandbox, run, out_dir, logs_dir, baseline=rollout.baseline,
                 agent_user=ctx.agent_user, config=verifier.hardening,
                 pytest_plugins=verifier.pytest_plugins,
-                task_files=task_placed_files(task, step, ctx.workdir))
+                task_files=task_placed_files(task, step, ctx.workdir),
+                folded=ctx.harden_fold.hardened if ctx.harden_fold and step is None else None)
             return done.outcome
         return await verify(sandbox, run, logs_dir)
 

@@ -20,6 +20,7 @@ import posixpath
 import re
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import Field
 
@@ -139,12 +140,22 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     ws = normalize_workspace(workspace)
     started = time.monotonic()
     # baseline.sh runs scrub_git.sh itself, first, when the workspace holds a repository
-    scrub = script_text("scrub_git.sh") if scrub_git and ws is not None else ""
+    args = baseline_args(ws, named=named, scrub_git=scrub_git)
     # The image's PATH, as baseline.sh records it: no agent has run yet.
-    _, data = await run_script(sandbox, "baseline.sh", BASELINE_DIR, ws or "/",
-                               resource_text("pyinfo.py"), resource_text(f"{PLUGIN_LOADER}.py"),
-                               PLUGIN_LOADER_DIR, scrub, *named,
-                               timeout=timeout + (300 if scrub else 0), image_path=True)
+    _, data = await run_script(sandbox, "baseline.sh", *args,
+                               timeout=timeout + (300 if args[5] else 0), image_path=True)
+    return baseline_from(data, ws, time.monotonic() - started)
+
+
+def baseline_args(ws: str | None, *, named: Sequence[str], scrub_git: bool) -> list[str]:
+    """baseline.sh's arguments (`ws` normalized; scrub_git.sh's text 6th, "" for none)."""
+    scrub = script_text("scrub_git.sh") if scrub_git and ws is not None else ""
+    return [BASELINE_DIR, ws or "/", resource_text("pyinfo.py"),
+            resource_text(f"{PLUGIN_LOADER}.py"), PLUGIN_LOADER_DIR, scrub, *named]
+
+
+def baseline_from(data: dict[str, Any], ws: str | None, duration: float) -> Baseline:
+    """The `Baseline` of baseline.sh's JSON line (`ws`: the workspace it was given)."""
     return Baseline(
         dir=BASELINE_DIR,
         workspace=ws if data.get("workspace") else None,
@@ -161,7 +172,7 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
         pytest_plugin_dists=tuple(data.get("pytest_plugin_dists") or ()),
         pytest_plugins=tuple(data.get("pytest_plugins") or ()),
         pytest_plugins_untrusted=tuple(data.get("pytest_plugins_untrusted") or ()),
-        duration_sec=time.monotonic() - started,
+        duration_sec=duration,
     )
 
 

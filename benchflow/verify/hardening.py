@@ -12,6 +12,9 @@ The rollout calls, in order:
    (verifier folder root-only), /logs/verifier emptied and recreated root-owned, and
    test.sh in `verifier_env()`.
 
+Where the agent's run is one root command (the oracle), `fold.py` runs 1. and `harden()`'s
+script in that command's exec instead, and `verify_hardened(folded=...)` takes its report.
+
 Every step is on by default and switched off only through `HardeningConfig`. A change
 that cannot be undone raises `VerifierTampered` (reward null): never a silent score.
 """
@@ -23,6 +26,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 from pydantic import Field
@@ -111,20 +115,36 @@ async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None
             survived, or the baseline itself was modified. `.report` holds the report.
         VerifierError: the script failed.
     """
-    steps = _steps(config)
     started = time.monotonic()
-    _, data = await run_script(
-        sandbox, "harden.sh", baseline.dir, baseline.digest, baseline.workspace or "/",
-        _agent_user_arg(agent_user), "".join(steps.values()), verifier_mount,
-        VERIFIER_LOGS, *SECRET_DIRS, *protected, timeout=timeout)
+    _, data = await run_script(sandbox, "harden.sh", baseline.dir, baseline.digest,
+                               baseline.workspace or "/", *harden_args(agent_user, config,
+                                                                       verifier_mount, protected),
+                               timeout=timeout)
+    return harden_report(data, baseline, config, time.monotonic() - started)
+
+
+def harden_args(agent_user: str | None, config: HardeningConfig, verifier_mount: str,
+                protected: Sequence[str] = ()) -> list[str]:
+    """harden.sh's arguments after BASE, DIGEST and WORKSPACE."""
+    return [_agent_user_arg(agent_user), "".join(_steps(config).values()), verifier_mount,
+            VERIFIER_LOGS, *SECRET_DIRS, *protected]
+
+
+def harden_report(data: Mapping[str, Any], baseline: Baseline, config: HardeningConfig,
+                  duration: float) -> HardeningReport:
+    """The report of harden.sh's JSON line (`data`).
+
+    Raises:
+        VerifierTampered: see `harden()`.
+    """
     report = HardeningReport(
-        steps=tuple(steps), killed=int(data.get("killed", 0)),
+        steps=tuple(_steps(config)), killed=int(data.get("killed", 0)),
         survivors=int(data.get("survivors", 0)),
         restored=_capped(data.get("restored", ())), removed=_capped(data.get("removed", ())),
         tampered=_capped(data.get("tampered", ())), notes=_capped(data.get("notes", ())),
         pytest_plugins=baseline.pytest_plugins,
         pytest_plugins_untrusted=baseline.pytest_plugins_untrusted,
-        duration_sec=time.monotonic() - started)
+        duration_sec=duration)
     log.info("hardening: killed %d, restored %d, removed %d, tampered %d (%.2f s)",
              report.killed, len(report.restored), len(report.removed), len(report.tampered),
              report.duration_sec)
@@ -198,7 +218,7 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
                           baseline: Baseline, agent_user: str | None, config: HardeningConfig,
                           pytest_plugins: Sequence[str] = (), protected: Sequence[str] = (),
                           task_files: Mapping[str, Path] | None = None,
-                          ) -> HardenedOutcome:
+                          folded: Mapping[str, Any] | None = None) -> HardenedOutcome:
     """The final verify: harden; then, in one exec, the verifier folder fresh, the seal and
     test.sh; read the rewards.
 
@@ -210,6 +230,9 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     (a multi-step task's `steps/<name>/workdir/`): when hardening removes or restores one of
     them, the task's own version is put back, never what the agent left there.
 
+    `folded`: harden.sh's JSON line from the agent's own exec (`fold.py`), where it already
+    ran, after the agent, with the kill first; None runs it here in an exec of its own.
+
     Raises:
         VerifierTampered: see `harden()`.
         VerifierFailed, VerifierTimeout, RewardMissingError, RewardInvalidError: as `verify()`.
@@ -217,8 +240,11 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
     out_dir.mkdir(parents=True, exist_ok=True)
     report_path = out_dir / "hardening.json"
     try:
-        report = await harden(sandbox, baseline, agent_user=agent_user, config=config,
-                              verifier_mount=run.mount, protected=protected)
+        if folded is not None:
+            report = harden_report(folded, baseline, config, 0.0)
+        else:
+            report = await harden(sandbox, baseline, agent_user=agent_user, config=config,
+                                  verifier_mount=run.mount, protected=protected)
     except VerifierTampered as exc:
         tampered = getattr(exc, "report", None)
         if tampered is not None:
@@ -264,6 +290,8 @@ __all__ = [
     "HardenedOutcome",
     "HardeningReport",
     "harden",
+    "harden_args",
+    "harden_report",
     "lock_workspace",
     "protect_paths",
     "seal",

@@ -1,12 +1,14 @@
-"""A/B of the hardened path's in-sandbox work: this checkout's three hardened execs against
+"""A/B of the hardened path's in-sandbox work: this checkout's hardened execs against
 another's, replayed in one sandbox.
 
 Each checkout runs one hardened hello-world oracle rollout in a worker process of its own
 (its own venv and `benchflow`) and hands back the argv, user, cwd and environment of each
-exec it made. This process then starts one hello-world sandbox and replays both sides'
-baseline, harden and test.sh execs in turn (order alternating), each side's harden given
-the digest its own baseline printed: the same container, the same minute, no container
-start or removal in the numbers. Prints the medians per exec and the paired differences.
+exec it made. This process then starts one hello-world sandbox and replays each side's
+execs in turn (order alternating): main's baseline, solve.sh, harden and test.sh's exec,
+or the fold's (baseline, solve.sh and harden in one exec, `verify/fold.py`) and test.sh's;
+each side's harden given the digest its own baseline printed: the same container, the same
+minute, no container start or removal in the numbers. Prints each side's execs, the
+medians per exec and of the sum, and the paired difference of the sums.
 
     python labs/benchmarks/hardened_execs_ab.py OTHER_CHECKOUT [--rounds 20]
 
@@ -27,7 +29,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TASK = HERE.parents[1] / "tasks" / "hello-world"
-EXECS = ("baseline", "harden", "test")
 
 
 async def _capture() -> None:
@@ -50,15 +51,25 @@ async def _capture() -> None:
                                jobs_dir=Path(tmp), job_name="execs-ab", harden=True)
         result = await Rollout(config).run()
     assert result.reward == 1.0, result.error
-    baseline, _solve, harden, test = seen  # the oracle's hardened rollout: four execs
-    print(json.dumps({"baseline": baseline, "harden": harden, "test": test}))
+    for exec_ in seen:
+        exec_["name"] = _name(exec_["argv"])
+    print(json.dumps(seen))
+
+
+def _name(argv: list[str]) -> str:
+    """baseline, harden, fold (all three in the oracle's exec), solve or test."""
+    if "-c" in argv and argv.index("-c") + 2 < len(argv):
+        name = argv[argv.index("-c") + 2]
+        if name in ("baseline", "harden", "fold"):
+            return name
+    return "test" if any(a.endswith("test.sh") for a in argv) else "solve"
 
 
 def _load() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-async def _replay(sides: dict[str, dict[str, Any]], rounds: int) -> None:
+async def _replay(sides: dict[str, list[dict[str, Any]]], rounds: int) -> None:
     from benchflow.sandbox.docker import DockerSandbox
     from benchflow.sandbox.spec import SandboxSpec
 
@@ -72,36 +83,38 @@ async def _replay(sides: dict[str, dict[str, Any]], rounds: int) -> None:
     sandbox = DockerSandbox(SandboxSpec(name=TASK.name, environment_dir=TASK / "environment"))
     await sandbox.prepare_image()
     await sandbox.start()
-    times: dict[str, dict[str, list[float]]] = {s: {e: [] for e in EXECS} for s in sides}
+    times: dict[str, list[list[float]]] = {s: [[] for _ in sides[s]] for s in sides}
     empty, loads = [], []
-    try:  # what solve.sh would have left: the verifier's expected file
-        await sandbox.exec(["sh", "-c", "mkdir -p /logs/verifier /logs/agent && "
-                            "echo 'Hello, world!' > /app/hello.txt"], user="root")
+    try:
+        await sandbox.exec(["sh", "-c", "mkdir -p /logs/verifier /logs/agent"], user="root")
+        await sandbox.upload(TASK / "oracle", "/oracle")  # solve.sh, as the start places it
         for i in range(rounds):
             loads.append(_load())
             empty.append((await timed({"argv": ["true"], "user": "root", "cwd": None,
                                        "env": None, "timeout": 60}))[0])
             for name in (("other", "this") if i % 2 == 0 else ("this", "other")):
-                side = sides[name]
-                took, result = await timed(side["baseline"])
-                times[name]["baseline"].append(took)
-                digest = json.loads(result.stdout.decode().splitlines()[-1])["digest"]
-                argv = list(side["harden"]["argv"])
-                argv[argv.index(side["harden"]["digest"])] = digest
-                times[name]["harden"].append((await timed(side["harden"], argv))[0])
-                times[name]["test"].append((await timed(side["test"]))[0])
+                digest = None
+                for k, exec_ in enumerate(sides[name]):
+                    argv = list(exec_["argv"])
+                    if exec_["name"] == "harden":  # the digest its own baseline printed
+                        argv[argv.index(exec_["digest"])] = digest
+                    took, result = await timed(exec_, argv)
+                    if exec_["name"] == "baseline":
+                        digest = json.loads(result.stdout.decode().splitlines()[-1])["digest"]
+                    times[name][k].append(took)
     finally:
         await sandbox.stop(delete=True)
     print(f"{rounds} rounds, load (1 min) {min(loads):.1f}-{max(loads):.1f}; "
           f"an empty exec {statistics.median(empty) * 1000:.1f} ms")
-    for what in (*EXECS, "sum"):
-        per = {s: (times[s][what] if what != "sum" else
-                   [sum(t) for t in zip(*(times[s][e] for e in EXECS))]) for s in sides}
-        diffs = sorted((b - a) * 1000 for a, b in zip(per["other"], per["this"]))
-        print(f"  {what:8} other {statistics.median(per['other']) * 1000:6.1f} ms  this "
-              f"{statistics.median(per['this']) * 1000:6.1f} ms  paired this - other "
-              f"{statistics.median(diffs):+.1f} ms (quartiles {diffs[len(diffs) // 4]:+.1f}, "
-              f"{diffs[3 * len(diffs) // 4]:+.1f})")
+    sums = {s: [sum(t) for t in zip(*times[s])] for s in sides}
+    for name in ("other", "this"):
+        execs = "  ".join(f"{e['name']} {statistics.median(t) * 1000:.1f}"
+                          for e, t in zip(sides[name], times[name]))
+        print(f"  {name:5} {len(sides[name])} execs, ms: {execs}; sum "
+              f"{statistics.median(sums[name]) * 1000:.1f}")
+    diffs = sorted((b - a) * 1000 for a, b in zip(sums["other"], sums["this"]))
+    print(f"  paired sum this - other {statistics.median(diffs):+.1f} ms (quartiles "
+          f"{diffs[len(diffs) // 4]:+.1f}, {diffs[3 * len(diffs) // 4]:+.1f})")
 
 
 def main(other: Path, rounds: int) -> None:
@@ -112,9 +125,9 @@ def main(other: Path, rounds: int) -> None:
         out = subprocess.run([str(root / ".venv" / "bin" / "python"), __file__, "--capture"],
                              cwd=root, capture_output=True, text=True, check=True)
         sides[name] = json.loads(out.stdout.splitlines()[-1])
-        # the digest harden.sh was given: the 2nd of its script arguments (after BASE)
-        harden_argv = sides[name]["harden"]["argv"]
-        sides[name]["harden"]["digest"] = harden_argv[harden_argv.index("harden") + 2]
+        for exec_ in sides[name]:  # the digest harden.sh was given: after BASE
+            if exec_["name"] == "harden":
+                exec_["digest"] = exec_["argv"][exec_["argv"].index("harden") + 2]
     anyio.run(_replay, sides, rounds)
 
 

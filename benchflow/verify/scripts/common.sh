@@ -157,8 +157,11 @@ is_root() {  # the shell's effective uid is 0 (from /proc, no fork; else `id -u`
 }
 
 record_procs() {  # the processes alive now, "<pid>:<start time>" per line, in $base/procs
+    # (but $fold_pid: fold.sh, which runs the agent next, is killed by a later harden.sh
+    # exec of its own: one it outlived because the agent killed its exec)
     : > "$base/procs"
     for d in /proc/[0-9]*; do
+        if [ "${d#/proc/}" = "${fold_pid:-}" ]; then continue; fi
         if read -r line < "$d/stat" 2>/dev/null; then
             rest=${line##*) }
             # shellcheck disable=SC2086  # split the numeric fields after "(comm)"
