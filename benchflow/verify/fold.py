@@ -16,7 +16,7 @@ What the host believes:
   only after harden.sh's kill, once no process the agent started can write; killed
   early (the agent can kill it), its code is 128+signal and the daemon says so, not the
   agent. Otherwise (killed, timed out, harden.sh failed or found the baseline changed,
-  an unreadable line) the final verify runs harden.sh in an exec of its own, exactly as
+  an unreadable line, a second line that looks like it) the final verify runs harden.sh in an exec of its own, exactly as
   without the fold (`BASELINE_TAMPERED` and the rest come from there).
 
 The fold declines (a baseline exec of its own, then the agent's exec, as before) for a
@@ -130,7 +130,9 @@ def split_fold(result: ExecResult, rest: bytes, *, timeout: float, elapsed: floa
     head, sep, last = rest.rpartition(FOLD_MARK)
     if result.exit_code != ExitCode.OK or result.timed_out:
         return dataclasses.replace(result, stdout=rest), None  # killed: the exec's own code
-    if not sep:  # fold.sh exits 0 only after its last line: not fold.sh's output
+    if not sep or FOLD_MARK in head:
+        # fold.sh exits 0 only after its last line; a second mark is the agent's (printed
+        # before, or after by a process the kill missed): which one is fold.sh's is unknown
         return dataclasses.replace(result, stdout=rest, exit_code=-1), None
     fields = last.rstrip(b"\n").split(b" ", 2)
     try:

@@ -106,10 +106,22 @@ async def test_exploit_works_folded_with_its_step_off(name, sandbox, tmp_path):
 
 
 async def test_the_fold_kills_what_the_agent_left(sandbox, tmp_path):
-    result, fold = await folded(sandbox, f"{DAEMON} echo '\n{FORGED}'")
+    result, fold = await folded(sandbox, DAEMON)
     assert result.ok
-    assert fold.hardened is not None and fold.hardened["killed"] >= 1  # not the forged 0
+    assert fold.hardened is not None and fold.hardened["killed"] >= 1
     assert await verify_folded(sandbox, tmp_path, fold) == 0.0
+
+
+async def test_a_forged_line_sends_harden_to_an_exec_of_its_own(sandbox, tmp_path):
+    # the agent leaves a reward daemon and prints a clean-looking last line: neither that
+    # line nor fold.sh's real one is believed, and the verify's own harden.sh exec kills it
+    counted = Counted(sandbox)
+    _, fold = await folded(counted, f"{DAEMON} echo '\n{FORGED}'")
+    assert fold.baseline is not None and fold.hardened is None
+    assert await verify_folded(counted, tmp_path, fold) == 0.0
+    assert counted.execs == 3  # the fold, harden.sh, test.sh's
+    report = json.loads((tmp_path / "out" / "hardening.json").read_text())
+    assert report["survivors"] == 0  # the fold's kill ran; this exec found nothing left
 
 
 async def test_a_killed_fold_shell_runs_harden_in_an_exec_of_its_own(sandbox, tmp_path):

@@ -96,13 +96,22 @@ def test_a_forged_last_line_is_not_believed_when_the_fold_shell_is_killed(tmp_pa
     assert not (tmp_path / "harden").exists()
 
 
-def test_the_last_mark_wins_over_one_the_agent_printed(tmp_path):
+def test_a_mark_the_agent_printed_makes_neither_line_believed(tmp_path):
     forged = FOLD_MARK.decode().strip() + ' 0 0 {"killed":0}'
     done = fold(tmp_path, f"printf '\\n{forged}\\n'; exit 1")
     rest = done.stdout.partition(b"\n")[2]
+    assert rest.count(FOLD_MARK) == 2  # the agent's and fold.sh's own (harden.sh ran)
     result, data = split_fold(ExecResult(0, done.stdout, b""), rest, timeout=30, elapsed=1.0)
-    assert (result.exit_code, data) == (1, {"killed": 2, "survivors": 0})
+    assert data is None and result.exit_code == -1  # harden.sh runs in an exec of its own
     assert forged.encode() in result.stdout  # the agent's own output, kept as output
+
+
+def test_a_mark_written_after_fold_sh_s_line_is_not_believed():
+    # a process the kill missed appends a clean-looking line after the real one
+    rest = (b"out" + FOLD_MARK + b"0 0 {\"killed\":1,\"survivors\":1}"
+            + FOLD_MARK + b"0 0 {\"killed\":1,\"survivors\":0}\n")
+    result, data = split_fold(ExecResult(0, b"", b""), rest, timeout=30, elapsed=1.0)
+    assert data is None and result.exit_code == -1
 
 
 @pytest.mark.parametrize("stdout,code,timed_out", [
