@@ -171,7 +171,8 @@ def run_command(
             from benchflow.traces.listener import parse_listen
 
             parse_listen(trace_listen)  # a bad address fails before anything starts
-        code = jobs.run_prepared(prepared, resuming=False, otel=otel, trace_listen=trace_listen)
+        code = jobs.run_prepared(prepared, resuming=False, otel=otel, trace_listen=trace_listen,
+                                 early_start=True)
     raise typer.Exit(code)
 
 
@@ -345,7 +346,7 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
         ConfigError: a bad task filter.
     """
     from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
-    from benchflow.rollout.rollout import default_job_name
+    from benchflow.paths import default_job_name
 
     dataset = _dataset(path, task_filter, max_tasks, registry, qa or QaOptions())
     if roles:

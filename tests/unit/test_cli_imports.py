@@ -58,9 +58,40 @@ def forbidden(loaded: set[str], never: Iterable[str] = NEVER_FOR_A_TASK_RUN) -> 
 def test_the_run_command_imports_nothing_a_task_run_does_not_need():
     loaded = loaded_by("from benchflow.cli.main import build_app\n"
                        "build_app('run')\n"
-                       "import benchflow.cli.jobs  # what run_command imports to run the job")
+                       "import benchflow.cli.jobs  # what run_command imports to run the job\n"
+                       "import benchflow.rollout.rollout  # what it imports as the job starts")
     assert "benchflow.cli.run" in loaded and "benchflow.rollout.rollout" in loaded
     assert forbidden(loaded) == []
+
+
+ROLLOUT_MACHINERY = {
+    # what a rollout runs once its sandbox has started: `benchflow run` imports it while its
+    # first sandbox starts (`benchflow.sandbox.early`), so planning the job and starting
+    # that sandbox must not need it
+    "benchflow.rollout.rollout", "benchflow.rollout.turns", "benchflow.rollout.sessions",
+    "benchflow.rollout.task_steps", "benchflow.verify.runner", "benchflow.verify.baseline",
+    "benchflow.verify.hardening", "benchflow.verify.soft", "benchflow.agents.skill_placement",
+    "benchflow.rollout.phases", "benchflow.rollout.strategies",
+}
+
+
+def test_starting_the_first_sandbox_needs_none_of_the_rollout_machinery():
+    # everything `benchflow run` imports before `start_first_sandbox`: the command, the
+    # job's planning (configs, task, agents' names), the spec and the docker provider
+    loaded = loaded_by("from benchflow.cli.main import build_app\n"
+                       "build_app('run')\n"
+                       "import benchflow.cli.jobs\n"
+                       "from benchflow.job.runner import start_first_sandbox\n"
+                       "from benchflow.sandbox.registry import provider_class\n"
+                       "provider_class('docker')")
+    assert {"benchflow.job.runner", "benchflow.rollout.sandbox_spec", "benchflow.sandbox.early",
+            "benchflow.sandbox.docker.sandbox", "docker"} <= loaded
+    assert forbidden(loaded, ROLLOUT_MACHINERY) == []
+
+
+def test_the_machinery_pin_can_fail():
+    assert forbidden({"benchflow.rollout.rollout", "benchflow.verify.runner"},
+                     ROLLOUT_MACHINERY) == ["benchflow.rollout.rollout", "benchflow.verify.runner"]
 
 
 def test_run_help_imports_none_of_the_job_machinery():

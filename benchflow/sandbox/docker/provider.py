@@ -48,6 +48,7 @@ class DockerProvider(SandboxProvider):
     name = "docker"
     capabilities = CAPABILITIES
     config_model = DockerProviderConfig
+    early_start = True  # no state bound to an event loop (see `per_thread`)
 
     async def preflight(self) -> None:
         await preflight()

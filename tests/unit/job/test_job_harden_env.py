@@ -107,7 +107,7 @@ def test_benchflow_run_harden_flags_map_onto_the_rollout_config(tmp_path, datase
                                                                 flag, expected):
     seen = []
 
-    def fake_run_prepared(prepared, *, resuming, otel=False, trace_listen=None):
+    def fake_run_prepared(prepared, *, resuming, otel=False, trace_listen=None, early_start=False):
         seen.extend(trial.config.harden for trial in prepared.trials)
         return 0
 
