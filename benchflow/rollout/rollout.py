@@ -133,6 +133,7 @@ class Rollout:
         self.ctx: AgentContext | None = None
         self._logs_collected = False
         self._started = False
+        self._adopted = False
         self._agent_image: AgentImagePlan | None = None
         self._agent_layers = LayerPlan()
         self._solution_tree: SpecTree | None = None
@@ -234,6 +235,7 @@ class Rollout:
             self.sandbox = early.sandbox  # ours from here: cleanup removes it
             with anyio.CancelScope(shield=True):  # until it has a container to remove
                 await anyio.to_thread.run_sync(early.wait)
+            self._adopted = True
         else:
             self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
         if config.snapshot_turns or config.fork is not None:
@@ -256,7 +258,8 @@ class Rollout:
             start_from_fork(self.sandbox, self.config.fork)
         else:
             self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
-        await self.sandbox.start()
+        if not self._adopted:  # an early sandbox (`setup`) has started already
+            await self.sandbox.start()
         self._started = True
         limit = watched_limit_mb(self.sandbox)
         if limit is not None:  # never dropped silently: the watchdog enforces it, and says so

@@ -82,11 +82,10 @@ def start_early(backend: str, spec: SandboxSpec,
     provider = get_provider(backend, provider_config)
     if not provider.early_start or spec.compose_file is not None:
         return None
-    early = EarlySandbox(backend, spec, provider.create(spec))
     with _lock:
         if _pending is not None:
             return None
-        _pending = early
+        _pending = early = EarlySandbox(backend, spec, provider.create(spec))
     early._thread.start()
     return early
 
