@@ -156,7 +156,7 @@ def start_first_sandbox(prepared: PreparedJob) -> bool:
     Raises:
         ConfigError: an env template of the task names an unset host variable.
     """
-    if not prepared.to_run:
+    if not prepared.to_run or prepared.config.executor != "local":  # ray: in its workers
         return False
     trial, config = prepared.to_run[0], prepared.config
     rollout_config = trial.config.model_copy(update={  # as `Job` runs it

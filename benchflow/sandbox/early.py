@@ -22,7 +22,8 @@ from typing import Any
 import anyio
 
 from benchflow.sandbox.base import Sandbox
-from benchflow.sandbox.registry import get_provider
+from benchflow.sandbox.factory import create_sandbox
+from benchflow.sandbox.registry import provider_class
 from benchflow.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -79,13 +80,13 @@ def start_early(backend: str, spec: SandboxSpec,
         ConfigError: no provider under that name, or its SDK is not installed.
     """
     global _pending
-    provider = get_provider(backend, provider_config)
-    if not provider.early_start or spec.compose_file is not None:
+    if not provider_class(backend).early_start or spec.compose_file is not None:
         return None
     with _lock:
         if _pending is not None:
             return None
-        _pending = early = EarlySandbox(backend, spec, provider.create(spec))
+        _pending = early = EarlySandbox(backend, spec,
+                                        create_sandbox(backend, spec, provider_config))
     early._thread.start()
     return early
 
