@@ -8,6 +8,7 @@ starts (env expansion, agent names, datasets, filters, registry fetches, plannin
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from pathlib import Path
 import anyio
 
 from benchflow.agents.registry import check_scenes
-from benchflow.errors import ConfigError
+from benchflow.errors import BenchflowError, ConfigError
 from benchflow.job.config import JobConfig
 from benchflow.job.datasets import ResolvedDataset, resolve_datasets
 from benchflow.job.envvars import EnvLookup, expand_agent_env
@@ -36,6 +37,9 @@ from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import get_provider
 from benchflow.settings import host_env
 from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -153,8 +157,8 @@ def start_first_sandbox(prepared: PreparedJob) -> bool:
     it. Call inside `opened_job`, and `discard_early()` once the job has run. Returns
     whether it started.
 
-    Raises:
-        ConfigError: an env template of the task names an unset host variable.
+    Never raises for the trial's config: what its rollout would fail on, it still fails on
+    (and records) then.
     """
     if not prepared.to_run or prepared.config.executor != "local":  # ray: in its workers
         return False
@@ -162,7 +166,11 @@ def start_first_sandbox(prepared: PreparedJob) -> bool:
     rollout_config = trial.config.model_copy(update={  # as `Job` runs it
         "job_name": config.name, "jobs_dir": config.jobs_dir,
         "job_id": trial.config.job_id or job_instance_id(prepared.job_dir)})
-    spec = first_sandbox_spec(rollout_config, trial.task, trial.drivers)
+    try:
+        spec = first_sandbox_spec(rollout_config, trial.task, trial.drivers)
+    except BenchflowError as exc:  # the rollout meets it again and records it, as ever
+        log.debug("no early sandbox: %s", exc)
+        return False
     if spec is None:
         return False
     return start_early(rollout_config.environment, spec,
