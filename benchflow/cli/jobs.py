@@ -31,18 +31,11 @@ from benchflow.job.job import Job
 from benchflow.job.loop import run_job_loop
 from benchflow.job.metrics import RunningMetrics
 from benchflow.job.models import JobResult, aggregate
-from benchflow.job.runner import (
-    PreparedJob,
-    make_job,
-    opened_job,
-    prepare_job,
-    start_first_sandbox,
-)
+from benchflow.job.runner import PreparedJob, make_job, opened_job, prepare_job
 from benchflow.job.signals import remove_containers, run_with_signals
 from benchflow.job.store import RESULT, iter_trial_results
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, combine
 from benchflow.rollout.result import RolloutResult
-from benchflow.sandbox.early import discard_early
 from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import check_backend
@@ -130,28 +123,32 @@ async def _execute(prepared: PreparedJob, provider: SandboxProvider, *,
 
 
 def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
-                 trace_listen: str | None = None, early_start: bool = False) -> int:
+                 trace_listen: str | None = None) -> int:
     """Run a prepared job (new or resumed) with progress, signals and a summary; the exit code.
 
-    The one path `jobs run`, `jobs resume` and `benchflow run` share; `otel` exports spans
-    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does); `trace_listen` is where jobs with an http
-    agent receive its traces (None: the default address, `none`: nowhere); `early_start`
-    (`benchflow run`): the first trial's sandbox starts as soon as the job is open, while
-    the job loop, the progress and the rollout machinery are set up (`start_first_sandbox`).
+    The one path `jobs run`, `jobs resume` and `benchflow run` share (`benchflow run` opens
+    the job and starts its first sandbox itself, then calls `run_opened` and `report`);
+    `otel` exports spans (as `OTEL_EXPORTER_OTLP_ENDPOINT` does); `trace_listen` is where
+    jobs with an http agent receive its traces (None: the default address, `none`: nowhere).
     """
     set_console_level(prepared.config.log_level)
     with opened_job(prepared, resuming=resuming) as provider:
-        try:
-            if early_start:
-                start_first_sandbox(prepared)
-            import benchflow.rollout.rollout  # noqa: F401 - what the trials run, meanwhile
-            result, job = run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
-                                                        otel=otel or prepared.config.otel,
-                                                        trace_listen=trace_listen),
-                                       in_flight=min(prepared.config.n_concurrent_trials,
-                                                     len(prepared.to_run)))
-        finally:  # not claimed: the first trial did not run (cancelled), or bad input
-            discard_early()
+        result, job = run_opened(prepared, provider, resuming=resuming, otel=otel,
+                                 trace_listen=trace_listen)
+    return report(prepared, result, job)
+
+
+def run_opened(prepared: PreparedJob, provider: SandboxProvider, *, resuming: bool,
+               otel: bool = False, trace_listen: str | None = None) -> tuple[JobResult, Job]:
+    """Run the trials of a job `opened_job` opened, with progress and Ctrl-C handling."""
+    return run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
+                                         otel=otel or prepared.config.otel,
+                                         trace_listen=trace_listen),
+                        in_flight=min(prepared.config.n_concurrent_trials, len(prepared.to_run)))
+
+
+def report(prepared: PreparedJob, result: JobResult, job: Job) -> int:
+    """Print the job's tables and summary; its exit code."""
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward

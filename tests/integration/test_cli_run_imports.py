@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.unit.test_cli_imports import NEVER_FOR_ONE_ROLLOUT, ROLLOUT_MACHINERY, forbidden
+from tests.unit.test_cli_imports import NEVER_FOR_ONE_ROLLOUT, WHILE_THE_SANDBOX_STARTS, forbidden
 
 from .conftest import TASKS
 
@@ -50,10 +50,10 @@ def test_an_oracle_run_imports_only_what_it_needs(tmp_path, job_label):
     assert "pass rate 100%" in done.stderr
     seen = json.loads(modules.read_text())
     loaded = set(seen["modules"])
-    # the first sandbox started before the rollout machinery was imported, and the
-    # rollout adopted it
+    # the first sandbox started before the rollout machinery (and rich) was imported, and
+    # the rollout adopted it
     assert seen["started"] and seen["claimed"]
-    assert forbidden(set(seen["at_start"]), ROLLOUT_MACHINERY) == []
+    assert forbidden(set(seen["at_start"]), WHILE_THE_SANDBOX_STARTS) == []
     assert "benchflow.rollout.rollout" in loaded and "docker" in loaded
     assert forbidden(loaded) == []
     assert forbidden(loaded, NEVER_FOR_ONE_ROLLOUT) == []
