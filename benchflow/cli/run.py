@@ -185,7 +185,9 @@ def run_new_job(prepared: Any, *, otel: bool, trace_listen: str | None) -> int:
     set_console_level(prepared.config.log_level)
     with opened_job(prepared, resuming=False) as provider:
         try:
-            start_first_sandbox(prepared)
+            early = start_first_sandbox(prepared)
+            if early is not None:  # its first requests out before the imports take the GIL
+                early.until_backend_waits()
             import benchflow.rollout.rollout  # noqa: F401 - what the trials run
             from benchflow.cli import jobs
 

@@ -31,7 +31,7 @@ from benchflow.rollout.model_endpoint import check_endpoint, model_endpoint, sce
 from benchflow.rollout.result import RolloutResult
 from benchflow.rollout.sandbox_spec import first_sandbox_spec
 from benchflow.sandbox.certs import read_certs
-from benchflow.sandbox.early import start_early
+from benchflow.sandbox.early import EarlySandbox, start_early
 from benchflow.sandbox.owner import job_instance_id
 from benchflow.sandbox.provider import SandboxProvider
 from benchflow.sandbox.registry import get_provider
@@ -151,17 +151,17 @@ def opened_job(prepared: PreparedJob, *, resuming: bool) -> Iterator[SandboxProv
         yield provider
 
 
-def start_first_sandbox(prepared: PreparedJob) -> bool:
+def start_first_sandbox(prepared: PreparedJob) -> EarlySandbox | None:
     """Start the first trial's sandbox now, on a thread (`benchflow.sandbox.early`), when
     its spec is known before its rollout runs (`first_sandbox_spec`); its rollout adopts
-    it. Call inside `opened_job`, and `discard_early()` once the job has run. Returns
-    whether it started.
+    it. Call inside `opened_job`, and `discard_early()` once the job has run. Returns it
+    (None: nothing started early).
 
     Never raises for the trial's config: what its rollout would fail on, it still fails on
     (and records) then.
     """
     if not prepared.to_run or prepared.config.executor != "local":  # ray: in its workers
-        return False
+        return None
     trial, config = prepared.to_run[0], prepared.config
     rollout_config = trial.config.model_copy(update={  # as `Job` runs it
         "job_name": config.name, "jobs_dir": config.jobs_dir,
@@ -170,11 +170,10 @@ def start_first_sandbox(prepared: PreparedJob) -> bool:
         spec = first_sandbox_spec(rollout_config, trial.task, trial.drivers)
     except BenchflowError as exc:  # the rollout meets it again and records it, as ever
         log.debug("no early sandbox: %s", exc)
-        return False
+        return None
     if spec is None:
-        return False
-    return start_early(rollout_config.environment, spec,
-                       rollout_config.provider_config) is not None
+        return None
+    return start_early(rollout_config.environment, spec, rollout_config.provider_config)
 
 
 def reset_unfinished(prepared: PreparedJob) -> None:

@@ -39,6 +39,7 @@ from benchflow.sandbox.docker.errors import docker_call, docker_client, in_fligh
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
+from benchflow.sandbox.early import backend_waits
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class DockerSandbox:
         self.container_id = container.id
         self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
         try:
+            backend_waits()  # an early start's caller goes on (`benchflow.sandbox.early`)
             await docker_call(container.start, error=SandboxStartError)
             try:
                 await self._init_container()

@@ -30,6 +30,8 @@ class ThreadSandbox:
 
     async def start(self) -> None:
         self.entered.set()
+        if EarlyProvider.marks:
+            early.backend_waits()  # what is left is the backend's wait
         if EarlyProvider.gate is not None:
             await anyio.to_thread.run_sync(EarlyProvider.gate.wait)
         if EarlyProvider.fail:
@@ -46,6 +48,7 @@ class EarlyProvider(SandboxProvider):
     early_start = True
     gate: threading.Event | None = None
     fail = False
+    marks = False
     made: list[ThreadSandbox] = []
 
     def create(self, spec: SandboxSpec) -> ThreadSandbox:
@@ -69,6 +72,7 @@ def providers(monkeypatch):
     monkeypatch.setattr(EarlyProvider, "made", [])
     monkeypatch.setattr(EarlyProvider, "gate", None)
     monkeypatch.setattr(EarlyProvider, "fail", False)
+    monkeypatch.setattr(EarlyProvider, "marks", False)
     yield
     early.discard_early()
 
@@ -130,3 +134,24 @@ def test_backends_without_early_starts_compose_tasks_and_a_second_start_do_not_s
     assert early.start_early("early-fake", SPEC) is not None
     assert early.start_early("early-fake", SPEC) is None  # one pending at a time
     assert len(EarlyProvider.made) == 1
+
+
+def test_the_caller_goes_on_once_the_backend_waits_not_before():
+    EarlyProvider.gate, EarlyProvider.marks = threading.Event(), True
+    started = early.start_early("early-fake", SPEC)
+    assert started is not None
+    started.until_backend_waits()  # returns while the start is still held at the gate
+    assert started.sandbox.entered.is_set() and started.sandbox.started_on is None
+    early.backend_waits()  # on another thread than an early start's: nothing happens
+    EarlyProvider.gate.set()
+    started.wait()
+    assert started.sandbox.started_on == "benchflow-early-sandbox"
+
+
+def test_a_start_that_never_says_it_waits_lets_the_caller_go_on_when_it_ends():
+    EarlyProvider.fail = True
+    started = early.start_early("early-fake", SPEC)
+    assert started is not None
+    started.until_backend_waits()  # the failed start ended: not stuck
+    with pytest.raises(SandboxStartError):
+        started.wait()
