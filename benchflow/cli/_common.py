@@ -7,7 +7,6 @@ import errno
 import logging
 import sys
 from collections.abc import Iterator
-
 from typing import TYPE_CHECKING
 
 import typer
