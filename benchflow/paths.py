@@ -26,7 +26,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+
+
+def default_job_name() -> str:
+    """A job's name when none is given: its start time, `YYYY-MM-DD__HH-MM-SS`."""
+    return datetime.now().strftime("%Y-%m-%d__%H-%M-%S")
 
 
 def task_and_dataset(folder: Path, dataset_name: str | None = None) -> tuple[str, str]:

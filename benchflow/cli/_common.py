@@ -7,23 +7,48 @@ import errno
 import logging
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.markup import escape
 
 from benchflow.errors import BenchflowError, ConfigError, ResultsWriteError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    console: Console
+    err_console: Console
 
 EXIT_OK = 0
 EXIT_ROLLOUT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
 
-# no :emoji: codes: names and messages are printed as they are (and rich's emoji table,
-# a few ms to import, is never loaded)
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+
+def __getattr__(name: str) -> object:
+    """`console` and `err_console`, made (and rich imported, ~15 ms) on first use:
+    `benchflow run` starts its first sandbox before it prints anything."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in globals():
+        return globals()[name]
+    from rich.console import Console
+
+    # no :emoji: codes: names and messages are printed as they are (and rich's emoji table,
+    # a few ms to import, is never loaded)
+    globals().update(console=Console(emoji=False),
+                     err_console=Console(stderr=True, emoji=False))
+    return globals()[name]
+
+
+def _stderr(markup: str, *, escaped: str = "") -> None:
+    """`markup` then `escaped` (rich markup in it escaped: messages name TOML tables such as
+    [verifier.env], which rich would eat) on stderr, one line."""
+    from rich.markup import escape
+
+    __getattr__("err_console").print(markup + escape(escaped), highlight=False,
+                                     soft_wrap=True)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -44,32 +69,27 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ConfigError as exc:
-        # escaped: messages name TOML tables such as [verifier.env], which rich would eat
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
-                          soft_wrap=True)
+        _stderr("[bold red]error:[/] ", escaped=str(exc))
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except ValidationError as exc:
-        err_console.print(f"[bold red]error:[/] {_validation_message(exc)}", highlight=False,
-                          soft_wrap=True)
+        _stderr(f"[bold red]error:[/] {_validation_message(exc)}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # not bad input: the disk is full
-            err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror}: free "
-                              "space there and run again", highlight=False, soft_wrap=True)
+            _stderr(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror}: free space "
+                    "there and run again")
             raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
-        err_console.print(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: "
-                          "check the path", highlight=False, soft_wrap=True)
+        _stderr(f"[bold red]error:[/] {exc.filename or ''}: {exc.strerror or exc}: check the "
+                "path")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except ResultsWriteError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
-                          soft_wrap=True)
+        _stderr("[bold red]error:[/] ", escaped=str(exc))
         raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
     except BenchflowError as exc:
-        err_console.print(f"[bold red]error ({exc.error_type}):[/] {escape(str(exc))}",
-                          highlight=False, soft_wrap=True)
+        _stderr(f"[bold red]error ({exc.error_type}):[/] ", escaped=str(exc))
         raise typer.Exit(EXIT_ROLLOUT_ERROR) from None
     except KeyboardInterrupt:
-        err_console.print("[yellow]cancelled[/]")
+        _stderr("[yellow]cancelled[/]")
         raise typer.Exit(EXIT_CANCELLED) from None
 
 

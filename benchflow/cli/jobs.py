@@ -31,14 +31,14 @@ from benchflow.job.job import Job
 from benchflow.job.loop import run_job_loop
 from benchflow.job.metrics import RunningMetrics
 from benchflow.job.models import JobResult, aggregate
-from benchflow.job.runner import PreparedJob, make_job, prepare_job, reset_unfinished, start_new_job
+from benchflow.job.runner import PreparedJob, make_job, opened_job, prepare_job
 from benchflow.job.signals import remove_containers, run_with_signals
-from benchflow.job.store import RESULT, iter_trial_results, job_lock
+from benchflow.job.store import RESULT, iter_trial_results
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, combine
 from benchflow.rollout.result import RolloutResult
 from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.sandbox.provider import SandboxProvider
-from benchflow.sandbox.registry import check_backend, get_provider
+from benchflow.sandbox.registry import check_backend
 from benchflow.telemetry import recorder
 
 if TYPE_CHECKING:
@@ -126,25 +126,29 @@ def run_prepared(prepared: PreparedJob, *, resuming: bool, otel: bool = False,
                  trace_listen: str | None = None) -> int:
     """Run a prepared job (new or resumed) with progress, signals and a summary; the exit code.
 
-    The one path `jobs run`, `jobs resume` and `benchflow run` share; `otel` exports spans
-    (as `OTEL_EXPORTER_OTLP_ENDPOINT` does); `trace_listen` is where jobs with an http
-    agent receive its traces (None: the default address, `none`: nowhere).
+    The one path `jobs run`, `jobs resume` and `benchflow run` share (`benchflow run` opens
+    the job and starts its first sandbox itself, then calls `run_opened` and `report`);
+    `otel` exports spans (as `OTEL_EXPORTER_OTLP_ENDPOINT` does); `trace_listen` is where
+    jobs with an http agent receive its traces (None: the default address, `none`: nowhere).
     """
     set_console_level(prepared.config.log_level)
-    environment = prepared.config.environment
-    provider = get_provider(environment.type, environment.provider_config)
-    if prepared.needs_sandboxes:  # credentials and daemon, before anything is written
-        anyio.run(provider.preflight)
-    with job_lock(prepared.job_dir):
-        if resuming:
-            reset_unfinished(prepared)
-        else:
-            start_new_job(prepared)
-        result, job = run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
-                                                    otel=otel or prepared.config.otel,
-                                                    trace_listen=trace_listen),
-                                   in_flight=min(prepared.config.n_concurrent_trials,
-                                                 len(prepared.to_run)))
+    with opened_job(prepared, resuming=resuming) as provider:
+        result, job = run_opened(prepared, provider, resuming=resuming, otel=otel,
+                                 trace_listen=trace_listen)
+    return report(prepared, result, job)
+
+
+def run_opened(prepared: PreparedJob, provider: SandboxProvider, *, resuming: bool,
+               otel: bool = False, trace_listen: str | None = None) -> tuple[JobResult, Job]:
+    """Run the trials of a job `opened_job` opened, with progress and Ctrl-C handling."""
+    return run_job_loop(lambda: _execute(prepared, provider, resuming=resuming,
+                                         otel=otel or prepared.config.otel,
+                                         trace_listen=trace_listen),
+                        in_flight=min(prepared.config.n_concurrent_trials, len(prepared.to_run)))
+
+
+def report(prepared: PreparedJob, result: JobResult, job: Job) -> int:
+    """Print the job's tables and summary; its exit code."""
     results = job.all_results()
     if any(r.answer is not None for r in results) and len(results) <= ANSWERS_SHOWN:
         console.print(results_table(results))  # QA: each item's answer and reward

@@ -159,7 +159,9 @@ def main() -> None:
         with imports_gc_paused():
             app = build_app(command)
             if command == "run" and not {"--help", "-h"} & set(args):
-                import benchflow.cli.jobs  # noqa: F401 - what `run` runs, imported GC-paused
+                # what `run` plans the job and starts its first sandbox with, GC-paused (the
+                # rest, `benchflow.cli.jobs` and the rollout machinery, while it starts)
+                import benchflow.job.runner  # noqa: F401
         if command in ("run", "jobs"):
             with job_gc():  # the job's collector settings from the start: parsing the
                 app()  # options and loading the configs made ~20 young collections

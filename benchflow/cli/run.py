@@ -144,7 +144,6 @@ def run_command(
 ) -> None:
     """Run AGENT on the task at PATH (or on every task of the dataset at PATH) and score it."""
     with user_errors():
-        from benchflow.cli import jobs
         from benchflow.roles import parse_role_options
         from benchflow.sandbox.registry import check_backend
 
@@ -171,8 +170,32 @@ def run_command(
             from benchflow.traces.listener import parse_listen
 
             parse_listen(trace_listen)  # a bad address fails before anything starts
-        code = jobs.run_prepared(prepared, resuming=False, otel=otel, trace_listen=trace_listen)
+        code = run_new_job(prepared, otel=otel, trace_listen=trace_listen)
     raise typer.Exit(code)
+
+
+def run_new_job(prepared: Any, *, otel: bool, trace_listen: str | None) -> int:
+    """`jobs.run_prepared` for a new job, its first trial's sandbox starting as soon as the
+    job is open (`start_first_sandbox`), while the rest of the command (the progress, the
+    job loop, the rollout machinery) is imported and set up; the exit code."""
+    from benchflow.cli._common import set_console_level
+    from benchflow.job.runner import opened_job, start_first_sandbox
+    from benchflow.sandbox.early import discard_early
+
+    set_console_level(prepared.config.log_level)
+    with opened_job(prepared, resuming=False) as provider:
+        try:
+            early = start_first_sandbox(prepared)
+            if early is not None:  # its first requests out before the imports take the GIL
+                early.until_backend_waits()
+            import benchflow.rollout.rollout  # noqa: F401 - what the trials run
+            from benchflow.cli import jobs
+
+            result, job = jobs.run_opened(prepared, provider, resuming=False, otel=otel,
+                                          trace_listen=trace_listen)
+        finally:  # not claimed: the first trial did not run (cancelled), or bad input
+            discard_early()
+    return jobs.report(prepared, result, job)
 
 
 def one_agent(agents: list[str] | None, roles: dict[str, Any]) -> str | None:
@@ -345,7 +368,7 @@ def run_job_data(path: Path, *, agent: str | None, model: str | None, attempts: 
         ConfigError: a bad task filter.
     """
     from benchflow.agents.builtin import BUILTIN_AGENT_NAMES
-    from benchflow.rollout.rollout import default_job_name
+    from benchflow.paths import default_job_name
 
     dataset = _dataset(path, task_filter, max_tasks, registry, qa or QaOptions())
     if roles:

@@ -58,7 +58,7 @@ from benchflow.agents.builtin import BUILTIN_AGENT_NAMES, BuiltinAgentName
 from benchflow.config import EnvironmentType, ModelEndpoint
 from benchflow.errors import ConfigError
 from benchflow.mcp import McpServer, load_mcp_config, merge_servers
-from benchflow.rollout.rollout import default_job_name
+from benchflow.paths import default_job_name
 from benchflow.sandbox.spec import NetworkPolicy, PreservePolicy
 from benchflow.task.dataset import TASK_NAME
 

@@ -32,13 +32,13 @@ from benchflow.job.retry import NO_RETRY, RetryPolicy
 from benchflow.paths import rollout_name, task_and_dataset
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
 from benchflow.rollout.result import ErrorInfo, RolloutResult, utcnow, write_json_atomic
-from benchflow.rollout.rollout import Rollout
 from benchflow.sandbox.owner import CleanupScope, job_instance_id
 from benchflow.task import Task
 from benchflow.trace_ids import new_run_id
 
 if TYPE_CHECKING:
     from benchflow.rollout.fork import ForkPlan  # `benchflow fork`'s: imported by it
+    from benchflow.rollout.rollout import Rollout  # imported by the first trial that runs
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +287,10 @@ def _rollout_class(task: Task | None) -> type[Rollout]:
         from benchflow.rollout.qa import rollout_class
 
         return rollout_class(task)
+    # here, not at the top: planning a job (`benchflow run` validating its options, then
+    # starting its first sandbox) does not wait for the whole rollout machinery to import
+    from benchflow.rollout.rollout import Rollout
+
     return Rollout
 
 

@@ -8,25 +8,38 @@ starts (env expansion, agent names, datasets, filters, registry fetches, plannin
 
 from __future__ import annotations
 
+import logging
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
+
 from benchflow.agents.registry import check_scenes
-from benchflow.errors import ConfigError
+from benchflow.errors import BenchflowError, ConfigError
 from benchflow.job.config import JobConfig
 from benchflow.job.datasets import ResolvedDataset, resolve_datasets
 from benchflow.job.envvars import EnvLookup, expand_agent_env
 from benchflow.job.job import Job, PlannedRollout
 from benchflow.job.plan import plan_trials
 from benchflow.job.retry import RetryPolicy
-from benchflow.job.store import CONFIG, MANIFEST, Manifest, write_job_files
+from benchflow.job.store import CONFIG, MANIFEST, Manifest, job_lock, write_job_files
 from benchflow.rollout.events import RolloutListener
 from benchflow.rollout.model_endpoint import check_endpoint, model_endpoint, scenes_for_check
 from benchflow.rollout.result import RolloutResult
+from benchflow.rollout.sandbox_spec import first_sandbox_spec
 from benchflow.sandbox.certs import read_certs
+from benchflow.sandbox.early import EarlySandbox, start_early
+from benchflow.sandbox.owner import job_instance_id
+from benchflow.sandbox.provider import SandboxProvider
+from benchflow.sandbox.registry import get_provider
 from benchflow.settings import host_env
 from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -116,6 +129,53 @@ def start_new_job(prepared: PreparedJob) -> None:
     write_job_files(job_dir, prepared.config, prepared.manifest)
 
 
+@contextmanager
+def opened_job(prepared: PreparedJob, *, resuming: bool) -> Iterator[SandboxProvider]:
+    """The job's sandbox provider, checked (`preflight`: credentials, daemon) when a trial
+    needs a sandbox, with the job folder locked and claimed (a new job's files written, a
+    resumed one's unfinished trials reset) for the duration.
+
+    Raises:
+        ConfigError: the folder already holds a job; the backend needs setting up.
+        SandboxStartError: the backend does not answer.
+    """
+    environment = prepared.config.environment
+    provider = get_provider(environment.type, environment.provider_config)
+    if prepared.needs_sandboxes:  # credentials and daemon, before anything is written
+        anyio.run(provider.preflight)
+    with job_lock(prepared.job_dir):
+        if resuming:
+            reset_unfinished(prepared)
+        else:
+            start_new_job(prepared)
+        yield provider
+
+
+def start_first_sandbox(prepared: PreparedJob) -> EarlySandbox | None:
+    """Start the first trial's sandbox now, on a thread (`benchflow.sandbox.early`), when
+    its spec is known before its rollout runs (`first_sandbox_spec`); its rollout adopts
+    it. Call inside `opened_job`, and `discard_early()` once the job has run. Returns it
+    (None: nothing started early).
+
+    Never raises for the trial's config: what its rollout would fail on, it still fails on
+    (and records) then.
+    """
+    if not prepared.to_run or prepared.config.executor != "local":  # ray: in its workers
+        return None
+    trial, config = prepared.to_run[0], prepared.config
+    rollout_config = trial.config.model_copy(update={  # as `Job` runs it
+        "job_name": config.name, "jobs_dir": config.jobs_dir,
+        "job_id": trial.config.job_id or job_instance_id(prepared.job_dir)})
+    try:
+        spec = first_sandbox_spec(rollout_config, trial.task, trial.drivers)
+    except BenchflowError as exc:  # the rollout meets it again and records it, as ever
+        log.debug("no early sandbox: %s", exc)
+        return None
+    if spec is None:
+        return None
+    return start_early(rollout_config.environment, spec, rollout_config.provider_config)
+
+
 def reset_unfinished(prepared: PreparedJob) -> None:
     """Remove what earlier runs left in the folders of trials about to run."""
     for trial in prepared.to_run:
@@ -136,5 +196,5 @@ def make_job(prepared: PreparedJob, listener: RolloutListener | None = None) -> 
     return Job(config.name, config.jobs_dir, prepared.to_run, **settings)
 
 
-__all__ = ["PreparedJob", "check_agents", "make_job", "prepare_job", "reset_unfinished",
-           "start_new_job"]
+__all__ = ["PreparedJob", "check_agents", "make_job", "opened_job", "prepare_job",
+           "reset_unfinished", "start_first_sandbox", "start_new_job"]

@@ -48,7 +48,7 @@ from benchflow.job.runner import make_job, prepare_job, start_new_job
 from benchflow.job.store import job_lock
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind
 from benchflow.rollout.result import RolloutResult
-from benchflow.rollout.rollout import default_job_name
+from benchflow.paths import default_job_name
 from benchflow.sandbox.registry import get_provider
 from benchflow.task import load_task
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import anyio
@@ -32,7 +31,7 @@ from benchflow.errors import (
     VerifierError,
 )
 from benchflow.mcp import McpServer, merge_servers
-from benchflow.paths import RolloutPaths, rollout_name, task_and_dataset
+from benchflow.paths import RolloutPaths, default_job_name, rollout_name, task_and_dataset
 from benchflow.rollout.acp_tools import close_acp_tools, open_acp_tools
 from benchflow.rollout.budget import agent_phase_budget, agent_phase_deadline
 from benchflow.rollout.events import RolloutEvent, RolloutEventKind, RolloutListener
@@ -73,12 +72,11 @@ from benchflow.sandbox.base import GuardedSandbox, Sandbox
 from benchflow.sandbox.cost import sandbox_cost
 from benchflow.rollout.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
-from benchflow.sandbox.labels import LABEL_ROLLOUT
-from benchflow.sandbox.owner import job_instance_id, owner_labels
-from benchflow.sandbox.ledger import LEDGER_NAME
+from benchflow.sandbox.owner import job_instance_id
+from benchflow.sandbox.early import claim_early
 from benchflow.sandbox.factory import create_sandbox
+from benchflow.rollout.sandbox_spec import rollout_spec
 from benchflow.sandbox.spec import SandboxSpec, SpecTree
-from benchflow.settings import get_settings
 from benchflow.steps import Step, desugar
 from benchflow.task import Task, load_task
 from benchflow.task.env_templates import resolve_mcp_servers, resolve_task_env
@@ -101,10 +99,6 @@ log = logging.getLogger(__name__)
 _GIT_HEAD_MAX_AGE_SEC = 60.0
 """How long one `git rev-parse HEAD` of a task folder serves rollouts of that task."""
 _CLEANUP_TIMEOUT_SEC = 60.0
-
-
-def default_job_name() -> str:
-    return datetime.now().strftime("%Y-%m-%d__%H-%M-%S")
 
 
 class Rollout:
@@ -142,6 +136,7 @@ class Rollout:
         self.ctx: AgentContext | None = None
         self._logs_collected = False
         self._started = False
+        self._adopted = False
         self._agent_image: AgentImagePlan | None = None
         self._agent_layers = LayerPlan()
         self._solution_tree: SpecTree | None = None
@@ -231,36 +226,21 @@ class Rollout:
             self.drivers.setdefault(judge, self._given_drivers.get(judge) or get_driver(judge))
         self.redactor = rollout_redactor(self._secrets, self.scenes, self.drivers)
         mask_in_rollout_log(self.redactor.values)
-        settings = get_settings()
-        sandbox_cfg = task.config.sandbox
         # the oracle's solution in the start's one upload, when only built-in agents run
         self._solution_tree = solution_tree(task, list(self.drivers.values()))
-        spec = SandboxSpec(
-            name=task.path.name,
-            environment_dir=task.environment_dir if task.dockerfile else None,
-            docker_image=sandbox_cfg.docker_image,
-            force_build=config.force_build,
-            build_timeout_sec=sandbox_cfg.build_timeout_sec * config.timeout_multiplier,
-            cpus=config.override_cpus or sandbox_cfg.cpus,
-            memory_mb=config.override_memory_mb or sandbox_cfg.memory_mb,
-            storage_mb=config.override_storage_mb or sandbox_cfg.storage_mb,
-            pids_limit=sandbox_cfg.pids_limit, download_limit_mb=config.max_download_mb,
-            gpus=sandbox_cfg.gpus,
-            workdir=sandbox_cfg.workdir,
-            env={**sandbox_cfg.env, "ROLLOUT_TASK_INSTRUCTION": config.instruction_path},
-            files={config.instruction_path: task.instruction.encode()},
-            trees=(self._solution_tree,) if self._solution_tree else (),
-            compose_file=task.compose_file,
-            extra_ca_certs=(config.extra_ca_certs if config.extra_ca_certs is not None
-                            else settings.extra_ca_certs),
-            labels={**owner_labels(self.job_name, self.job_id), LABEL_ROLLOUT: self.rollout_name},
-            build_log_path=self.paths.build_log,
-            ledger_path=config.jobs_dir / self.job_name / LEDGER_NAME,
-            **self.network.sandbox_fields(online_install=needs_network_install(
-                self.drivers.values())),
-        )
-        self.spec = spec
-        self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
+        self.spec = spec = rollout_spec(
+            config, task, paths=self.paths, job_name=self.job_name, job_id=self.job_id,
+            rollout=self.rollout_name, solution=self._solution_tree,
+            network=self.network.sandbox_fields(online_install=needs_network_install(
+                self.drivers.values())))
+        early = claim_early(config.environment, spec)  # `benchflow run`'s first sandbox
+        if early is not None:
+            self.sandbox = early.sandbox  # ours from here: cleanup removes it
+            with anyio.CancelScope(shield=True):  # until it has a container to remove
+                await anyio.to_thread.run_sync(early.wait)
+            self._adopted = True
+        else:
+            self.sandbox = create_sandbox(config.environment, spec, config.provider_config)
         if config.snapshot_turns or config.fork is not None:
             from benchflow.rollout.snapshots import TurnSnapshotter
 
@@ -281,7 +261,8 @@ class Rollout:
             start_from_fork(self.sandbox, self.config.fork)
         else:
             self._agent_image = await prepare_agent_image(self.sandbox, list(self.drivers))
-        await self.sandbox.start()
+        if not self._adopted:  # an early sandbox (`setup`) has started already
+            await self.sandbox.start()
         self._started = True
         limit = watched_limit_mb(self.sandbox)
         if limit is not None:  # never dropped silently: the watchdog enforces it, and says so

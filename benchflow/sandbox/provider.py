@@ -59,6 +59,10 @@ class SandboxProvider(ABC):
     capabilities: ClassVar[SandboxCapabilities]
     config_model: ClassVar[type[FrozenModel] | None] = None
     """The pydantic model of `provider_config` (job files are validated against it)."""
+    early_start: ClassVar[bool] = False
+    """Whether a sandbox may start on a thread's own event loop and then be used on another
+    (`benchflow.sandbox.early`: `benchflow run` starts its first sandbox while it imports
+    the rest)."""
 
     def __init__(self, provider_config: dict[str, Any] | None = None) -> None:
         self.provider_config = dict(provider_config or {})

@@ -40,7 +40,7 @@ from benchflow.job.retry import RetryPolicy
 from benchflow.job.stream import RolloutStream, stream
 from benchflow.paths import rollout_name
 from benchflow.rollout.result import RolloutResult
-from benchflow.rollout.rollout import default_job_name
+from benchflow.paths import default_job_name
 from benchflow.trajectory.exporters.tokens import SkipReason, TokenSample
 
 T = TypeVar("T")

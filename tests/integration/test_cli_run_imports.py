@@ -10,17 +10,29 @@ import sys
 
 import pytest
 
-from tests.unit.test_cli_imports import NEVER_FOR_ONE_ROLLOUT, forbidden
+from tests.unit.test_cli_imports import NEVER_FOR_ONE_ROLLOUT, WHILE_THE_SANDBOX_STARTS, forbidden
 
 from .conftest import TASKS
 
 pytestmark = [pytest.mark.docker]
 
 RUN = """
-import atexit, sys
+import atexit, json, sys
 from pathlib import Path
+import benchflow.sandbox.early as early
 out = Path(sys.argv[1])
-atexit.register(lambda: out.write_text(" ".join(sorted(sys.modules))))  # exit handlers run
+seen = {}
+def start_early(*args, _start=early.start_early, **kwargs):  # what is loaded when it starts
+    seen["at_start"] = sorted(sys.modules)
+    started = _start(*args, **kwargs)
+    seen["started"] = started is not None
+    return started
+def claim_early(*args, _claim=early.claim_early, **kwargs):  # by the first rollout
+    claimed = _claim(*args, **kwargs)
+    seen["claimed"] = claimed is not None
+    return claimed
+early.start_early, early.claim_early = start_early, claim_early  # before they are imported
+atexit.register(lambda: out.write_text(json.dumps({**seen, "modules": sorted(sys.modules)})))
 sys.argv = ["benchflow", "run", sys.argv[2], "-a", "oracle", "--jobs-dir", sys.argv[3],
             "--job-name", sys.argv[4]]
 from benchflow.cli.main import main
@@ -36,7 +48,12 @@ def test_an_oracle_run_imports_only_what_it_needs(tmp_path, job_label):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "oracle" in done.stdout and "1.000" in done.stdout  # the summary table, flushed
     assert "pass rate 100%" in done.stderr
-    loaded = set(modules.read_text().split())
+    seen = json.loads(modules.read_text())
+    loaded = set(seen["modules"])
+    # the first sandbox started before the rollout machinery (and rich) was imported, and
+    # the rollout adopted it
+    assert seen["started"] and seen["claimed"]
+    assert forbidden(set(seen["at_start"]), WHILE_THE_SANDBOX_STARTS) == []
     assert "benchflow.rollout.rollout" in loaded and "docker" in loaded
     assert forbidden(loaded) == []
     assert forbidden(loaded, NEVER_FOR_ONE_ROLLOUT) == []

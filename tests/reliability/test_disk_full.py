@@ -28,8 +28,9 @@ runner = CliRunner()
 @pytest.fixture
 def fake_sandboxes(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     shared = Behaviour()
-    monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec, provider_config=None: FakeSandbox(shared, spec))
+    for where in ("benchflow.rollout.rollout", "benchflow.sandbox.early"):  # early starts too
+        monkeypatch.setattr(f"{where}.create_sandbox",
+                            lambda environment, spec, provider_config=None: FakeSandbox(shared, spec))
 
     async def no_daemon_needed() -> None:
         return None

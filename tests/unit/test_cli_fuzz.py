@@ -41,8 +41,9 @@ def _args(parts: list[st.SearchStrategy[list[str]]]) -> st.SearchStrategy[list[s
 @pytest.fixture
 def fake_sandboxes(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     shared = Behaviour()
-    monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec, provider_config=None: FakeSandbox(shared))
+    for where in ("benchflow.rollout.rollout", "benchflow.sandbox.early"):  # early starts too
+        monkeypatch.setattr(f"{where}.create_sandbox",
+                            lambda environment, spec, provider_config=None: FakeSandbox(shared))
     monkeypatch.setattr("benchflow.rollout.rollout.Rollout.hardened",
                         property(lambda self: False))
 

@@ -58,9 +58,42 @@ def forbidden(loaded: set[str], never: Iterable[str] = NEVER_FOR_A_TASK_RUN) -> 
 def test_the_run_command_imports_nothing_a_task_run_does_not_need():
     loaded = loaded_by("from benchflow.cli.main import build_app\n"
                        "build_app('run')\n"
-                       "import benchflow.cli.jobs  # what run_command imports to run the job")
+                       "import benchflow.cli.jobs  # what run_command imports to run the job\n"
+                       "import benchflow.rollout.rollout  # what it imports as the job starts")
     assert "benchflow.cli.run" in loaded and "benchflow.rollout.rollout" in loaded
     assert forbidden(loaded) == []
+
+
+WHILE_THE_SANDBOX_STARTS = {
+    # what `benchflow run` imports while its first sandbox starts (`benchflow.sandbox.early`):
+    # the rollout machinery, the job's progress and summary, rich; planning the job and
+    # starting that sandbox must not need them
+    "benchflow.rollout.rollout", "benchflow.rollout.turns", "benchflow.rollout.sessions",
+    "benchflow.rollout.task_steps", "benchflow.verify.runner", "benchflow.verify.baseline",
+    "benchflow.verify.hardening", "benchflow.verify.soft", "benchflow.agents.skill_placement",
+    "benchflow.rollout.phases", "benchflow.rollout.strategies", "benchflow.cli.jobs",
+    "benchflow.cli.progress", "rich",
+}
+
+
+def test_starting_the_first_sandbox_needs_none_of_the_rollout_machinery():
+    # everything `benchflow run` imports before `start_first_sandbox`: the command (parsed,
+    # its user errors ready), the job's planning (configs, task, agents' names), the
+    # spec and the docker provider
+    loaded = loaded_by("from benchflow.cli.main import build_app\n"
+                       "build_app('run')\n"
+                       "from benchflow.cli._common import user_errors, set_console_level\n"
+                       "from benchflow.job.runner import opened_job, start_first_sandbox\n"
+                       "from benchflow.sandbox.registry import provider_class\n"
+                       "provider_class('docker')")
+    assert {"benchflow.job.runner", "benchflow.rollout.sandbox_spec", "benchflow.sandbox.early",
+            "benchflow.sandbox.docker.sandbox", "docker"} <= loaded
+    assert forbidden(loaded, WHILE_THE_SANDBOX_STARTS) == []
+
+
+def test_the_machinery_pin_can_fail():
+    assert forbidden({"benchflow.rollout.rollout", "rich.console", "benchflow.task"},
+                     WHILE_THE_SANDBOX_STARTS) == ["benchflow.rollout.rollout", "rich.console"]
 
 
 def test_run_help_imports_none_of_the_job_machinery():

@@ -24,7 +24,17 @@ import urllib3.exceptions
 from benchflow.errors import BenchflowError, SandboxError, SandboxExecError, SandboxStartError
 
 T = TypeVar("T")
-_docker_limiter = anyio.CapacityLimiter(32)
+
+
+class _Limiters(threading.local):
+    """One limiter per thread, i.e. per event loop: an early start (`benchflow.sandbox.early`)
+    runs on a loop of its own thread, and a limiter waited on from two loops can hang."""
+
+    def __init__(self) -> None:
+        self.docker = anyio.CapacityLimiter(32)
+
+
+_limiters = _Limiters()
 
 _TRANSPORT = (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
               urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
@@ -74,7 +84,7 @@ async def docker_call(fn: Callable[..., T], *args: Any, error: type[SandboxError
                 **kwargs: Any) -> T:
     with map_docker_errors(error):
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
-                                              limiter=_docker_limiter)
+                                              limiter=_limiters.docker)
 
 
 class InFlight:

@@ -48,6 +48,7 @@ class DockerProvider(SandboxProvider):
     name = "docker"
     capabilities = CAPABILITIES
     config_model = DockerProviderConfig
+    early_start = True  # nothing bound to one event loop (a limiter per thread, build locks)
 
     async def preflight(self) -> None:
         await preflight()

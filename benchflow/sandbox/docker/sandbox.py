@@ -12,6 +12,7 @@ import logging
 import re
 import secrets
 import shlex
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from benchflow.sandbox.docker.errors import docker_call, docker_client, in_fligh
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
+from benchflow.sandbox.early import backend_waits
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,9 @@ _pending_removal: set[str] = set()
 """Containers whose removal failed because the daemon was unreachable: `reclaim()` removes
 them once it answers again."""
 _KILL_SCRIPT = "/tmp/.benchflow/kill_process.sh"
-_build_locks: dict[str, anyio.Lock] = {}
+_build_locks: dict[str, threading.Lock] = {}
+"""One build (or existence check) of a tag at a time, across threads: an early start
+(`benchflow.sandbox.early`) prepares its image on an event loop of its own."""
 _known_images: set[str] = set()  # tags seen locally in this process: skip the inspect call
 
 
@@ -107,8 +111,7 @@ class DockerSandbox:
         if use_dockerfile:
             assert spec.environment_dir is not None
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
-            lock = _build_locks.setdefault(tag, anyio.Lock())
-            async with lock:
+            async with _build_lock(tag):
                 exists = tag in _known_images or await docker_call(docker_images.image_exists, client, tag,
                                                              error=SandboxStartError)
                 if spec.force_build or not exists:
@@ -152,6 +155,7 @@ class DockerSandbox:
         self.container_id = container.id
         self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
         try:
+            backend_waits()  # an early start's caller goes on (`benchflow.sandbox.early`)
             await docker_call(container.start, error=SandboxStartError)
             try:
                 await self._init_container()
@@ -455,6 +459,21 @@ def _pump(exec_id: str, capture: OutputCapture) -> None:
                 capture.write(stream, data)
     finally:
         res.close()
+
+
+@contextlib.asynccontextmanager
+async def _build_lock(tag: str) -> AsyncIterator[None]:
+    """Hold `tag`'s build lock; waiting polls (backing off to 0.5 s), so that it stays
+    cancellable and works whichever thread's event loop holds the lock."""
+    lock = _build_locks.setdefault(tag, threading.Lock())
+    delay = 0.01
+    while not lock.acquire(blocking=False):
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _inspect_with_size(container_id: str) -> dict[str, Any]:

@@ -227,8 +227,9 @@ def behaviour(monkeypatch: pytest.MonkeyPatch) -> Behaviour:
     monkeypatch.setattr(FakeProvider, "behaviour", shared)
     monkeypatch.setattr(FakeProvider, "cleaned", [])
     monkeypatch.setitem(registry.BUILTIN, "fake", (f"{FakeProvider.__module__}:FakeProvider", None))
-    monkeypatch.setattr("benchflow.rollout.rollout.create_sandbox",
-                        lambda environment, spec, provider_config=None: FakeSandbox(shared, spec))
+    for where in ("benchflow.rollout.rollout", "benchflow.sandbox.early"):  # early starts too
+        monkeypatch.setattr(f"{where}.create_sandbox",
+                            lambda environment, spec, provider_config=None: FakeSandbox(shared, spec))
     return shared
 
 

@@ -107,11 +107,11 @@ def test_benchflow_run_harden_flags_map_onto_the_rollout_config(tmp_path, datase
                                                                 flag, expected):
     seen = []
 
-    def fake_run_prepared(prepared, *, resuming, otel=False, trace_listen=None):
+    def fake_run_new_job(prepared, *, otel=False, trace_listen=None):
         seen.extend(trial.config.harden for trial in prepared.trials)
         return 0
 
-    monkeypatch.setattr("benchflow.cli.jobs.run_prepared", fake_run_prepared)
+    monkeypatch.setattr("benchflow.cli.run.run_new_job", fake_run_new_job)
     result = CliRunner().invoke(app, ["run", str(dataset / "alpha"), *flag,
                                       "--jobs-dir", str(tmp_path / "jobs")])
     assert result.exit_code == 0, result.output
