@@ -11,7 +11,7 @@
     ├── rollout.log                  this rollout's log records
     ├── setup/{stdout,stderr}.txt    agent install output
     ├── command/{stdout,stderr}.txt  agent execution output (oracle, command agents)
-    ├── agent/<role>.stderr.txt      ACP agents' stderr, drained live
+    ├── agent/<role>.stderr.txt      ACP agents' stderr, drained live (when it wrote any)
     ├── build.log                    image build log (when built here)
     ├── trajectory/acp_trajectory.jsonl
     ├── user_rounds.jsonl            one line per round of a user loop

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from benchflow.errors import BenchflowError, ResourceExhaustedError
-from benchflow.sandbox.base import GuardedSandbox, Sandbox
+from benchflow.sandbox.base import GuardedSandbox, Sandbox, implements
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ STOP_GRACE_SEC = 30.0
 def watched_limit_mb(sandbox: Sandbox | None) -> int | None:
     """The storage limit the watchdog must enforce for `sandbox`, or None (the backend
     enforces it, or none is set)."""
-    if not isinstance(sandbox, GuardedSandbox) or sandbox.storage_quota:
+    if not implements(sandbox, GuardedSandbox) or sandbox.storage_quota:
         return None
     return sandbox.spec.storage_mb or None
 
@@ -55,7 +55,7 @@ async def run_watched(sandbox: Sandbox | None, work: Callable[[], Awaitable[None
     if limit is None:
         await work()
         return
-    assert isinstance(sandbox, GuardedSandbox)
+    assert implements(sandbox, GuardedSandbox)
     await _run_guarded(sandbox, limit, work, interval_sec)
 
 

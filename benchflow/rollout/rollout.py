@@ -68,7 +68,7 @@ from benchflow.rollout.skills import RolloutSkills
 from benchflow.rollout.strategies import close_strategy, open_strategy, strategy_rewards
 from benchflow.rollout.task_steps import run_task_steps, verify_with_mode
 from benchflow.rollout.disk_guard import run_watched, watched_limit_mb, watchdog_warning
-from benchflow.sandbox.base import GuardedSandbox, Sandbox
+from benchflow.sandbox.base import GuardedSandbox, Sandbox, implements
 from benchflow.sandbox.cost import sandbox_cost
 from benchflow.rollout.healthcheck import wait_healthy
 from benchflow.rollout.sandbox_needs import require_sandbox
@@ -760,7 +760,7 @@ class Rollout:
         return writer
 
     def _write_result(self) -> None:
-        if isinstance(self.sandbox, GuardedSandbox):  # e.g. a download cut at its limit
+        if implements(self.sandbox, GuardedSandbox):  # e.g. a download cut at its limit
             self.result.warnings += [w for w in self.sandbox.warnings
                                      if w not in self.result.warnings]
         if self.paths.trajectory.exists():

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from benchflow.sandbox.base import Sandbox
+from benchflow.sandbox.base import Sandbox, implements
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class CostedSandbox(Sandbox, Protocol):
 
 def sandbox_cost(sandbox: Sandbox | None) -> float | None:
     """The provider's cost of `sandbox` when its backend reports one, else None."""
-    return sandbox.cost_usd if isinstance(sandbox, CostedSandbox) else None
+    return sandbox.cost_usd if implements(sandbox, CostedSandbox) else None
 
 
 __all__ = ["CostedSandbox", "Rates", "SandboxMeter", "sandbox_cost"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO
 
-from benchflow.sandbox.base import ExecResult, Sandbox, StreamingSandbox
+from benchflow.sandbox.base import ExecResult, Sandbox, StreamingSandbox, implements
 
 STDOUT, STDERR = 1, 2
 DEFAULT_MEMORY_LIMIT = 256 << 20
@@ -101,7 +101,7 @@ async def exec_captured(sandbox: Sandbox, cmd: list[str], capture: OutputCapture
     stream it (`exec_into`); elsewhere the finished command's output is handed over whole.
     The capture's files are closed when this returns, whatever happened."""
     try:
-        if isinstance(sandbox, StreamingSandbox):
+        if implements(sandbox, StreamingSandbox):
             return await sandbox.exec_into(cmd, capture, user=user, cwd=cwd, env=env,
                                            timeout=timeout)
         result = await sandbox.exec(cmd, user=user, cwd=cwd, env=env, timeout=timeout)

@@ -181,6 +181,16 @@ async def test_stderr_is_drained_to_file(harness: Harness) -> None:
     assert harness.stderr_path.stat().st_size > 400_000
 
 
+async def test_an_agent_silent_on_stderr_leaves_no_stderr_file(harness: Harness) -> None:
+    # made at the first bytes (as the stdout noise file is): no empty file, no empty folder
+    harness.script({"actions": [{"type": "message", "text": "quiet"}]})
+    async with harness.session() as session:
+        outcome = await session.prompt("go")
+        assert session.stderr_tail() == ""
+    assert outcome.agent_text == "quiet"
+    assert not harness.stderr_path.parent.exists()
+
+
 async def test_non_json_stdout_lines_are_kept_not_fatal(harness: Harness) -> None:
     harness.script(
         {

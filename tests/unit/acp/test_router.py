@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
-from acp import RequestError
+from acp import RequestError, connect_to_agent
 from acp.client.router import build_client_router
 
-from benchflow.acp.router import ClientRouter
+from benchflow.acp.router import ClientRouter, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -81,3 +82,53 @@ async def test_what_the_sdk_refuses_is_refused_alike():
         assert expected[0] != "ok"
     assert ours.calls == theirs.calls == []
 
+
+
+class _Transport:
+    """A transport whose agent says nothing until closed."""
+
+    def __init__(self) -> None:
+        self.closed = anyio.Event()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        pass
+
+    async def receive(self) -> dict[str, Any] | None:
+        await self.closed.wait()
+        return None
+
+    async def close(self) -> None:
+        self.closed.set()
+
+
+class _Hooked(Client):
+    def __init__(self) -> None:
+        super().__init__()
+        self.connected: list[Any] = []
+
+    def on_connect(self, conn: Any) -> None:
+        self.connected.append(conn)
+
+
+def _shape(obj: Any) -> dict[str, str]:
+    return {name: type(value).__name__ for name, value in vars(obj).items()}
+
+
+async def test_connect_makes_the_connection_the_sdk_makes_routed_by_ours():
+    # connect() builds the SDK's ClientSideConnection without calling its __init__: a new
+    # SDK release that changes what __init__ makes shows up here
+    ours, theirs = _Hooked(), _Hooked()
+    mine, sdk = connect(ours, _Transport()), connect_to_agent(theirs, _Transport())
+    try:
+        assert type(mine) is type(sdk)
+        assert _shape(mine) == _shape(sdk)
+        assert _shape(mine._session_updates) == _shape(sdk._session_updates)
+        assert mine._session_updates._client is ours
+        handler_shape = {**_shape(sdk._conn), "_handler": "ClientRouter"}
+        assert _shape(mine._conn) == handler_shape
+        assert mine._conn._handler.client is mine._session_updates
+        assert mine._conn._transport is not sdk._conn._transport
+        assert (ours.connected, theirs.connected) == ([mine], [sdk])
+    finally:
+        await mine.close()
+        await sdk.close()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from benchflow.agents.command import CommandAgent
 from benchflow.agents.http import HttpAgent
-from benchflow.config import Role, Scene, Turn
+from benchflow.config import Role, RolloutConfig, Scene, Turn
 from benchflow.rollout import secrets as secrets_mod
 from benchflow.rollout.redaction import mask_folder, rollout_redactor
 from benchflow.rollout.result import ErrorInfo, RolloutResult
@@ -93,3 +93,34 @@ def test_a_block_of_lines_is_masked_as_each_line_apart(lines, data):
     encoded = [line.encode() for line in lines]
     block = b"".join(line + b"\n" for line in encoded)
     assert redactor.lines(block) == b"".join(redactor.bytes(line) + b"\n" for line in encoded)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats() | st.sampled_from([1e-07, 1e16, -0.0, 5e-324, float("inf")])
+    | st.text(max_size=8) | st.sampled_from(["é", "\u2028", "\x01", "claude-code", '"\\']),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON_VALUES)
+def test_config_json_by_orjson_only_when_it_is_the_standard_librarys_text(value):
+    # config.json stays byte for byte what json.dumps(indent=2) writes; orjson writes it
+    # only when it would write the same (else the standard library does, as before)
+    fast = secrets_mod._indented(value)
+    assert fast is None or fast == json.dumps(value, indent=2)
+
+
+def test_a_rollout_config_is_written_by_orjson_as_json_dumps_writes_it():
+    role = Role(name="agent", agent="claude", model="m-1",
+                env={"OPENAI_API_KEY": "sk-live-0123456789abcdef", "LANG": "C.UTF-8"})
+    config = RolloutConfig(task_path=Path("tasks/hello-world"), timeout_multiplier=1.5,
+                           scenes=[Scene(roles=[role], turns=[Turn(role="agent")])])
+    data = secrets_mod.redact(config.model_dump(mode="json"))
+    assert secrets_mod._indented(data) is not None  # the fast path is taken for a config
+    written = secrets_mod.redacted_config_json(config)
+    assert written == json.dumps(data, indent=2)
+    env = json.loads(written)["scenes"][0]["roles"][0]["env"]
+    assert "sk-live" not in written and env == {"OPENAI_API_KEY": REDACTED, "LANG": "C.UTF-8"}
