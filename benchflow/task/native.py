@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from benchflow._lenient import validate_leniently
@@ -53,6 +52,8 @@ def load_yaml(source: str, label: str) -> dict[str, Any]:
     Raises:
         TaskInvalidError: the YAML is malformed or is not a mapping.
     """
+    import yaml  # only for a task.md frontmatter (~10 ms of import)
+
     try:
         data = yaml.safe_load(source)
     except yaml.MarkedYAMLError as exc:

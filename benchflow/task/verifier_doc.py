@@ -20,7 +20,6 @@ holding any other key of this frontmatter (see `legacy_verifier_doc`).
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import Field, ValidationError
 
 from benchflow._models import FrozenModel
@@ -99,6 +98,8 @@ def parse_verifier_doc(path: Path) -> VerifierDoc | None:
         head, sep, rest = text[3:].partition("\n---")
         if not sep:
             raise TaskInvalidError(f"{path}: the frontmatter has no closing '---'")
+        import yaml  # only for a verifier.md (~10 ms of import)
+
         try:
             data = yaml.safe_load(head) or {}
         except yaml.YAMLError as exc:

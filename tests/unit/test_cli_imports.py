@@ -62,6 +62,7 @@ def test_the_run_command_imports_nothing_a_task_run_does_not_need():
                        "import benchflow.rollout.rollout  # what it imports as the job starts")
     assert "benchflow.cli.run" in loaded and "benchflow.rollout.rollout" in loaded
     assert forbidden(loaded) == []
+    assert "yaml" not in loaded  # imported where a task.md, verifier.md or scenes file is read
 
 
 WHILE_THE_SANDBOX_STARTS = {
