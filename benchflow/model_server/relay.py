@@ -27,6 +27,7 @@ import logging
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error(401, "benchflow model relay: the request carries none of "
                                  "this rollout's role keys (BENCHFLOW_PROVIDER_API_KEY)")
                 return
-            status = self._forward(relay, body, caller)
-            self._observe(relay, body, status, wall, where, caller)
+            status = self._forward(relay, body, caller, lambda status: self._observe(
+                relay, body, status, wall, where, caller))
         except (OSError, http.client.HTTPException, ValueError) as exc:
             logger.warning("model relay: %s %s failed: %s", self.command, self.path, exc)
             self.close_connection = True
@@ -109,7 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _observe(self, relay: ModelRelay, body: bytes, status: int, wall: float,
                  where: dict[str, Any] | None, caller: Caller) -> None:
-        """Count the call's tokens for its role, note its tool results, capture it."""
+        """Count the call's tokens for its role, note its tool results, capture it (once the
+        upstream's answer is read, before its end is sent on: `_forward`)."""
         if self.command != "POST" or (relay.traffic is None and relay.capture is None):
             return
         try:
@@ -141,7 +143,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         return read_body(self)
 
-    def _forward(self, relay: ModelRelay, body: bytes, caller: Caller) -> int:
+    def _forward(self, relay: ModelRelay, body: bytes, caller: Caller,
+                 observe: Callable[[int], None]) -> int:
+        """Send the request upstream and its answer back; returns the status. `observe`
+        gets the status once the whole answer is read, before the end of it is sent: an
+        agent ends its turn once it has read the answer, and the turn's tokens and tool
+        results are taken then (`RoleLedger`)."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         path = self.path
         upstream_key = relay.traffic.upstream_key if relay.traffic is not None else None
@@ -173,6 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._captured += chunk[:MAX_CAPTURE_BYTES - len(self._captured)]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
+            observe(response.status)
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
             return response.status

@@ -85,11 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
         reply = service.app.handle(
             self.command, self.path, body, self.headers.get("Content-Encoding"), role=role
         )
-        try:
-            self._write(reply)
-        except (BrokenPipeError, ConnectionResetError):
-            logger.debug("client went away during %s %s", self.command, self.path)
-            self.close_connection = True
+        # all that is recorded of the call, before the reply is sent: the agent may end its
+        # turn as soon as it has read it, and the turn's tokens and tool results are taken
+        # then (`RoleLedger`); a handler thread still writing is not waited for at stop
         if traffic is not None and self.command == "POST":
             traffic.count(role, reply.tokens, model=reply.summary.get("model"),
                           main=reply.summary.get("answer") in ("step", "answer"))
@@ -104,6 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
                                where=where)
             except (OSError, ValueError, TypeError) as exc:
                 logger.warning("capturing %s %s failed: %s", self.command, self.path, exc)
+        try:
+            self._write(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            logger.debug("client went away during %s %s", self.command, self.path)
+            self.close_connection = True
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
 

@@ -8,16 +8,21 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+from benchflow.agents.base import StepOutcome
 from benchflow.model_server import ModelServer, parse_script
 from benchflow.model_server.relay import ModelRelay
 from benchflow.model_server.traffic import ModelTraffic, request_keys, with_key
 from benchflow.model_server.wire import CallTokens, call_usage, request_model, tool_io
+from benchflow.rollout.roles import RoleLedger
 from benchflow.trajectory.events import RoleIdentity
+from benchflow.trajectory.writer import TrajectoryWriter
 
 ROLES = {"coder": RoleIdentity(agent="claude", model="claude-sonnet-4-6"),
          "reviewer": RoleIdentity(agent="codex", model="gpt-5.4")}
@@ -217,3 +222,121 @@ def test_an_answer_needs_a_match_or_a_role() -> None:
         parse_script({"answers": [{"text": "x"}]})
     with pytest.raises(ConfigError, match="not both"):
         parse_script({"answers": [{"match": "a", "regex": "b", "text": "x"}]})
+
+
+# -- a turn's calls are counted before the agent can read the last answer -------------------
+# Replays the golden gemini coder's last call of its second turn (the request holding the
+# result of `echo done | tee /app/done.txt`, which gemini's ACP updates never carry). The
+# handler thread is held right after the answer's last byte is sent, until the turn has been
+# taken: the agent answers its prompt as soon as it has read the answer, and benchflow takes
+# the turn's tokens and tool results then (`RoleLedger.record`). A call noted after the send
+# lost its tool result and moved its tokens to the role's next turn (seen live under load:
+# `test_faithful_records.py` exported the command without its output).
+
+GOLDEN_GEMINI = (Path(__file__).parents[2] / "golden" / "job" / "gemini+opencode" / "tasks"
+                 / "offline-coder-reviewer__1")
+GEMINI_ROLES = {"coder": RoleIdentity(agent="gemini", model="gemini-2.5-pro")}
+
+
+def _golden_last_coder_call() -> tuple[dict[str, Any], list[str]]:
+    """The coder's last model call (turn 2) and the ACP ids of that turn's tool calls."""
+    calls = [json.loads(line) for line in
+             (GOLDEN_GEMINI / "model_calls.jsonl").read_text().splitlines()]
+    last = [c for c in calls if c["role"] == "coder" and c["turn"] == 2][-1]
+    events = [json.loads(line) for line in
+              (GOLDEN_GEMINI / "trajectory" / "acp_trajectory.jsonl").read_text().splitlines()]
+    ids = list(dict.fromkeys(e["tool_call_id"] for e in events if e.get("type") == "tool_call"
+                             and e.get("role") == "coder" and e.get("turn") == 2))
+    return last, ids
+
+
+@pytest.fixture
+def hold_after(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """`hold_after(cls, name)`: the handler thread waits after `cls.name` returns until the
+    test ends (set on teardown, so a failing test leaves no thread waiting)."""
+    release = threading.Event()
+
+    def hold(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def held(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                release.wait()
+
+        monkeypatch.setattr(cls, name, held)
+
+    yield hold
+    release.set()
+
+
+def _take_turn(traffic: ModelTraffic, ids: list[str], path: Path) -> list[dict[str, Any]]:
+    """The ledger's work when the coder's turn-2 prompt is answered; the events it wrote."""
+    ledger = RoleLedger(GEMINI_ROLES, traffic)
+    with TrajectoryWriter(path) as writer:
+        ledger.record("coder", StepOutcome(n_tool_calls=len(ids), incomplete_tool_calls=ids),
+                      writer, scene="review", turn=2, session_turn=0)
+    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+def _assert_turn_complete(events: list[dict[str, Any]], ids: list[str]) -> None:
+    results = {e["tool_call_id"]: e for e in events if e["type"] == "tool_result"}
+    assert list(results) == ids, events
+    done = results[ids[-1]]
+    assert done["arguments"] == {"command": "echo done | tee /app/done.txt"}
+    assert "Output: done" in done["output"]
+    [usage] = [e for e in events if e["type"] == "usage"]
+    assert usage["source"] == "model_calls" and usage["usage"]["input_tokens"] > 0
+
+
+def test_the_server_notes_a_call_before_the_agent_can_read_its_answer(hold_after, tmp_path):
+    from benchflow.model_server.server import _Handler
+
+    call, ids = _golden_last_coder_call()
+    script = parse_script(yaml.safe_load(
+        (Path(__file__).parents[2] / "conformance" / "coder-reviewer.yaml").read_text()))
+    traffic = ModelTraffic(GEMINI_ROLES)
+    hold_after(_Handler, "_write")  # the answer is sent; the thread is descheduled
+    with ModelServer(script, traffic=traffic) as server:
+        reply = httpx.post(f"{server.url}{call['path']}", json=call["request"],
+                           headers={"x-goog-api-key": traffic.token_for("coder")})
+        assert reply.status_code == 200 and "The review is addressed." in reply.text
+        events = _take_turn(traffic, ids, tmp_path / "acp_trajectory.jsonl")
+    _assert_turn_complete(events, ids)
+
+
+def test_the_relay_notes_a_call_before_the_agent_can_read_its_answer(hold_after, tmp_path):
+    from benchflow.model_server.relay import _Handler
+
+    call, ids = _golden_last_coder_call()
+    answer = json.dumps(call["response"]).encode()
+
+    class Gemini(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Gemini)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    traffic = ModelTraffic(GEMINI_ROLES, upstream_key="sk-real")
+    hold_after(_Handler, "_forward")  # the answer is relayed to its end
+    try:
+        with ModelRelay(f"http://127.0.0.1:{upstream.server_address[1]}", traffic=traffic
+                        ) as relay:
+            reply = httpx.post(f"{relay.url}/v1beta/models/gemini-2.5-pro:generateContent",
+                               json=call["request"],
+                               headers={"x-goog-api-key": traffic.token_for("coder")})
+            assert reply.status_code == 200 and reply.json() == call["response"]
+            events = _take_turn(traffic, ids, tmp_path / "acp_trajectory.jsonl")
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    _assert_turn_complete(events, ids)
