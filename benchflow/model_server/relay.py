@@ -146,9 +146,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _forward(self, relay: ModelRelay, body: bytes, caller: Caller,
                  observe: Callable[[int], None]) -> int:
         """Send the request upstream and its answer back; returns the status. `observe`
-        gets the status once the whole answer is read, before the end of it is sent: an
-        agent ends its turn once it has read the answer, and the turn's tokens and tool
-        results are taken then (`RoleLedger`)."""
+        gets the status once the whole answer is read, before its last chunk is sent: an
+        agent ends its turn once it has read the answer (a stream's client at its last
+        event), and the turn's tokens and tool results are taken then (`RoleLedger`)."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         path = self.path
         upstream_key = relay.traffic.upstream_key if relay.traffic is not None else None
@@ -175,17 +175,25 @@ class _Handler(BaseHTTPRequestHandler):
                 return response.status
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            while chunk := response.read1(_CHUNK):
+            held = b""  # the last chunk goes on after `observe`: a stream's client may end
+            while chunk := response.read1(_CHUNK):  # its turn at `[DONE]`, before the end
                 if len(self._captured) < MAX_CAPTURE_BYTES:  # read for usage, capture
                     self._captured += chunk[:MAX_CAPTURE_BYTES - len(self._captured)]
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.flush()
+                self._send_chunk(held)
+                held = chunk
             observe(response.status)
-            self.wfile.write(b"0\r\n\r\n")
+            self._send_chunk(held)
+            self.wfile.write(b"0\r\n\r\n")  # the end
             self.wfile.flush()
             return response.status
         finally:
             conn.close()
+
+    def _send_chunk(self, chunk: bytes) -> None:
+        """One chunk of a chunked body, flushed (none for b"": a zero chunk is the end)."""
+        if chunk:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
 
 
 class ModelRelay(HttpService):

@@ -340,3 +340,48 @@ def test_the_relay_notes_a_call_before_the_agent_can_read_its_answer(hold_after,
         upstream.shutdown()
         upstream.server_close()
     _assert_turn_complete(events, ids)
+
+
+def test_the_relay_sends_a_stream_s_last_chunk_after_noting_the_call(monkeypatch):
+    # a streaming client may end its turn at the last event, before the body's end: the
+    # call is noted before the chunk holding that event is sent on
+    from benchflow.model_server.relay import _Handler
+
+    order: list[str] = []
+    send, observe = _Handler._send_chunk, _Handler._observe
+    monkeypatch.setattr(_Handler, "_send_chunk", lambda self, chunk: (
+        order.append(chunk.decode()), send(self, chunk))[1])
+    monkeypatch.setattr(_Handler, "_observe", lambda self, *a: (
+        order.append("observe"), observe(self, *a))[1])
+
+    class Stream(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for event in (b"data: {}\n\n", b"data: [DONE]\n\n"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Stream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    traffic = ModelTraffic(ROLES, upstream_key="sk-real")
+    try:
+        with ModelRelay(f"http://127.0.0.1:{upstream.server_address[1]}", traffic=traffic
+                        ) as relay:
+            reply = httpx.post(f"{relay.url}/v1/chat/completions", json={"stream": True},
+                               headers={"authorization": f"Bearer {traffic.token_for('coder')}"})
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    assert reply.text.endswith("data: [DONE]\n\n")
+    done = next(i for i, sent in enumerate(order) if "[DONE]" in sent)
+    assert "observe" in order[:done], order
