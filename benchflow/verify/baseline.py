@@ -121,8 +121,14 @@ def task_named_tools(task: Task) -> tuple[str, ...]:
     return named_tools(texts)
 
 
+BASELINE_TIMEOUT_SEC = 120.0
+SCRUB_TIMEOUT_SEC = 300.0
+"""baseline.sh's time, and what a git scrub in the same exec adds to it."""
+
+
 async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
-                        config: HardeningConfig | None = None, timeout: float = 120.0,
+                        config: HardeningConfig | None = None,
+                        timeout: float = BASELINE_TIMEOUT_SEC,
                         named: Sequence[str] = (), scrub_git: bool = False) -> Baseline:
     """Record the pre-agent state hardening restores and checks against (one root exec).
 
@@ -143,7 +149,7 @@ async def take_baseline(sandbox: Sandbox, *, workspace: str | None,
     args = baseline_args(ws, named=named, scrub_git=scrub_git)
     # The image's PATH, as baseline.sh records it: no agent has run yet.
     _, data = await run_script(sandbox, "baseline.sh", *args,
-                               timeout=timeout + (300 if args[5] else 0), image_path=True)
+                               timeout=baseline_timeout(args, timeout), image_path=True)
     return baseline_from(data, ws, time.monotonic() - started)
 
 
@@ -152,6 +158,11 @@ def baseline_args(ws: str | None, *, named: Sequence[str], scrub_git: bool) -> l
     scrub = script_text("scrub_git.sh") if scrub_git and ws is not None else ""
     return [BASELINE_DIR, ws or "/", resource_text("pyinfo.py"),
             resource_text(f"{PLUGIN_LOADER}.py"), PLUGIN_LOADER_DIR, scrub, *named]
+
+
+def baseline_timeout(args: Sequence[str], timeout: float = BASELINE_TIMEOUT_SEC) -> float:
+    """The time baseline.sh gets with `args` (`baseline_args`): more with a git scrub."""
+    return timeout + (SCRUB_TIMEOUT_SEC if args[5] else 0)
 
 
 def baseline_from(data: dict[str, Any], ws: str | None, duration: float) -> Baseline:
@@ -176,8 +187,8 @@ def baseline_from(data: dict[str, Any], ws: str | None, duration: float) -> Base
     )
 
 
-async def scrub_git_history(sandbox: Sandbox, *, workspace: str | None, timeout: float = 300.0
-                            ) -> bool:
+async def scrub_git_history(sandbox: Sandbox, *, workspace: str | None,
+                            timeout: float = SCRUB_TIMEOUT_SEC) -> bool:
     """Keep only HEAD's history in the workspace repository, before the agent starts.
 
     Deletes every other ref (branches, tags, remotes, stash), expires reflogs and drops

@@ -44,16 +44,15 @@ from benchflow.verify.baseline import (
     Baseline,
     baseline_args,
     baseline_from,
+    baseline_timeout,
     normalize_workspace,
     take_baseline,
 )
-from benchflow.verify.hardening import harden_args
+from benchflow.verify.hardening import HARDEN_TIMEOUT_SEC, harden_args
 
 FOLD_MARK = b"\nbenchflow-fold "
 """What starts fold.sh's last line (after a newline of its own)."""
 
-_BASELINE_TIMEOUT = 120.0
-_HARDEN_TIMEOUT = 300.0
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCRIPT_VARS = re.compile(r"PATH|HOME|IFS|ENV|BASH_ENV|SHELL|SHELLOPTS|BASHOPTS|CDPATH"
                           r"|POSIXLY_CORRECT|LC_\w+|LANG|PYTHON\w*|LD_\w+|fold_pid|TMPDIR")
@@ -106,7 +105,7 @@ class HardenFold:
                      script_text("baseline.sh"), script_text("harden.sh"), *bargs[:6],
                      "\n".join(bargs[6:]), *hargs[:3], "\n".join(hargs[3:]),
                      f"{max(timeout, 0.01):.3f}", "\n".join(env), SYSTEM_PATH, *argv]
-        backstop = (timeout + _BASELINE_TIMEOUT + (300 if bargs[5] else 0) + _HARDEN_TIMEOUT)
+        backstop = timeout + baseline_timeout(bargs) + HARDEN_TIMEOUT_SEC
         started = time.monotonic()
         result = await sandbox.exec(fold_argv, user="root", cwd=cwd, env=env, timeout=backstop)
         first, newline, rest = result.stdout.partition(b"\n")

@@ -99,9 +99,12 @@ def _agent_user_arg(agent_user: str | None) -> str:
     return "" if agent_user in (None, "", "root", "0") else str(agent_user)
 
 
+HARDEN_TIMEOUT_SEC = 300.0
+
+
 async def harden(sandbox: Sandbox, baseline: Baseline, *, agent_user: str | None,
                  config: HardeningConfig, verifier_mount: str, protected: Sequence[str] = (),
-                 timeout: float = 300.0) -> HardeningReport:
+                 timeout: float = HARDEN_TIMEOUT_SEC) -> HardeningReport:
     """Put the sandbox back to its pre-agent state where it matters to the verifier.
 
     Kills the agent user's processes and every process started after the baseline
@@ -285,6 +288,7 @@ async def verify_hardened(sandbox: Sandbox, run: VerifierRun, out_dir: Path, log
 
 
 __all__ = [
+    "HARDEN_TIMEOUT_SEC",
     "SECRET_DIRS",
     "Baseline",
     "HardenedOutcome",
