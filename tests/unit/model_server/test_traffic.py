@@ -4,6 +4,7 @@ script answers that target a role or any user message."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -139,15 +140,23 @@ class _Upstream(BaseHTTPRequestHandler):
         self.wfile.write(reply)
 
 
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` served on a loopback port for the block; yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def upstream() -> Iterator[str]:
     _Upstream.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with _serving(_Upstream) as url:
+        yield url
 
 
 def test_relay_swaps_role_keys_for_the_upstream_key_and_refuses_others(upstream, tmp_path):
@@ -324,21 +333,14 @@ def test_the_relay_notes_a_call_before_the_agent_can_read_its_answer(hold_after,
             self.end_headers()
             self.wfile.write(answer)
 
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Gemini)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
     traffic = ModelTraffic(GEMINI_ROLES, upstream_key="sk-real")
     hold_after(_Handler, "_forward")  # the answer is relayed to its end
-    try:
-        with ModelRelay(f"http://127.0.0.1:{upstream.server_address[1]}", traffic=traffic
-                        ) as relay:
-            reply = httpx.post(f"{relay.url}/v1beta/models/gemini-2.5-pro:generateContent",
-                               json=call["request"],
-                               headers={"x-goog-api-key": traffic.token_for("coder")})
-            assert reply.status_code == 200 and reply.json() == call["response"]
-            events = _take_turn(traffic, ids, tmp_path / "acp_trajectory.jsonl")
-    finally:
-        upstream.shutdown()
-        upstream.server_close()
+    with _serving(Gemini) as upstream, ModelRelay(upstream, traffic=traffic) as relay:
+        reply = httpx.post(f"{relay.url}/v1beta/models/gemini-2.5-pro:generateContent",
+                           json=call["request"],
+                           headers={"x-goog-api-key": traffic.token_for("coder")})
+        assert reply.status_code == 200 and reply.json() == call["response"]
+        events = _take_turn(traffic, ids, tmp_path / "acp_trajectory.jsonl")
     _assert_turn_complete(events, ids)
 
 
@@ -371,17 +373,10 @@ def test_the_relay_sends_a_stream_s_last_chunk_after_noting_the_call(monkeypatch
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
 
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Stream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
     traffic = ModelTraffic(ROLES, upstream_key="sk-real")
-    try:
-        with ModelRelay(f"http://127.0.0.1:{upstream.server_address[1]}", traffic=traffic
-                        ) as relay:
-            reply = httpx.post(f"{relay.url}/v1/chat/completions", json={"stream": True},
-                               headers={"authorization": f"Bearer {traffic.token_for('coder')}"})
-    finally:
-        upstream.shutdown()
-        upstream.server_close()
+    with _serving(Stream) as upstream, ModelRelay(upstream, traffic=traffic) as relay:
+        reply = httpx.post(f"{relay.url}/v1/chat/completions", json={"stream": True},
+                           headers={"authorization": f"Bearer {traffic.token_for('coder')}"})
     assert reply.text.endswith("data: [DONE]\n\n")
     done = next(i for i, sent in enumerate(order) if "[DONE]" in sent)
     assert "observe" in order[:done], order
