@@ -16,11 +16,9 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import docker
-import docker.errors
 
 from benchflow.errors import (
     ResourceAllocationError,
@@ -30,7 +28,7 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
-from benchflow.sandbox.docker import images as docker_images
+from benchflow.sandbox.docker import engine
 from benchflow.sandbox.archive import extract as _extract
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
@@ -41,6 +39,9 @@ from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
 from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
 from benchflow.sandbox.early import backend_waits
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
+
+if TYPE_CHECKING:  # the SDK is imported while the first container starts (engine.py)
+    import docker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,8 +103,7 @@ class DockerSandbox:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def prepare_image(self) -> str:
-        """Build, reuse or pull the image; returns its tag."""
-        client = docker_client()
+        """Build, reuse or pull the image; returns its tag (a build or pull imports the SDK)."""
         spec = self.spec
         use_dockerfile = spec.environment_dir is not None and (
             spec.force_build or not spec.docker_image
@@ -112,11 +112,13 @@ class DockerSandbox:
             assert spec.environment_dir is not None
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             async with _build_lock(tag):
-                exists = tag in _known_images or await docker_call(docker_images.image_exists, client, tag,
-                                                             error=SandboxStartError)
+                exists = tag in _known_images or await _image_exists(tag)
                 if spec.force_build or not exists:
+                    from benchflow.sandbox.docker import images as docker_images
+
                     log.info("building %s", tag)
-                    await docker_call(docker_images.build_image, client, tag, spec.environment_dir, self._pems,
+                    await docker_call(docker_images.build_image, docker_client(), tag,
+                                spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path, _owner(spec.labels),
                                 error=SandboxStartError)
             # the tag covers the CA digest: the final stage installed these certificates
@@ -124,8 +126,11 @@ class DockerSandbox:
                 spec.environment_dir)
         else:
             tag = spec.docker_image or ""
-            if not await docker_call(docker_images.image_exists, client, tag, error=SandboxStartError):
-                await docker_call(docker_images.pull_image, client, tag, error=SandboxStartError)
+            if not await _image_exists(tag):
+                from benchflow.sandbox.docker import images as docker_images
+
+                await docker_call(docker_images.pull_image, docker_client(), tag,
+                                  error=SandboxStartError)
         _known_images.add(tag)
         self.image = tag
         return tag
@@ -135,49 +140,36 @@ class DockerSandbox:
             return
         image = self.image or await self.prepare_image()
         spec = self.spec
-        name = f"bf-{re.sub(r'[^a-zA-Z0-9_.-]+', '-', spec.name)[:40]}-{secrets.token_hex(4)}"
-        kwargs: dict[str, Any] = dict(
-            image=image, command=["sleep", "infinity"], name=name, init=True, detach=True,
-            labels={LABEL_MANAGED: "true", **spec.labels}, environment=self._env,
-            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-            mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
-            pids_limit=spec.pids_limit,
-            network=None if spec.network_policy == "none" else spec.network,
-            network_mode="none" if spec.network_policy == "none" else None,
-            runtime=spec.runtime, volumes=spec.volumes,
-            working_dir=spec.workdir,
-        )
-        if spec.gpus:
-            kwargs["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus,
-                                                                    capabilities=[["gpu"]])]
-        client = docker_client()
-        container = await self._create(client, kwargs, spec.storage_mb)
-        self.container_id = container.id
-        self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
+        kwargs = create_kwargs(spec, image, self._env)
+        self.container_id = container_id = await self._create(kwargs, spec.storage_mb)
         try:
             backend_waits()  # an early start's caller goes on (`benchflow.sandbox.early`)
-            await docker_call(container.start, error=SandboxStartError)
+            await docker_call(_start, container_id, error=SandboxStartError)
             try:
                 await self._init_container()
-                await docker_call(container.reload, error=SandboxStartError)
+                info = await docker_call(docker_client().api.inspect_container, container_id,
+                                         error=SandboxStartError)
             except SandboxExecError as exc:  # still starting: an exec now is a start failure
                 raise SandboxStartError(f"sandbox init failed: {exc}",
                                         transient=exc.transient) from exc
-            if container.status != "running":
+            self.workdir = spec.workdir or (info.get("Config") or {}).get("WorkingDir") or "/"
+            state = info.get("State")
+            status = state.get("Status") if isinstance(state, dict) else state
+            if status != "running":
                 raise SandboxStartError(f"the container exited right after it started "
-                                        f"(status {container.status}): the image needs `sleep` "
+                                        f"(status {status}): the image needs `sleep` "
                                         "and a shell")
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.stop(delete=True)
             raise
 
-    async def _create(self, client: docker.DockerClient, kwargs: dict[str, Any],
-                      storage_mb: int | None) -> Any:
+    async def _create(self, kwargs: dict[str, Any], storage_mb: int | None) -> str:
+        """The new container's id."""
         global _storage_quotas
         if storage_mb and _storage_quotas is not False:
             try:
-                container = await docker_call(_create_with_quota, client, kwargs, storage_mb,
+                container = await docker_call(_create_with_quota, kwargs, storage_mb,
                                               error=SandboxStartError)
             except SandboxStartError as exc:
                 raise _classify_start(exc) from exc
@@ -187,7 +179,7 @@ class DockerSandbox:
             log.info("the daemon has no storage quota: the disk watchdog enforces storage_mb")
             _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
-            return await docker_call(_create_plain, client, kwargs, error=SandboxStartError)
+            return await docker_call(_create_plain, kwargs, error=SandboxStartError)
         except SandboxStartError as exc:
             raise _classify_start(exc) from exc
 
@@ -244,6 +236,8 @@ class DockerSandbox:
         return (await docker_call(docker_client().images.get, base)).id
 
     async def snapshot_exists(self, name: str) -> bool:
+        from benchflow.sandbox.docker import images as docker_images
+
         return await docker_call(docker_images.image_exists, docker_client(), name)
 
     def start_from_snapshot(self, name: str) -> None:
@@ -353,6 +347,8 @@ class DockerSandbox:
             created = await docker_call(docker_client().api.exec_create, self._require(), argv,
                                         **kwargs)
         except SandboxExecError as exc:
+            import docker.errors
+
             cause = exc.__cause__
             if isinstance(cause, docker.errors.APIError) and cause.status_code == 409:
                 raise SandboxExecError(f"the sandbox stopped under benchflow ({exc}): the "
@@ -516,26 +512,87 @@ def isolate(container_id: str, policy: NetworkPolicy, target: str | None,
             client.networks.get(name).disconnect(container_id, force=True)
 
 
-def _create_plain(client: docker.DockerClient, kwargs: dict[str, Any]) -> Any:
+def create_kwargs(spec: SandboxSpec, image: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The Docker SDK's `containers.create` options of a sandbox's container (sent as the
+    SDK would by `engine.create`, else by the SDK)."""
+    name = f"bf-{re.sub(r'[^a-zA-Z0-9_.-]+', '-', spec.name)[:40]}-{secrets.token_hex(4)}"
+    kwargs: dict[str, Any] = dict(
+        image=image, command=["sleep", "infinity"], name=name, init=True, detach=True,
+        labels={LABEL_MANAGED: "true", **spec.labels}, environment=dict(env),
+        nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+        mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
+        pids_limit=spec.pids_limit,
+        network=None if spec.network_policy == "none" else spec.network,
+        network_mode="none" if spec.network_policy == "none" else None,
+        runtime=spec.runtime, volumes=spec.volumes,
+        working_dir=spec.workdir,
+    )
+    if spec.gpus:
+        import docker.types
+
+        kwargs["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus,
+                                                                capabilities=[["gpu"]])]
+    return kwargs
+
+
+async def _image_exists(tag: str) -> bool:
+    known = await docker_call(engine.image_exists, tag)  # without the SDK (engine.py)
+    if known is not None:
+        return known
+    from benchflow.sandbox.docker import images as docker_images
+
+    return await docker_call(docker_images.image_exists, docker_client(), tag,
+                             error=SandboxStartError)
+
+
+def _create_plain(kwargs: dict[str, Any]) -> str:
+    """The new container's id: created over the local socket without the SDK (engine.py),
+    else (or refused there) by the SDK, which fails as ever when the daemon refuses."""
     with in_flight.request(creates=True):
-        return client.containers.create(**kwargs)
+        created = engine.create(kwargs["name"], {k: v for k, v in kwargs.items() if k != "name"})
+        return created or docker_client().containers.create(**kwargs).id
 
 
-def _create_with_quota(client: docker.DockerClient, kwargs: dict[str, Any],
-                       storage_mb: int) -> Any:
-    """The container, with a disk quota; None when the daemon's storage driver has none
-    (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
+def _create_with_quota(kwargs: dict[str, Any], storage_mb: int) -> str | None:
+    """The container's id, with a disk quota; None when the daemon's storage driver has
+    none (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
+    quota = {**kwargs, "storage_opt": {"size": f"{storage_mb}M"}}
     try:
         with in_flight.request(creates=True):
-            return client.containers.create(storage_opt={"size": f"{storage_mb}M"}, **kwargs)
-    except docker.errors.APIError as exc:
-        if "storage" in str(exc.explanation or exc).lower():
+            created = engine.create(quota["name"], {k: v for k, v in quota.items() if k != "name"})
+            return created or docker_client().containers.create(**quota).id
+    except engine.Refused as exc:
+        if "storage" in exc.message.lower():
+            return None
+        raise
+    except Exception as exc:
+        import docker.errors
+
+        if (isinstance(exc, docker.errors.APIError)
+                and "storage" in str(exc.explanation or exc).lower()):
             return None
         raise
 
 
+def _start(container_id: str) -> None:
+    """Start the container over the local socket, importing the SDK (and making its
+    client) while the daemon starts it (engine.py); else by the SDK."""
+    if not engine.start(container_id, meanwhile=_prepare_sdk):
+        docker_client().api.start(container_id)
+
+
+def _prepare_sdk() -> None:
+    """The SDK and its client, for what follows a start (a failure is met again there).
+    An early start's caller is importing meanwhile: the GIL is shared, the daemon's work
+    is not."""
+    with contextlib.suppress(Exception):
+        docker_client()
+
+
 def _remove_or_stop(api: Any, container_id: str, delete: bool) -> None:
     """Remove (or stop) the container; one already gone is fine."""
+    import docker.errors
+
     try:
         with in_flight.request(creates=False):
             if delete:
@@ -554,6 +611,8 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
 
 
 def _reclaim() -> list[str]:
+    import docker.errors
+
     removed = []
     api = docker_client().api
     for container_id in sorted(_pending_removal):
@@ -583,6 +642,8 @@ def _ping() -> None:
 
 async def preflight() -> None:
     """Check once per job that the daemon answers. Raises SandboxStartError saying what to do."""
+    if await docker_call(engine.ping):  # the local socket, without the SDK (engine.py)
+        return
     try:
         await docker_call(_ping, error=SandboxStartError)
     except SandboxStartError as exc:

@@ -1,0 +1,253 @@
+"""The Engine API requests before a container runs, on the standard library.
+
+Before its container runs, a sandbox's start asks the daemon four things: does it answer
+(`ping`), is the image there (`image_exists`), create the container (`create`), start it
+(`start`). Over the daemon's local unix socket they are sent here with `http.client`, so
+that none needs the Docker SDK (docker, requests, urllib3: ~100 ms of CPU to import): the
+SDK is imported while the daemon starts the container (`start(..., meanwhile=)`), which is
+what lets `benchflow run` start its first sandbox that much sooner.
+
+Only the plain setup goes this way (`local_socket`): a unix socket, no TLS, no CLI context,
+no proxies in the CLI's config. Anything else (tcp, ssh, TLS, a context, create options
+this module does not translate) returns None: the caller makes that request with the SDK.
+A ping or an image lookup that gets no plain answer returns None too (the SDK asks again
+and fails as it always did); a create or start the daemon refuses raises `Refused`, one it
+did not answer `Unanswered`, which `errors.map_docker_errors` words as the SDK's own
+failures. The create body is the one the SDK's `containers.create` sends
+(`tests/unit/sandbox/test_docker_engine.py` builds both).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import urllib.parse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchflow.settings import host_env
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+TIMEOUT_SEC = 60.0
+"""The Docker SDK's default timeout for a request."""
+
+_CREATE_KEYS = frozenset({
+    "image", "command", "name", "init", "detach", "labels", "environment", "nano_cpus",
+    "mem_limit", "pids_limit", "network", "network_mode", "runtime", "volumes", "working_dir",
+    "storage_opt"})
+"""The `containers.create` options `create_body` translates (a sandbox's start uses these)."""
+
+
+class Refused(Exception):
+    """The daemon refused a create or start: its status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Unanswered(Exception):
+    """A create or start sent over the local socket got no answer (the daemon went away)."""
+
+
+def local_socket() -> str | None:
+    """The daemon's unix socket when the Docker SDK would talk to it plainly (DOCKER_HOST
+    unset or `unix://`; no TLS variables; no CLI context or proxies in the CLI's config);
+    None otherwise (the SDK does it all)."""
+    if host_env("DOCKER_TLS_VERIFY") is not None or host_env("DOCKER_CERT_PATH"):
+        return None
+    host = host_env("DOCKER_HOST")
+    if host:
+        if not host.startswith("unix://") or len(host) <= len("unix://"):
+            return None
+        path = host[len("unix://"):]
+    else:
+        if host_env("DOCKER_CONTEXT") not in (None, "", "default"):
+            return None
+        path = DEFAULT_SOCKET
+    return path if _plain_cli_config() else None
+
+
+def _plain_cli_config() -> bool:
+    """Whether the Docker CLI config the SDK reads (the first of `$DOCKER_CONFIG/config.json`,
+    `~/.docker/config.json`, `~/.dockercfg` that exists) sets no proxies and no context."""
+    folder = host_env("DOCKER_CONFIG")
+    home = Path.home()
+    paths = [Path(folder) / "config.json"] if folder else []
+    for path in (*paths, home / ".docker" / "config.json", home / ".dockercfg"):
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+        if path.name == ".dockercfg":
+            return True  # the legacy file holds credentials only
+        try:
+            config = json.loads(text)
+        except ValueError:
+            return False
+        return (isinstance(config, dict) and not config.get("proxies")
+                and config.get("currentContext") in (None, "", "default"))
+    return True
+
+
+def create_body(kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON body of `POST /containers/create` that the Docker SDK's
+    `containers.create(**kwargs)` sends (without `name`, a query parameter); None for an
+    option or value it does not cover (the SDK then creates)."""
+    if set(kwargs) - _CREATE_KEYS or kwargs.get("volumes") or not isinstance(
+            kwargs.get("command"), list):
+        return None
+    env = kwargs.get("environment") or {}
+    if not all(isinstance(v, str) for v in env.values()):
+        return None
+    host: dict[str, Any] = {}
+    memory = kwargs.get("mem_limit")
+    if memory is not None:
+        if isinstance(memory, str) and memory[:-1].isdigit() and memory[-1:] == "m":
+            memory = int(memory[:-1]) << 20
+        if not isinstance(memory, int):
+            return None
+        host["Memory"] = memory
+    network = kwargs.get("network")
+    host["NetworkMode"] = network or kwargs.get("network_mode") or "default"
+    if kwargs.get("pids_limit"):
+        host["PidsLimit"] = kwargs["pids_limit"]
+    if kwargs.get("storage_opt") is not None:
+        host["StorageOpt"] = kwargs["storage_opt"]
+    if kwargs.get("init") is not None:
+        host["Init"] = kwargs["init"]
+    if kwargs.get("nano_cpus"):
+        host["NanoCpus"] = kwargs["nano_cpus"]
+    if kwargs.get("runtime"):
+        host["Runtime"] = kwargs["runtime"]
+    detach = bool(kwargs.get("detach"))
+    body: dict[str, Any] = {
+        "Tty": False, "OpenStdin": False, "StdinOnce": False, "AttachStdin": False,
+        "AttachStdout": not detach, "AttachStderr": not detach,
+        "Env": [f"{k}={v}" for k, v in env.items()] or None,
+        "Cmd": kwargs["command"], "Image": kwargs.get("image"), "NetworkDisabled": False,
+        "WorkingDir": kwargs.get("working_dir"), "HostConfig": host,
+        "NetworkingConfig": {network: None} if network else None,
+        "Labels": kwargs.get("labels"),
+    }
+    return {k: v for k, v in body.items() if v is not None}  # as the SDK's _post_json
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=TIMEOUT_SEC)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def _request(path: str, method: str, url: str, body: dict[str, Any] | None = None,
+             meanwhile: Callable[[], object] | None = None) -> tuple[int, Any]:
+    """Send one request; `meanwhile()` runs once it is sent. The status and the decoded
+    JSON answer (None when empty or not JSON).
+
+    Raises:
+        OSError, http.client.HTTPException: the daemon could not be asked or did not answer.
+    """
+    conn = _UnixConnection(path)
+    try:
+        if body is None:
+            conn.request(method, url)
+        else:
+            conn.request(method, url, json.dumps(body), {"Content-Type": "application/json"})
+        if meanwhile is not None:
+            meanwhile()
+        response = conn.getresponse()
+        data = response.read()
+    finally:
+        conn.close()
+    try:
+        return response.status, json.loads(data) if data else None
+    except ValueError:
+        return response.status, None
+
+
+def ping() -> bool:
+    """Whether the local daemon answers `GET /_ping` (False: not plain, or no answer)."""
+    path = local_socket()
+    try:
+        return path is not None and _request(path, "GET", "/_ping")[0] == 200
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def image_exists(tag: str) -> bool | None:
+    """Whether image `tag` is on the local daemon; None: not known (ask the SDK)."""
+    path = local_socket()
+    if path is None:
+        return None
+    try:
+        status = _request(path, "GET", f"/images/{urllib.parse.quote(tag, safe='/:')}/json")[0]
+    except (OSError, http.client.HTTPException):
+        return None
+    return {200: True, 404: False}.get(status)
+
+
+def _sent(path: str, url: str, body: dict[str, Any] | None = None,
+          meanwhile: Callable[[], object] | None = None) -> tuple[int, Any]:
+    """POST `url`; raises Refused for a status of 400 or more, Unanswered for no answer."""
+    try:
+        status, data = _request(path, "POST", url, body, meanwhile)
+    except (OSError, http.client.HTTPException) as exc:
+        raise Unanswered(f"{type(exc).__name__}: {exc}") from exc
+    if status >= 400:
+        message = data.get("message") if isinstance(data, dict) else None
+        raise Refused(status, str(message or f"HTTP {status}"))
+    return status, data
+
+
+def create(name: str, kwargs: Mapping[str, Any]) -> str | None:
+    """Create container `name` as `containers.create(name=name, **kwargs)` would; its id.
+    None: not plain, or options `create_body` does not cover (ask the SDK).
+
+    Raises:
+        Refused: the daemon refused it (nothing was made).
+        Unanswered: no answer.
+    """
+    path, body = local_socket(), create_body(kwargs)
+    if path is None or body is None:
+        return None
+    _, data = _sent(path, f"/containers/create?{urllib.parse.urlencode({'name': name})}", body)
+    if not isinstance(data, dict) or not isinstance(data.get("Id"), str):
+        raise Unanswered(f"the daemon's answer to a create has no id: {data!r}")
+    return data["Id"]
+
+
+def start(container_id: str, meanwhile: Callable[[], object] | None = None) -> bool:
+    """Start the container; `meanwhile()` runs while the daemon does (also when not sent).
+    False: not plain (ask the SDK).
+
+    Raises:
+        Refused: the daemon refused it.
+        Unanswered: no answer.
+    """
+    path = local_socket()
+    if path is None:
+        if meanwhile is not None:
+            meanwhile()
+        return False
+    _sent(path, f"/containers/{urllib.parse.quote(container_id, safe='/:')}/start",
+          meanwhile=meanwhile)
+    return True
+
+
+__all__ = ["Refused", "Unanswered", "create", "create_body", "image_exists", "local_socket",
+           "ping", "start"]
