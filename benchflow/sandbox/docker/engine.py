@@ -1,19 +1,22 @@
-"""The Engine API requests before a container runs, on the standard library.
+"""The Engine API requests of a plain rollout, on the standard library.
 
-Before its container runs, a sandbox's start asks the daemon four things: does it answer
-(`ping`), is the image there (`image_exists`), create the container (`create`), start it
-(`start`). Over the daemon's local unix socket they are sent here with `http.client`, so
-that none needs the Docker SDK (docker, requests, urllib3: ~100 ms of CPU to import): the
-SDK is imported while the daemon starts the container (`start(..., meanwhile=)`), which is
-what lets `benchflow run` start its first sandbox that much sooner.
+A plain rollout asks the daemon a dozen things: does it answer (`ping`), is the image there
+(`image_exists`), create and start the container (`create`, `start`), upload and download
+files (`put_archive`, `get_archive`), run commands (`exec_create`, `exec_output`,
+`exec_inspect`), look at the container (`inspect`) and remove it (`remove`). Over the
+daemon's local unix socket they are sent here with `http.client`, so that none needs the
+Docker SDK (docker, requests, urllib3: ~70-100 ms of CPU to import, before the container
+is even created): `benchflow run` starts its first sandbox that much sooner, and a plain
+run never imports the SDK. What else the backend does (builds, pulls, snapshots,
+networks, volumes, live processes) stays on the SDK.
 
 Only the plain setup goes this way (`local_socket`): a unix socket, no TLS, no CLI context,
 no proxies in the CLI's config. Anything else (tcp, ssh, TLS, a context, create options
 this module does not translate) returns None: the caller makes that request with the SDK.
 A ping or an image lookup that gets no plain answer returns None too (the SDK asks again
-and fails as it always did); a create or start the daemon refuses raises `Refused`, one it
+and fails as it always did); any other request the daemon refuses raises `Refused`, one it
 did not answer `Unanswered`, which `errors.map_docker_errors` words as the SDK's own
-failures. The create body is the one the SDK's `containers.create` sends
+failures. Request bodies are the SDK's. The create body is the one the SDK's `containers.create` sends
 (`tests/unit/sandbox/test_docker_engine.py` builds both).
 """
 
@@ -23,7 +26,7 @@ import http.client
 import json
 import socket
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +94,7 @@ def _plain_cli_config() -> bool:
         except ValueError:
             return False
         return (isinstance(config, dict) and not config.get("proxies")
+                and not config.get("detachKeys")
                 and config.get("currentContext") in (None, "", "default"))
     return True
 
@@ -154,23 +158,33 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def _request(path: str, method: str, url: str, body: dict[str, Any] | None = None,
-             meanwhile: Callable[[], object] | None = None) -> tuple[int, Any]:
-    """Send one request; `meanwhile()` runs once it is sent. The status and the decoded
-    JSON answer (None when empty or not JSON).
+def _open(path: str, method: str, url: str, body: dict[str, Any] | bytes | None = None,
+          headers: Mapping[str, str] | None = None
+          ) -> tuple[_UnixConnection, http.client.HTTPResponse]:
+    """Send one request; the connection and the response, its headers read (the caller
+    closes the connection)."""
+    conn = _UnixConnection(path)
+    try:
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
+        conn.request(method, url, body, dict(headers or {}))
+        return conn, conn.getresponse()
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _request(path: str, method: str, url: str,
+             body: dict[str, Any] | bytes | None = None) -> tuple[int, Any]:
+    """Send one request. The status and the decoded JSON answer (None when empty or not
+    JSON).
 
     Raises:
         OSError, http.client.HTTPException: the daemon could not be asked or did not answer.
     """
-    conn = _UnixConnection(path)
+    conn, response = _open(path, method, url, body)
     try:
-        if body is None:
-            conn.request(method, url)
-        else:
-            conn.request(method, url, json.dumps(body), {"Content-Type": "application/json"})
-        if meanwhile is not None:
-            meanwhile()
-        response = conn.getresponse()
         data = response.read()
     finally:
         conn.close()
@@ -201,17 +215,25 @@ def image_exists(tag: str) -> bool | None:
     return {200: True, 404: False}.get(status)
 
 
-def _sent(path: str, url: str, body: dict[str, Any] | None = None,
-          meanwhile: Callable[[], object] | None = None) -> tuple[int, Any]:
-    """POST `url`; raises Refused for a status of 400 or more, Unanswered for no answer."""
+def _refused(status: int, data: Any) -> Refused:
+    message = data.get("message") if isinstance(data, dict) else None
+    return Refused(status, str(message or f"HTTP {status}"))
+
+
+def _sent(path: str, url: str, body: dict[str, Any] | bytes | None = None,
+          method: str = "POST") -> tuple[int, Any]:
+    """Send a request; raises Refused for a status of 400 or more, Unanswered for none."""
     try:
-        status, data = _request(path, "POST", url, body, meanwhile)
+        status, data = _request(path, method, url, body)
     except (OSError, http.client.HTTPException) as exc:
         raise Unanswered(f"{type(exc).__name__}: {exc}") from exc
     if status >= 400:
-        message = data.get("message") if isinstance(data, dict) else None
-        raise Refused(status, str(message or f"HTTP {status}"))
+        raise _refused(status, data)
     return status, data
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="/:")  # as the SDK's `_url`
 
 
 def create(name: str, kwargs: Mapping[str, Any]) -> str | None:
@@ -231,23 +253,134 @@ def create(name: str, kwargs: Mapping[str, Any]) -> str | None:
     return data["Id"]
 
 
-def start(container_id: str, meanwhile: Callable[[], object] | None = None) -> bool:
-    """Start the container; `meanwhile()` runs while the daemon does (also when not sent).
-    False: not plain (ask the SDK).
+# Each request below: None when the setup is not plain (ask the SDK); raises Refused (the
+# daemon said no: 4xx, 5xx) or Unanswered (no answer).
 
-    Raises:
-        Refused: the daemon refused it.
-        Unanswered: no answer.
-    """
+def start(container_id: str) -> bool | None:
+    """Start the container."""
     path = local_socket()
     if path is None:
-        if meanwhile is not None:
-            meanwhile()
-        return False
-    _sent(path, f"/containers/{urllib.parse.quote(container_id, safe='/:')}/start",
-          meanwhile=meanwhile)
+        return None
+    _sent(path, f"/containers/{_quote(container_id)}/start")
     return True
 
 
-__all__ = ["Refused", "Unanswered", "create", "create_body", "image_exists", "local_socket",
-           "ping", "start"]
+def inspect(container_id: str, *, size: bool = False) -> dict[str, Any] | None:
+    """`GET /containers/{id}/json` (with `size`: the writable layer's size too)."""
+    path = local_socket()
+    if path is None:
+        return None
+    query = "?size=1" if size else ""
+    return _sent(path, f"/containers/{_quote(container_id)}/json{query}", method="GET")[1]
+
+
+def put_archive(container_id: str, folder: str, data: bytes) -> bool | None:
+    """Unpack tar `data` under `folder` in the container; whether the daemon said 200."""
+    path = local_socket()
+    if path is None:
+        return None
+    query = urllib.parse.urlencode({"path": folder})
+    status, _ = _sent(path, f"/containers/{_quote(container_id)}/archive?{query}", data,
+                      method="PUT")
+    return status == 200
+
+
+def remove(container_id: str) -> bool | None:
+    """Remove the container, forced, with its anonymous volumes."""
+    path = local_socket()
+    if path is None:
+        return None
+    _sent(path, f"/containers/{_quote(container_id)}?v=True&link=False&force=True",
+          method="DELETE")
+    return True
+
+
+def exec_create(container_id: str, argv: list[str], *, user: str, workdir: str | None,
+                environment: Mapping[str, str]) -> str | None:
+    """A new exec of `argv` (stdout and stderr attached, no TTY, no stdin); its id."""
+    path = local_socket()
+    if path is None:
+        return None
+    body: dict[str, Any] = {
+        "Container": container_id, "User": user, "Privileged": False, "Tty": False,
+        "AttachStdin": False, "AttachStdout": True, "AttachStderr": True, "Cmd": argv,
+        "Env": [f"{k}={v}" for k, v in environment.items()]}
+    if workdir is not None:
+        body["WorkingDir"] = workdir
+    _, data = _sent(path, f"/containers/{_quote(container_id)}/exec", body)
+    if not isinstance(data, dict) or not isinstance(data.get("Id"), str):
+        raise Unanswered(f"the daemon's answer to an exec create has no id: {data!r}")
+    return data["Id"]
+
+
+def exec_inspect(exec_id: str) -> dict[str, Any] | None:
+    """`GET /exec/{id}/json`."""
+    path = local_socket()
+    if path is None:
+        return None
+    return _sent(path, f"/exec/{_quote(exec_id)}/json", method="GET")[1]
+
+
+class Stream:
+    """An open response read as it arrives; `close()` ends it (and its connection)."""
+
+    def __init__(self, conn: _UnixConnection, response: http.client.HTTPResponse) -> None:
+        self._conn = conn
+        self.response = response
+
+    def close(self) -> None:
+        self.response.close()
+        self._conn.close()
+
+
+def _stream(method: str, url: str, body: dict[str, Any] | None = None,
+            headers: Mapping[str, str] | None = None) -> Stream | None:
+    path = local_socket()
+    if path is None:
+        return None
+    try:
+        conn, response = _open(path, method, url, body, headers)
+    except (OSError, http.client.HTTPException) as exc:
+        raise Unanswered(f"{type(exc).__name__}: {exc}") from exc
+    if response.status >= 400:
+        try:
+            data = response.read()
+        except (OSError, http.client.HTTPException):
+            data = b""
+        finally:
+            conn.close()
+        try:
+            raise _refused(response.status, json.loads(data) if data else None)
+        except ValueError:
+            raise _refused(response.status, None) from None
+    return Stream(conn, response)
+
+
+def exec_output(exec_id: str) -> tuple[Stream, Any] | None:
+    """Start the exec, attached: its stream and the reader of its multiplexed frames (the
+    socket's buffered reader after the 101 headers, no timeout: a command may run silent
+    for minutes)."""
+    stream = _stream("POST", f"/exec/{_quote(exec_id)}/start", {"Tty": False, "Detach": False},
+                     {"Connection": "Upgrade", "Upgrade": "tcp"})
+    if stream is None:
+        return None
+    reader = stream.response.fp
+    if reader is None:
+        stream.close()
+        raise Unanswered("the daemon closed an exec's stream before its output")
+    sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(None)
+    return stream, reader
+
+
+def get_archive(container_id: str, folder: str) -> Stream | None:
+    """A tar stream of `folder` in the container (read it with `response.read(n)`)."""
+    query = urllib.parse.urlencode({"path": folder})
+    return _stream("GET", f"/containers/{_quote(container_id)}/archive?{query}",
+                   headers={"Accept-Encoding": "identity"})
+
+
+__all__ = ["Refused", "Stream", "Unanswered", "create", "create_body", "exec_create",
+           "exec_inspect", "exec_output", "get_archive", "image_exists", "inspect",
+           "local_socket", "ping", "put_archive", "remove", "start"]

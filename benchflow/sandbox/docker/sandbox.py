@@ -147,8 +147,7 @@ class DockerSandbox:
             await docker_call(_start, container_id, error=SandboxStartError)
             try:
                 await self._init_container()
-                info = await docker_call(docker_client().api.inspect_container, container_id,
-                                         error=SandboxStartError)
+                info = await docker_call(_inspect, container_id, error=SandboxStartError)
             except SandboxExecError as exc:  # still starting: an exec now is a start failure
                 raise SandboxStartError(f"sandbox init failed: {exc}",
                                         transient=exc.transient) from exc
@@ -218,10 +217,9 @@ class DockerSandbox:
     async def stop(self, delete: bool = True) -> None:
         if self.container_id is None:
             return
-        container_id, api = self.container_id, docker_client().api
+        container_id = self.container_id
         try:  # by id: no lookup round trip first
-            await docker_call(_remove_or_stop, api, container_id, delete,
-                              error=SandboxTeardownError)
+            await docker_call(_remove_or_stop, container_id, delete, error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if delete and exc.transient:  # the daemon is away: remove it once it is back
                 _pending_removal.add(container_id)
@@ -327,12 +325,11 @@ class DockerSandbox:
             # A worker thread cannot be interrupted: the deadline is enforced in the container.
             # By absolute path: PATH may hold folders the agent can write.
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
-        api = docker_client().api
         started = time.monotonic()
         exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
                                           environment={**self._ca_env, **(env or {})})
         await docker_call(_pump, exec_id, capture)
-        code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
+        code = (await docker_call(_exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
         if not timed_out and (code is None or code in _KILLED_CODES):
@@ -344,25 +341,19 @@ class DockerSandbox:
         running, which benchflow never causes before teardown: the container stopped under
         the rollout (a daemon restart), a transient SandboxExecError."""
         try:
-            created = await docker_call(docker_client().api.exec_create, self._require(), argv,
-                                        **kwargs)
+            return await docker_call(_exec_create, self._require(), argv, **kwargs)
         except SandboxExecError as exc:
-            import docker.errors
-
-            cause = exc.__cause__
-            if isinstance(cause, docker.errors.APIError) and cause.status_code == 409:
+            if _status(exc.__cause__) == 409:
                 raise SandboxExecError(f"the sandbox stopped under benchflow ({exc}): the "
                                        "Docker daemon restarted or the container was stopped",
-                                       transient=True) from cause
+                                       transient=True) from exc.__cause__
             raise
-        return created["Id"]
 
     async def _check_still_running(self) -> None:
         """A command killed because its container stopped (a daemon restart, someone's
         `docker rm`) failed for the infrastructure, not for the agent: raise a transient
         SandboxExecError instead of handing back its exit code."""
-        state = (await docker_call(docker_client().api.inspect_container,
-                                   self._require()))["State"]
+        state = (await docker_call(_inspect, self._require()))["State"]
         if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
             raise SandboxExecError(f"the sandbox stopped under the command (container "
                                    f"{state.get('Status')}, exit {state.get('ExitCode')}): "
@@ -398,7 +389,7 @@ class DockerSandbox:
     # -- files -------------------------------------------------------------------------
 
     async def _put_archive(self, path: str, data: bytes) -> None:
-        ok = await docker_call(docker_client().api.put_archive, self._require(), path, data)
+        ok = await docker_call(_put_archive, self._require(), path, data)
         if not ok:
             raise SandboxExecError(f"upload to {path} failed")
 
@@ -433,8 +424,62 @@ class DockerSandbox:
                         env={"PATH": SYSTEM_PATH})
 
 
+def _status(exc: BaseException | None) -> int | None:
+    """The HTTP status of a daemon's refusal (over the socket or through the SDK)."""
+    if isinstance(exc, engine.Refused):
+        return exc.status
+    return getattr(exc, "status_code", None) if exc is not None else None
+
+
+# Requests of a plain rollout: over the local socket without the SDK (engine.py), else by
+# the SDK. Blocking: called in worker threads (`docker_call`).
+
+def _inspect(container_id: str) -> dict[str, Any]:
+    info = engine.inspect(container_id)
+    return info if info is not None else docker_client().api.inspect_container(container_id)
+
+
+def _put_archive(container_id: str, path: str, data: bytes) -> bool:
+    ok = engine.put_archive(container_id, path, data)
+    return ok if ok is not None else docker_client().api.put_archive(container_id, path, data)
+
+
+def _exec_create(container_id: str, argv: list[str], *, user: str, workdir: str | None,
+                 environment: dict[str, str], stdin: bool = False) -> str:
+    exec_id = None if stdin else engine.exec_create(container_id, argv, user=user,
+                                                    workdir=workdir, environment=environment)
+    if exec_id is not None:
+        return exec_id
+    return docker_client().api.exec_create(container_id, argv, user=user, workdir=workdir,
+                                           environment=environment, stdin=stdin)["Id"]
+
+
+def _exec_inspect(exec_id: str) -> dict[str, Any]:
+    info = engine.exec_inspect(exec_id)
+    return info if info is not None else docker_client().api.exec_inspect(exec_id)
+
+
+def _read_frames(reader: Any, capture: OutputCapture) -> None:
+    # Read through http.client's buffered reader, not the raw socket under it (as the
+    # SDK's _read_from_socket does): frames that came in the same packet as the 101
+    # headers are in its buffer already, and a fast exec under load lost its output.
+    while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
+        stream, size = FRAME_HEADER.unpack(header)
+        data = reader.read(size)
+        if data and stream in (STDOUT, STDERR):
+            capture.write(stream, data)
+
+
 def _pump(exec_id: str, capture: OutputCapture) -> None:
     """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
+    opened = engine.exec_output(exec_id)
+    if opened is not None:
+        stream, reader = opened
+        try:
+            _read_frames(reader, capture)
+        finally:
+            stream.close()
+        return
     api = docker_client().api
     # exec_start(stream=True) without its CancellableStream, whose close leaks the socket
     res = api._post_json(api._url("/exec/{0}/start", exec_id), data={"Tty": False,
@@ -442,17 +487,10 @@ def _pump(exec_id: str, capture: OutputCapture) -> None:
                          stream=True)
     try:
         api._raise_for_status(res)
-        # Read through http.client's buffered reader, not the raw socket under it (as the
-        # SDK's _read_from_socket does): frames that came in the same packet as the 101
-        # headers are in its buffer already, and a fast exec under load lost its output.
         reader = buffered_reader(res)
         assert reader is not None, "requests' response without http.client's reader"
         api._disable_socket_timeout(reader.raw)  # a silent test.sh may run for minutes
-        while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
-            stream, size = FRAME_HEADER.unpack(header)
-            data = reader.read(size)
-            if data and stream in (STDOUT, STDERR):
-                capture.write(stream, data)
+        _read_frames(reader, capture)
     finally:
         res.close()
 
@@ -474,6 +512,9 @@ async def _build_lock(tag: str) -> AsyncIterator[None]:
 
 def _inspect_with_size(container_id: str) -> dict[str, Any]:
     """`GET /containers/{id}/json?size=1` (the SDK's inspect cannot ask for sizes)."""
+    info = engine.inspect(container_id, size=True)
+    if info is not None:
+        return info
     api = docker_client().api
     res = api._get(api._url("/containers/{0}/json", container_id), params={"size": 1})
     return dict(api._result(res, True))
@@ -481,13 +522,19 @@ def _inspect_with_size(container_id: str) -> dict[str, Any]:
 
 def _download(container_id: str, src: str, dst: Path, limit_mb: int | None) -> str | None:
     """`get_archive`, read as it arrives (never whole in memory) and closed when done."""
+    limit = None if limit_mb is None else limit_mb << 20
+    stream = engine.get_archive(container_id, src)
+    if stream is not None:
+        try:
+            return _extract(iter(lambda: stream.response.read(1 << 20), b""), src, dst, limit)
+        finally:
+            stream.close()
     api = docker_client().api
     res = api._get(api._url("/containers/{0}/archive", container_id), params={"path": src},
                    stream=True, headers={"Accept-Encoding": "identity"})
     try:
         api._raise_for_status(res)
-        return _extract(res.iter_content(1 << 20), src, dst,
-                        None if limit_mb is None else limit_mb << 20)
+        return _extract(res.iter_content(1 << 20), src, dst, limit)
     finally:
         res.close()
 
@@ -575,32 +622,24 @@ def _create_with_quota(kwargs: dict[str, Any], storage_mb: int) -> str | None:
 
 
 def _start(container_id: str) -> None:
-    """Start the container over the local socket, importing the SDK (and making its
-    client) while the daemon starts it (engine.py); else by the SDK."""
-    if not engine.start(container_id, meanwhile=_prepare_sdk):
+    if not engine.start(container_id):
         docker_client().api.start(container_id)
 
 
-def _prepare_sdk() -> None:
-    """The SDK and its client, for what follows a start (a failure is met again there).
-    An early start's caller is importing meanwhile: the GIL is shared, the daemon's work
-    is not."""
-    with contextlib.suppress(Exception):
-        docker_client()
-
-
-def _remove_or_stop(api: Any, container_id: str, delete: bool) -> None:
+def _remove_or_stop(container_id: str, delete: bool) -> None:
     """Remove (or stop) the container; one already gone is fine."""
-    import docker.errors
-
     try:
         with in_flight.request(creates=False):
+            if delete and engine.remove(container_id):
+                return
+            api = docker_client().api
             if delete:
                 api.remove_container(container_id, force=True, v=True)
             else:
                 api.stop(container_id, timeout=5)
-    except docker.errors.NotFound:
-        pass
+    except Exception as exc:
+        if _status(exc) != 404:  # gone already
+            raise
 
 
 def _classify_start(exc: SandboxStartError) -> SandboxError:
