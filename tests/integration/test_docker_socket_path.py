@@ -11,7 +11,8 @@ import pytest
 
 from benchflow.errors import SandboxStartError
 from benchflow.sandbox.docker import engine
-from benchflow.sandbox.docker.sandbox import DockerSandbox, _remove_or_stop
+from benchflow.sandbox.docker.calls import remove_or_stop
+from benchflow.sandbox.docker.sandbox import DockerSandbox
 from benchflow.sandbox.labels import LABEL_JOB
 from benchflow.sandbox.spec import SandboxSpec
 
@@ -64,7 +65,7 @@ async def test_both_paths_make_the_same_container(monkeypatch, job_name, tmp_pat
         finally:
             container_id = sandbox.container_id
             await sandbox.stop()
-        _remove_or_stop(container_id, True)  # once more: gone already (a 404) is fine
+        remove_or_stop(container_id, True)  # once more: gone already (a 404) is fine
         assert job_containers(job_name) == []
     assert seen["socket"] == seen["sdk"]
     assert seen["socket"]["host"]["Memory"] == 256 << 20  # the comparison sees the options

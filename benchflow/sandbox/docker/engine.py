@@ -16,8 +16,9 @@ this module does not translate) returns None: the caller makes that request with
 A ping or an image lookup that gets no plain answer returns None too (the SDK asks again
 and fails as it always did); any other request the daemon refuses raises `Refused`, one it
 did not answer `Unanswered`, which `errors.map_docker_errors` words as the SDK's own
-failures. Request bodies are the SDK's. The create body is the one the SDK's `containers.create` sends
-(`tests/unit/sandbox/test_docker_engine.py` builds both).
+failures. Request bodies are the SDK's (the create body is checked against the SDK's own
+in `tests/unit/sandbox/test_docker_engine.py`, the rest on the real daemon in
+`tests/integration/test_docker_socket_path.py`).
 """
 
 from __future__ import annotations

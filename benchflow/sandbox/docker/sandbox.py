@@ -1,8 +1,10 @@
-"""The docker sandbox backend, on the Docker SDK for Python (never the docker CLI).
+"""The docker sandbox backend, on the Engine API (never the docker CLI).
 
 One long-lived container per rollout, with docker's init (tini) as PID 1 so that a stop
-is immediate and zombies are reaped. Every blocking SDK call goes through `docker_call`, which
-runs it in a worker thread and maps Docker's exceptions to benchflow's.
+is immediate and zombies are reaped. A plain rollout's requests go over the daemon's local
+socket without the Docker SDK (`calls.py`, `engine.py`); the rest through the SDK. Every
+blocking request goes through `docker_call`, which runs it in a worker thread and maps
+Docker's exceptions to benchflow's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -28,20 +30,16 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
-from benchflow.sandbox.docker import engine
-from benchflow.sandbox.archive import extract as _extract
+from benchflow.sandbox.docker import calls, engine
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
-from benchflow.sandbox.docker.errors import docker_call, docker_client, in_flight
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
-from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
-from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
+from benchflow.sandbox.output import OutputCapture
+from benchflow.sandbox.docker.process import DockerProcess
 from benchflow.sandbox.early import backend_waits
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
-
-if TYPE_CHECKING:  # the SDK is imported while the first container starts (engine.py)
-    import docker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,7 +110,8 @@ class DockerSandbox:
             assert spec.environment_dir is not None
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             async with _build_lock(tag):
-                exists = tag in _known_images or await _image_exists(tag)
+                exists = tag in _known_images or await docker_call(
+                    calls.image_exists, tag, error=SandboxStartError)
                 if spec.force_build or not exists:
                     from benchflow.sandbox.docker import images as docker_images
 
@@ -126,7 +125,7 @@ class DockerSandbox:
                 spec.environment_dir)
         else:
             tag = spec.docker_image or ""
-            if not await _image_exists(tag):
+            if not await docker_call(calls.image_exists, tag, error=SandboxStartError):
                 from benchflow.sandbox.docker import images as docker_images
 
                 await docker_call(docker_images.pull_image, docker_client(), tag,
@@ -144,10 +143,10 @@ class DockerSandbox:
         self.container_id = container_id = await self._create(kwargs, spec.storage_mb)
         try:
             backend_waits()  # an early start's caller goes on (`benchflow.sandbox.early`)
-            await docker_call(_start, container_id, error=SandboxStartError)
+            await docker_call(calls.start, container_id, error=SandboxStartError)
             try:
                 await self._init_container()
-                info = await docker_call(_inspect, container_id, error=SandboxStartError)
+                info = await docker_call(calls.inspect, container_id, error=SandboxStartError)
             except SandboxExecError as exc:  # still starting: an exec now is a start failure
                 raise SandboxStartError(f"sandbox init failed: {exc}",
                                         transient=exc.transient) from exc
@@ -168,7 +167,7 @@ class DockerSandbox:
         global _storage_quotas
         if storage_mb and _storage_quotas is not False:
             try:
-                container = await docker_call(_create_with_quota, kwargs, storage_mb,
+                container = await docker_call(calls.create_with_quota, kwargs, storage_mb,
                                               error=SandboxStartError)
             except SandboxStartError as exc:
                 raise _classify_start(exc) from exc
@@ -178,7 +177,7 @@ class DockerSandbox:
             log.info("the daemon has no storage quota: the disk watchdog enforces storage_mb")
             _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
-            return await docker_call(_create_plain, kwargs, error=SandboxStartError)
+            return await docker_call(calls.create, kwargs, error=SandboxStartError)
         except SandboxStartError as exc:
             raise _classify_start(exc) from exc
 
@@ -219,7 +218,8 @@ class DockerSandbox:
             return
         container_id = self.container_id
         try:  # by id: no lookup round trip first
-            await docker_call(_remove_or_stop, container_id, delete, error=SandboxTeardownError)
+            await docker_call(calls.remove_or_stop, container_id, delete,
+                              error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if delete and exc.transient:  # the daemon is away: remove it once it is back
                 _pending_removal.add(container_id)
@@ -328,8 +328,8 @@ class DockerSandbox:
         started = time.monotonic()
         exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
                                           environment={**self._ca_env, **(env or {})})
-        await docker_call(_pump, exec_id, capture)
-        code = (await docker_call(_exec_inspect, exec_id))["ExitCode"]
+        await docker_call(calls.pump, exec_id, capture)
+        code = (await docker_call(calls.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
         if not timed_out and (code is None or code in _KILLED_CODES):
@@ -341,9 +341,9 @@ class DockerSandbox:
         running, which benchflow never causes before teardown: the container stopped under
         the rollout (a daemon restart), a transient SandboxExecError."""
         try:
-            return await docker_call(_exec_create, self._require(), argv, **kwargs)
+            return await docker_call(calls.exec_create, self._require(), argv, **kwargs)
         except SandboxExecError as exc:
-            if _status(exc.__cause__) == 409:
+            if calls.refusal_status(exc.__cause__) == 409:
                 raise SandboxExecError(f"the sandbox stopped under benchflow ({exc}): the "
                                        "Docker daemon restarted or the container was stopped",
                                        transient=True) from exc.__cause__
@@ -353,7 +353,7 @@ class DockerSandbox:
         """A command killed because its container stopped (a daemon restart, someone's
         `docker rm`) failed for the infrastructure, not for the agent: raise a transient
         SandboxExecError instead of handing back its exit code."""
-        state = (await docker_call(_inspect, self._require()))["State"]
+        state = (await docker_call(calls.inspect, self._require()))["State"]
         if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
             raise SandboxExecError(f"the sandbox stopped under the command (container "
                                    f"{state.get('Status')}, exit {state.get('ExitCode')}): "
@@ -389,7 +389,7 @@ class DockerSandbox:
     # -- files -------------------------------------------------------------------------
 
     async def _put_archive(self, path: str, data: bytes) -> None:
-        ok = await docker_call(_put_archive, self._require(), path, data)
+        ok = await docker_call(calls.put_archive, self._require(), path, data)
         if not ok:
             raise SandboxExecError(f"upload to {path} failed")
 
@@ -404,7 +404,8 @@ class DockerSandbox:
     async def download(self, src: str, dst: Path) -> None:
         """Stream `src` out of the container to `dst` (at most `spec.download_limit_mb`; what
         the limit left out is recorded in `warnings`)."""
-        note = await docker_call(_download, self._require(), src, dst, self.spec.download_limit_mb)
+        note = await docker_call(calls.download, self._require(), src, dst,
+                                 self.spec.download_limit_mb)
         if note is not None:
             log.warning("%s", note)
             self.warnings.append(note)
@@ -413,7 +414,7 @@ class DockerSandbox:
 
     async def disk_usage_mb(self) -> float:
         """What the container has written (its writable layer), in MB."""
-        info = await docker_call(_inspect_with_size, self._require())
+        info = await docker_call(calls.inspect_with_size, self._require())
         return float(info.get("SizeRw") or 0) / (1 << 20)
 
     async def stop_processes(self) -> None:
@@ -422,77 +423,6 @@ class DockerSandbox:
         script = (_SCRIPTS / "stop_all.sh").read_text()
         await self.exec(["/bin/sh", "-c", script], user="root", timeout=60,
                         env={"PATH": SYSTEM_PATH})
-
-
-def _status(exc: BaseException | None) -> int | None:
-    """The HTTP status of a daemon's refusal (over the socket or through the SDK)."""
-    if isinstance(exc, engine.Refused):
-        return exc.status
-    return getattr(exc, "status_code", None) if exc is not None else None
-
-
-# Requests of a plain rollout: over the local socket without the SDK (engine.py), else by
-# the SDK. Blocking: called in worker threads (`docker_call`).
-
-def _inspect(container_id: str) -> dict[str, Any]:
-    info = engine.inspect(container_id)
-    return info if info is not None else docker_client().api.inspect_container(container_id)
-
-
-def _put_archive(container_id: str, path: str, data: bytes) -> bool:
-    ok = engine.put_archive(container_id, path, data)
-    return ok if ok is not None else docker_client().api.put_archive(container_id, path, data)
-
-
-def _exec_create(container_id: str, argv: list[str], *, user: str, workdir: str | None,
-                 environment: dict[str, str], stdin: bool = False) -> str:
-    exec_id = None if stdin else engine.exec_create(container_id, argv, user=user,
-                                                    workdir=workdir, environment=environment)
-    if exec_id is not None:
-        return exec_id
-    return docker_client().api.exec_create(container_id, argv, user=user, workdir=workdir,
-                                           environment=environment, stdin=stdin)["Id"]
-
-
-def _exec_inspect(exec_id: str) -> dict[str, Any]:
-    info = engine.exec_inspect(exec_id)
-    return info if info is not None else docker_client().api.exec_inspect(exec_id)
-
-
-def _read_frames(reader: Any, capture: OutputCapture) -> None:
-    # Read through http.client's buffered reader, not the raw socket under it (as the
-    # SDK's _read_from_socket does): frames that came in the same packet as the 101
-    # headers are in its buffer already, and a fast exec under load lost its output.
-    while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
-        stream, size = FRAME_HEADER.unpack(header)
-        data = reader.read(size)
-        if data and stream in (STDOUT, STDERR):
-            capture.write(stream, data)
-
-
-def _pump(exec_id: str, capture: OutputCapture) -> None:
-    """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
-    opened = engine.exec_output(exec_id)
-    if opened is not None:
-        stream, reader = opened
-        try:
-            _read_frames(reader, capture)
-        finally:
-            stream.close()
-        return
-    api = docker_client().api
-    # exec_start(stream=True) without its CancellableStream, whose close leaks the socket
-    res = api._post_json(api._url("/exec/{0}/start", exec_id), data={"Tty": False,
-                         "Detach": False}, headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-                         stream=True)
-    try:
-        api._raise_for_status(res)
-        reader = buffered_reader(res)
-        assert reader is not None, "requests' response without http.client's reader"
-        api._disable_socket_timeout(reader.raw)  # a silent test.sh may run for minutes
-        _read_frames(reader, capture)
-    finally:
-        res.close()
 
 
 @contextlib.asynccontextmanager
@@ -508,35 +438,6 @@ async def _build_lock(tag: str) -> AsyncIterator[None]:
         yield
     finally:
         lock.release()
-
-
-def _inspect_with_size(container_id: str) -> dict[str, Any]:
-    """`GET /containers/{id}/json?size=1` (the SDK's inspect cannot ask for sizes)."""
-    info = engine.inspect(container_id, size=True)
-    if info is not None:
-        return info
-    api = docker_client().api
-    res = api._get(api._url("/containers/{0}/json", container_id), params={"size": 1})
-    return dict(api._result(res, True))
-
-
-def _download(container_id: str, src: str, dst: Path, limit_mb: int | None) -> str | None:
-    """`get_archive`, read as it arrives (never whole in memory) and closed when done."""
-    limit = None if limit_mb is None else limit_mb << 20
-    stream = engine.get_archive(container_id, src)
-    if stream is not None:
-        try:
-            return _extract(iter(lambda: stream.response.read(1 << 20), b""), src, dst, limit)
-        finally:
-            stream.close()
-    api = docker_client().api
-    res = api._get(api._url("/containers/{0}/archive", container_id), params={"path": src},
-                   stream=True, headers={"Accept-Encoding": "identity"})
-    try:
-        api._raise_for_status(res)
-        return _extract(res.iter_content(1 << 20), src, dst, limit)
-    finally:
-        res.close()
 
 
 def _owner(labels: Mapping[str, str]) -> dict[str, str]:
@@ -580,66 +481,6 @@ def create_kwargs(spec: SandboxSpec, image: str, env: Mapping[str, str]) -> dict
         kwargs["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus,
                                                                 capabilities=[["gpu"]])]
     return kwargs
-
-
-async def _image_exists(tag: str) -> bool:
-    known = await docker_call(engine.image_exists, tag)  # without the SDK (engine.py)
-    if known is not None:
-        return known
-    from benchflow.sandbox.docker import images as docker_images
-
-    return await docker_call(docker_images.image_exists, docker_client(), tag,
-                             error=SandboxStartError)
-
-
-def _create_plain(kwargs: dict[str, Any]) -> str:
-    """The new container's id: created over the local socket without the SDK (engine.py),
-    else (or refused there) by the SDK, which fails as ever when the daemon refuses."""
-    with in_flight.request(creates=True):
-        created = engine.create(kwargs["name"], {k: v for k, v in kwargs.items() if k != "name"})
-        return created or docker_client().containers.create(**kwargs).id
-
-
-def _create_with_quota(kwargs: dict[str, Any], storage_mb: int) -> str | None:
-    """The container's id, with a disk quota; None when the daemon's storage driver has
-    none (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
-    quota = {**kwargs, "storage_opt": {"size": f"{storage_mb}M"}}
-    try:
-        with in_flight.request(creates=True):
-            created = engine.create(quota["name"], {k: v for k, v in quota.items() if k != "name"})
-            return created or docker_client().containers.create(**quota).id
-    except engine.Refused as exc:
-        if "storage" in exc.message.lower():
-            return None
-        raise
-    except Exception as exc:
-        import docker.errors
-
-        if (isinstance(exc, docker.errors.APIError)
-                and "storage" in str(exc.explanation or exc).lower()):
-            return None
-        raise
-
-
-def _start(container_id: str) -> None:
-    if not engine.start(container_id):
-        docker_client().api.start(container_id)
-
-
-def _remove_or_stop(container_id: str, delete: bool) -> None:
-    """Remove (or stop) the container; one already gone is fine."""
-    try:
-        with in_flight.request(creates=False):
-            if delete and engine.remove(container_id):
-                return
-            api = docker_client().api
-            if delete:
-                api.remove_container(container_id, force=True, v=True)
-            else:
-                api.stop(container_id, timeout=5)
-    except Exception as exc:
-        if _status(exc) != 404:  # gone already
-            raise
 
 
 def _classify_start(exc: SandboxStartError) -> SandboxError:

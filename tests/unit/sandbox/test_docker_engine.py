@@ -5,6 +5,7 @@ plain local setup goes that way."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from pathlib import Path
@@ -137,7 +138,13 @@ def serve_once(path: Path, answer: bytes) -> threading.Thread:
     def run() -> None:
         conn, _ = server.accept()
         with conn, server:
-            conn.recv(65536)
+            request = b""
+            while b"\r\n\r\n" not in request:  # the whole request first: headers, body
+                request += conn.recv(65536)
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = re.search(rb"(?i)content-length: *(\d+)", head)
+            while length and len(body) < int(length.group(1)):
+                body += conn.recv(65536)
             conn.sendall(answer)
 
     thread = threading.Thread(target=run, daemon=True)

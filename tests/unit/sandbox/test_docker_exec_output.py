@@ -13,8 +13,7 @@ import anyio
 import docker
 import pytest
 
-from benchflow.sandbox.docker import engine
-from benchflow.sandbox.docker import sandbox as docker_sandbox
+from benchflow.sandbox.docker import calls, engine
 from benchflow.sandbox.output import OutputCapture
 
 
@@ -40,10 +39,10 @@ def test_frames_sent_with_the_upgrade_headers_are_not_lost(monkeypatch, path):
         api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.41")
         monkeypatch.setattr(api, "_post_json", lambda *a, **k: res)
         monkeypatch.setattr(api, "_raise_for_status", lambda r: None)
-        monkeypatch.setattr(docker_sandbox, "docker_client", lambda: SimpleNamespace(api=api))
+        monkeypatch.setattr(calls, "docker_client", lambda: SimpleNamespace(api=api))
     capture = OutputCapture()
     try:
-        docker_sandbox._pump("exec-id", capture)
+        calls.pump("exec-id", capture)
     finally:
         ours.close()
     result = capture.result(0, False)
