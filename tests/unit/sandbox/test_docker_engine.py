@@ -168,8 +168,11 @@ def test_a_refusal_and_a_lost_daemon_are_typed(plain_env, monkeypatch):
     assert str(mapped.value).startswith("docker API error: Conflict. The container name")
     assert not mapped.value.transient
     sock.unlink()
-    with pytest.raises(engine.Unanswered):
-        engine.create("bf", kwargs)  # nobody listens
+    with pytest.raises(SandboxStartError) as lost, map_docker_errors(SandboxStartError):
+        engine.create("bf", kwargs)  # nobody listens: Unanswered
+    assert isinstance(lost.value.__cause__, engine.Unanswered)
+    assert str(lost.value).startswith("lost connection to the docker daemon")
+    assert lost.value.transient
     assert engine.ping() is False and engine.image_exists("img") is None  # the SDK asks
 
 
