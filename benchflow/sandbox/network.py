@@ -30,8 +30,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import docker.errors
-
 from benchflow.errors import ConfigError, SandboxStartError, SandboxTeardownError
 from benchflow.sandbox import host_firewall
 from benchflow.sandbox.base import PolicySandbox
@@ -94,6 +92,8 @@ def _gateway(network: Any) -> str:
 
 
 def _acquire(key: str) -> ModelOnlyNetwork:
+    import docker.errors  # here: a run without this policy needs no SDK to start a sandbox
+
     reason = host_firewall.available()
     if reason is not None:
         raise ConfigError(
@@ -150,6 +150,8 @@ def _release(network: ModelOnlyNetwork) -> None:
 
 
 def _remove_network(name: str, chain: str | None, bridge: str | None) -> bool:
+    import docker.errors
+
     try:
         docker_client().networks.get(name).remove()
     except docker.errors.NotFound:

@@ -2,10 +2,11 @@
 
 For each tree (as in `cli_ab.py`: a checkout or a compiled `git archive`, first on
 PYTHONPATH under this venv's Python), one process per round, the trees alternating; each
-process records, at its first container create (the Docker SDK's `create_container`, in
-whichever thread makes it) and at its exit: the process's CPU time (user + system), the
-modules loaded, the wall time since it started, and whether the rollout machinery
-(`benchflow.rollout.rollout`) was loaded yet. Counts, not only wall time: on a shared
+process records, at its first container create (the request going out through
+`http.client`, from the Docker SDK or not, in whichever thread) and at its exit: the
+process's CPU time (user + system), the modules loaded, the wall time since it started,
+and whether the rollout machinery (`benchflow.rollout.rollout`) and the Docker SDK were
+loaded yet. Counts, not only wall time: on a shared
 machine they barely move with the load. Prints each round, then the medians per tree.
 
     python labs/benchmarks/cli_first_create.py main=/tmp/main branch=. [--rounds 7]
@@ -31,14 +32,16 @@ def now():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return {"cpu_ms": (r.ru_utime + r.ru_stime) * 1000, "modules": len(sys.modules),
             "wall_ms": (time.perf_counter() - start) * 1000,
-            "machinery": "benchflow.rollout.rollout" in sys.modules}
+            "machinery": "benchflow.rollout.rollout" in sys.modules,
+            "sdk": "docker" in sys.modules}
 seen = {}
-from docker.api.container import ContainerApiMixin
-create = ContainerApiMixin.create_container
-def first_create(self, *args, **kwargs):
-    seen.setdefault("create", now())
-    return create(self, *args, **kwargs)
-ContainerApiMixin.create_container = first_create
+import http.client  # both the Docker SDK (urllib3) and benchflow's engine.py send through it
+putrequest = http.client.HTTPConnection.putrequest
+def first_create(self, method, url, *args, **kwargs):
+    if "/containers/create" in url:
+        seen.setdefault("create", now())
+    return putrequest(self, method, url, *args, **kwargs)
+http.client.HTTPConnection.putrequest = first_create
 atexit.register(lambda: print("PROBE " + json.dumps({**seen, "exit": now()}), file=sys.stderr))
 sys.argv = ["benchflow", "run", sys.argv[1], "-a", "oracle", "--jobs-dir", sys.argv[2]]
 from benchflow.cli.main import main
@@ -76,9 +79,11 @@ def main(trees: dict[str, Path], rounds: int) -> None:
         def med(when: str, key: str) -> float:
             return statistics.median(run[when][key] for run in runs)
         machinery = sum(run["create"]["machinery"] for run in runs)
+        sdk = sum(run["create"]["sdk"] for run in runs)
         print(f"  {name:8s} at the first create: cpu {med('create', 'cpu_ms'):4.0f} ms, "
               f"{med('create', 'modules'):4.0f} modules, wall {med('create', 'wall_ms'):4.0f} ms, "
-              f"rollout machinery loaded in {machinery}/{len(runs)}; at exit: cpu "
+              f"rollout machinery loaded in {machinery}/{len(runs)}, the Docker SDK in "
+              f"{sdk}/{len(runs)}; at exit: cpu "
               f"{med('exit', 'cpu_ms'):4.0f} ms, {med('exit', 'modules'):4.0f} modules, wall "
               f"{med('exit', 'wall_ms'):4.0f} ms")
 

@@ -54,7 +54,7 @@ def test_an_oracle_run_imports_only_what_it_needs(tmp_path, job_label):
     # the rollout adopted it
     assert seen["started"] and seen["claimed"]
     assert forbidden(set(seen["at_start"]), WHILE_THE_SANDBOX_STARTS) == []
-    assert "benchflow.rollout.rollout" in loaded and "docker" in loaded
+    assert "benchflow.rollout.rollout" in loaded and "benchflow.sandbox.docker.engine" in loaded
     assert forbidden(loaded) == []
     assert forbidden(loaded, NEVER_FOR_ONE_ROLLOUT) == []
     job = tmp_path / "jobs" / job_label

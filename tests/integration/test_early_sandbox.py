@@ -5,6 +5,7 @@ container `benchflow sandbox cleanup --job` finds, and a command failing after i
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -58,3 +59,41 @@ def test_a_command_failing_after_the_early_start_removes_that_sandbox(tmp_path, 
     done = run("fail", tmp_path, job_name)
     assert done.returncode != 0 and "is broken" in done.stderr, done.stdout + done.stderr
     assert job_containers(job_name) == []
+
+
+TRACED = """
+import atexit, json, sys
+from pathlib import Path
+from benchflow.sandbox.docker import engine, sandbox as docker_sandbox
+out = Path(sys.argv[1])
+seen = {"created": [], "execs": set()}
+def create(name, kwargs, _create=engine.create):  # the create over the daemon's socket
+    seen["sdk_at_create"] = "docker" in sys.modules
+    created = _create(name, kwargs)
+    seen["created"].append(created)
+    return created
+engine.create = create
+exec_into = docker_sandbox.DockerSandbox.exec_into
+async def traced(self, *args, **kwargs):  # every command of the run: oracle, verifier
+    seen["execs"].add(self.container_id)
+    return await exec_into(self, *args, **kwargs)
+docker_sandbox.DockerSandbox.exec_into = traced
+atexit.register(lambda: out.write_text(json.dumps({**seen, "execs": sorted(seen["execs"])})))
+sys.argv = ["benchflow", "run", sys.argv[2], "-a", "oracle", "--jobs-dir", sys.argv[3],
+            "--job-name", sys.argv[4]]
+from benchflow.cli.main import main
+main()
+"""
+
+
+def test_the_container_started_without_the_sdk_is_the_one_the_rollout_uses(tmp_path, job_name):
+    seen_file = tmp_path / "seen.json"
+    done = subprocess.run([sys.executable, "-c", TRACED, str(seen_file),
+                           str(TASKS / "hello-world"), str(tmp_path / "jobs"), job_name],
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0 and "pass rate 100%" in done.stderr, done.stdout + done.stderr
+    seen = json.loads(seen_file.read_text())
+    (created,) = seen["created"]  # one container, made over the socket (not by the SDK)
+    assert created is not None and seen["sdk_at_create"] is False
+    assert seen["execs"] == [created]  # the oracle and the verifier ran in it
+    assert job_containers(job_name) == []  # and it is gone

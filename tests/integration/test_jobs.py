@@ -158,7 +158,8 @@ def test_filter_duplicates_dropped_and_order_kept(tmp_path, job_name):
 
 
 def inject_create_failures(monkeypatch, failures: int) -> list[str]:
-    """Make the Docker SDK's containers.create fail with a 500 `failures` times.
+    """Make a container create (the Docker SDK's or `engine.create`) fail with a 500
+    `failures` times.
 
     Returns the log of create calls: "injected", "created", or "refused" (the daemon's own
     refusal, e.g. of a storage quota the sandbox then retries without).
@@ -182,6 +183,24 @@ def inject_create_failures(monkeypatch, failures: int) -> list[str]:
         return container
 
     monkeypatch.setattr(docker.models.containers.ContainerCollection, "create", create)
+    from benchflow.sandbox.docker import engine  # the create over the local socket
+
+    create_plain = engine.create
+
+    def engine_create(name, kwargs):
+        if calls.count("injected") < failures:
+            calls.append("injected")
+            raise engine.Refused(500, "injected daemon failure (500)")
+        try:
+            created = create_plain(name, kwargs)
+        except engine.Refused:
+            calls.append("refused")
+            raise
+        if created is not None:  # else the SDK creates (counted above)
+            calls.append("created")
+        return created
+
+    monkeypatch.setattr(engine, "create", engine_create)
     return calls
 
 

@@ -39,6 +39,10 @@ NEVER_FOR_A_TASK_RUN = {
 
 NEVER_FOR_ONE_ROLLOUT = {
     "uvloop",  # a job loop for one rollout in flight is the standard one (benchflow.job.loop)
+    # the Docker SDK: a plain rollout's requests go over the daemon's local socket without it
+    # (`benchflow.sandbox.docker.engine`); builds, pulls, snapshots, networks, volumes and
+    # live processes import it
+    "docker", "requests", "urllib3",
 }
 """What a whole run of one rollout does not import either (checked by the integration test)."""
 
@@ -88,8 +92,9 @@ def test_starting_the_first_sandbox_needs_none_of_the_rollout_machinery():
                        "from benchflow.sandbox.registry import provider_class\n"
                        "provider_class('docker')")
     assert {"benchflow.job.runner", "benchflow.rollout.sandbox_spec", "benchflow.sandbox.early",
-            "benchflow.sandbox.docker.sandbox", "docker"} <= loaded
+            "benchflow.sandbox.docker.sandbox", "benchflow.sandbox.docker.engine"} <= loaded
     assert forbidden(loaded, WHILE_THE_SANDBOX_STARTS) == []
+    assert forbidden(loaded, NEVER_FOR_ONE_ROLLOUT) == []
 
 
 def test_the_machinery_pin_can_fail():

@@ -3,6 +3,7 @@
 | module | what it holds |
 | --- | --- |
 | `errors.py` | the Docker SDK boundary: one client, calls in worker threads, failures mapped |
+| `engine.py` | a plain rollout's requests over the local socket, without the SDK (`http.client`) |
 | `sandbox.py` | `DockerSandbox`: start, exec, files, live processes, snapshots, policy |
 | `process.py` | a live process over the daemon's exec socket |
 | `images.py` | task image builds and pulls |

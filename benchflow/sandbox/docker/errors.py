@@ -15,13 +15,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from typing import TYPE_CHECKING
+
 import anyio
-import docker
-import docker.errors
-import requests.exceptions
-import urllib3.exceptions
 
 from benchflow.errors import BenchflowError, SandboxError, SandboxExecError, SandboxStartError
+from benchflow.sandbox.docker import engine
+
+if TYPE_CHECKING:
+    import docker
 
 T = TypeVar("T")
 
@@ -36,21 +38,25 @@ class _Limiters(threading.local):
 
 _limiters = _Limiters()
 
-_TRANSPORT = (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-              urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
+def _transport() -> tuple[type[BaseException], ...]:
+    import requests.exceptions
+    import urllib3.exceptions
+
+    return (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+            urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
 
 
 def is_transient(exc: BaseException) -> bool:
     """Whether the Docker failure `exc` may not repeat (5xx, connection, timeout)."""
+    import docker.errors
+
     if isinstance(exc, docker.errors.APIError):
         status = exc.status_code
         if status is not None:
             return status >= 500
         # no response: the request never got an answer from the daemon
-        return isinstance(exc, _TRANSPORT)
-    if isinstance(exc, _TRANSPORT):
-        return True
-    return False
+        return isinstance(exc, _transport())
+    return isinstance(exc, _transport())
 
 
 @contextlib.contextmanager
@@ -58,24 +64,39 @@ def map_docker_errors(error: type[SandboxError] = SandboxExecError) -> Iterator[
     """Translate Docker SDK and transport failures into `error` (a SandboxError).
 
     `transient` (what retries read) comes from the exception's type and HTTP status:
-    see `is_transient`.
+    see `is_transient`. The SDK is imported only when something failed (a start's first
+    requests need none of it: `engine.py`).
     """
     try:
         yield
     except BenchflowError:
         raise
-    except docker.errors.APIError as exc:
-        raise error(f"docker API error: {exc.explanation or exc}",
-                    transient=is_transient(exc)) from exc
-    except docker.errors.DockerException as exc:
-        raise error(f"docker error: {exc}", transient=is_transient(exc)) from exc
-    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+    except engine.Refused as exc:  # the SDK's words for a refusal
+        raise error(f"docker API error: {exc.message}", transient=exc.status >= 500) from exc
+    except engine.Unanswered as exc:
         raise error(f"lost connection to the docker daemon: {exc}", transient=True) from exc
+    except Exception as exc:
+        import docker.errors
+        import requests.exceptions
+        import urllib3.exceptions
+
+        if isinstance(exc, docker.errors.APIError):
+            raise error(f"docker API error: {exc.explanation or exc}",
+                        transient=is_transient(exc)) from exc
+        if isinstance(exc, docker.errors.DockerException):
+            raise error(f"docker error: {exc}", transient=is_transient(exc)) from exc
+        if isinstance(exc, (requests.exceptions.RequestException,
+                            urllib3.exceptions.HTTPError)):
+            raise error(f"lost connection to the docker daemon: {exc}",
+                        transient=True) from exc
+        raise
 
 
 @functools.cache
 def docker_client() -> docker.DockerClient:
     """The process-wide Docker client (one connection pool for every sandbox)."""
+    import docker
+
     with map_docker_errors(SandboxStartError):
         return docker.from_env(max_pool_size=64)
 

@@ -1,8 +1,10 @@
-"""The docker sandbox backend, on the Docker SDK for Python (never the docker CLI).
+"""The docker sandbox backend, on the Engine API (never the docker CLI).
 
 One long-lived container per rollout, with docker's init (tini) as PID 1 so that a stop
-is immediate and zombies are reaped. Every blocking SDK call goes through `docker_call`, which
-runs it in a worker thread and maps Docker's exceptions to benchflow's.
+is immediate and zombies are reaped. A plain rollout's requests go over the daemon's local
+socket without the Docker SDK (`calls.py`, `engine.py`); the rest through the SDK. Every
+blocking request goes through `docker_call`, which runs it in a worker thread and maps
+Docker's exceptions to benchflow's.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-import docker
-import docker.errors
 
 from benchflow.errors import (
     ResourceAllocationError,
@@ -30,15 +30,14 @@ from benchflow.errors import (
     SandboxTeardownError,
 )
 from benchflow.sandbox import certs, images
-from benchflow.sandbox.docker import images as docker_images
-from benchflow.sandbox.archive import extract as _extract
+from benchflow.sandbox.docker import calls, engine
 from benchflow.sandbox.archive import tar_bytes as _tar_bytes
 from benchflow.sandbox.archive import tar_path as _tar_path
 from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapabilities
-from benchflow.sandbox.docker.errors import docker_call, docker_client, in_flight
+from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
-from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
-from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
+from benchflow.sandbox.output import OutputCapture
+from benchflow.sandbox.docker.process import DockerProcess
 from benchflow.sandbox.early import backend_waits
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
@@ -102,8 +101,7 @@ class DockerSandbox:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def prepare_image(self) -> str:
-        """Build, reuse or pull the image; returns its tag."""
-        client = docker_client()
+        """Build, reuse or pull the image; returns its tag (a build or pull imports the SDK)."""
         spec = self.spec
         use_dockerfile = spec.environment_dir is not None and (
             spec.force_build or not spec.docker_image
@@ -112,11 +110,14 @@ class DockerSandbox:
             assert spec.environment_dir is not None
             tag = images.image_tag(spec.name, spec.environment_dir, self._pems)
             async with _build_lock(tag):
-                exists = tag in _known_images or await docker_call(docker_images.image_exists, client, tag,
-                                                             error=SandboxStartError)
+                exists = tag in _known_images or await docker_call(
+                    calls.image_exists, tag, error=SandboxStartError)
                 if spec.force_build or not exists:
+                    from benchflow.sandbox.docker import images as docker_images
+
                     log.info("building %s", tag)
-                    await docker_call(docker_images.build_image, client, tag, spec.environment_dir, self._pems,
+                    await docker_call(docker_images.build_image, docker_client(), tag,
+                                spec.environment_dir, self._pems,
                                 spec.build_timeout_sec, spec.build_log_path, _owner(spec.labels),
                                 error=SandboxStartError)
             # the tag covers the CA digest: the final stage installed these certificates
@@ -124,8 +125,11 @@ class DockerSandbox:
                 spec.environment_dir)
         else:
             tag = spec.docker_image or ""
-            if not await docker_call(docker_images.image_exists, client, tag, error=SandboxStartError):
-                await docker_call(docker_images.pull_image, client, tag, error=SandboxStartError)
+            if not await docker_call(calls.image_exists, tag, error=SandboxStartError):
+                from benchflow.sandbox.docker import images as docker_images
+
+                await docker_call(docker_images.pull_image, docker_client(), tag,
+                                  error=SandboxStartError)
         _known_images.add(tag)
         self.image = tag
         return tag
@@ -135,49 +139,35 @@ class DockerSandbox:
             return
         image = self.image or await self.prepare_image()
         spec = self.spec
-        name = f"bf-{re.sub(r'[^a-zA-Z0-9_.-]+', '-', spec.name)[:40]}-{secrets.token_hex(4)}"
-        kwargs: dict[str, Any] = dict(
-            image=image, command=["sleep", "infinity"], name=name, init=True, detach=True,
-            labels={LABEL_MANAGED: "true", **spec.labels}, environment=self._env,
-            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-            mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
-            pids_limit=spec.pids_limit,
-            network=None if spec.network_policy == "none" else spec.network,
-            network_mode="none" if spec.network_policy == "none" else None,
-            runtime=spec.runtime, volumes=spec.volumes,
-            working_dir=spec.workdir,
-        )
-        if spec.gpus:
-            kwargs["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus,
-                                                                    capabilities=[["gpu"]])]
-        client = docker_client()
-        container = await self._create(client, kwargs, spec.storage_mb)
-        self.container_id = container.id
-        self.workdir = spec.workdir or container.attrs.get("Config", {}).get("WorkingDir") or "/"
+        kwargs = create_kwargs(spec, image, self._env)
+        self.container_id = container_id = await self._create(kwargs, spec.storage_mb)
         try:
             backend_waits()  # an early start's caller goes on (`benchflow.sandbox.early`)
-            await docker_call(container.start, error=SandboxStartError)
+            await docker_call(calls.start, container_id, error=SandboxStartError)
             try:
                 await self._init_container()
-                await docker_call(container.reload, error=SandboxStartError)
+                info = await docker_call(calls.inspect, container_id, error=SandboxStartError)
             except SandboxExecError as exc:  # still starting: an exec now is a start failure
                 raise SandboxStartError(f"sandbox init failed: {exc}",
                                         transient=exc.transient) from exc
-            if container.status != "running":
+            self.workdir = spec.workdir or (info.get("Config") or {}).get("WorkingDir") or "/"
+            state = info.get("State")
+            status = state.get("Status") if isinstance(state, dict) else state
+            if status != "running":
                 raise SandboxStartError(f"the container exited right after it started "
-                                        f"(status {container.status}): the image needs `sleep` "
+                                        f"(status {status}): the image needs `sleep` "
                                         "and a shell")
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.stop(delete=True)
             raise
 
-    async def _create(self, client: docker.DockerClient, kwargs: dict[str, Any],
-                      storage_mb: int | None) -> Any:
+    async def _create(self, kwargs: dict[str, Any], storage_mb: int | None) -> str:
+        """The new container's id."""
         global _storage_quotas
         if storage_mb and _storage_quotas is not False:
             try:
-                container = await docker_call(_create_with_quota, client, kwargs, storage_mb,
+                container = await docker_call(calls.create_with_quota, kwargs, storage_mb,
                                               error=SandboxStartError)
             except SandboxStartError as exc:
                 raise _classify_start(exc) from exc
@@ -187,7 +177,7 @@ class DockerSandbox:
             log.info("the daemon has no storage quota: the disk watchdog enforces storage_mb")
             _storage_quotas = False  # the daemon's storage driver: ask once per process
         try:
-            return await docker_call(_create_plain, client, kwargs, error=SandboxStartError)
+            return await docker_call(calls.create, kwargs, error=SandboxStartError)
         except SandboxStartError as exc:
             raise _classify_start(exc) from exc
 
@@ -226,9 +216,9 @@ class DockerSandbox:
     async def stop(self, delete: bool = True) -> None:
         if self.container_id is None:
             return
-        container_id, api = self.container_id, docker_client().api
+        container_id = self.container_id
         try:  # by id: no lookup round trip first
-            await docker_call(_remove_or_stop, api, container_id, delete,
+            await docker_call(calls.remove_or_stop, container_id, delete,
                               error=SandboxTeardownError)
         except SandboxTeardownError as exc:
             if delete and exc.transient:  # the daemon is away: remove it once it is back
@@ -244,6 +234,8 @@ class DockerSandbox:
         return (await docker_call(docker_client().images.get, base)).id
 
     async def snapshot_exists(self, name: str) -> bool:
+        from benchflow.sandbox.docker import images as docker_images
+
         return await docker_call(docker_images.image_exists, docker_client(), name)
 
     def start_from_snapshot(self, name: str) -> None:
@@ -333,12 +325,11 @@ class DockerSandbox:
             # A worker thread cannot be interrupted: the deadline is enforced in the container.
             # By absolute path: PATH may hold folders the agent can write.
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
-        api = docker_client().api
         started = time.monotonic()
         exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
                                           environment={**self._ca_env, **(env or {})})
-        await docker_call(_pump, exec_id, capture)
-        code = (await docker_call(api.exec_inspect, exec_id))["ExitCode"]
+        await docker_call(calls.pump, exec_id, capture)
+        code = (await docker_call(calls.exec_inspect, exec_id))["ExitCode"]
         timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
                      and time.monotonic() - started >= timeout * 0.99)
         if not timed_out and (code is None or code in _KILLED_CODES):
@@ -350,23 +341,19 @@ class DockerSandbox:
         running, which benchflow never causes before teardown: the container stopped under
         the rollout (a daemon restart), a transient SandboxExecError."""
         try:
-            created = await docker_call(docker_client().api.exec_create, self._require(), argv,
-                                        **kwargs)
+            return await docker_call(calls.exec_create, self._require(), argv, **kwargs)
         except SandboxExecError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, docker.errors.APIError) and cause.status_code == 409:
+            if calls.refusal_status(exc.__cause__) == 409:
                 raise SandboxExecError(f"the sandbox stopped under benchflow ({exc}): the "
                                        "Docker daemon restarted or the container was stopped",
-                                       transient=True) from cause
+                                       transient=True) from exc.__cause__
             raise
-        return created["Id"]
 
     async def _check_still_running(self) -> None:
         """A command killed because its container stopped (a daemon restart, someone's
         `docker rm`) failed for the infrastructure, not for the agent: raise a transient
         SandboxExecError instead of handing back its exit code."""
-        state = (await docker_call(docker_client().api.inspect_container,
-                                   self._require()))["State"]
+        state = (await docker_call(calls.inspect, self._require()))["State"]
         if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
             raise SandboxExecError(f"the sandbox stopped under the command (container "
                                    f"{state.get('Status')}, exit {state.get('ExitCode')}): "
@@ -402,7 +389,7 @@ class DockerSandbox:
     # -- files -------------------------------------------------------------------------
 
     async def _put_archive(self, path: str, data: bytes) -> None:
-        ok = await docker_call(docker_client().api.put_archive, self._require(), path, data)
+        ok = await docker_call(calls.put_archive, self._require(), path, data)
         if not ok:
             raise SandboxExecError(f"upload to {path} failed")
 
@@ -417,7 +404,8 @@ class DockerSandbox:
     async def download(self, src: str, dst: Path) -> None:
         """Stream `src` out of the container to `dst` (at most `spec.download_limit_mb`; what
         the limit left out is recorded in `warnings`)."""
-        note = await docker_call(_download, self._require(), src, dst, self.spec.download_limit_mb)
+        note = await docker_call(calls.download, self._require(), src, dst,
+                                 self.spec.download_limit_mb)
         if note is not None:
             log.warning("%s", note)
             self.warnings.append(note)
@@ -426,7 +414,7 @@ class DockerSandbox:
 
     async def disk_usage_mb(self) -> float:
         """What the container has written (its writable layer), in MB."""
-        info = await docker_call(_inspect_with_size, self._require())
+        info = await docker_call(calls.inspect_with_size, self._require())
         return float(info.get("SizeRw") or 0) / (1 << 20)
 
     async def stop_processes(self) -> None:
@@ -435,30 +423,6 @@ class DockerSandbox:
         script = (_SCRIPTS / "stop_all.sh").read_text()
         await self.exec(["/bin/sh", "-c", script], user="root", timeout=60,
                         env={"PATH": SYSTEM_PATH})
-
-
-def _pump(exec_id: str, capture: OutputCapture) -> None:
-    """Start the exec and hand each frame to `capture` as it arrives (a worker thread)."""
-    api = docker_client().api
-    # exec_start(stream=True) without its CancellableStream, whose close leaks the socket
-    res = api._post_json(api._url("/exec/{0}/start", exec_id), data={"Tty": False,
-                         "Detach": False}, headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-                         stream=True)
-    try:
-        api._raise_for_status(res)
-        # Read through http.client's buffered reader, not the raw socket under it (as the
-        # SDK's _read_from_socket does): frames that came in the same packet as the 101
-        # headers are in its buffer already, and a fast exec under load lost its output.
-        reader = buffered_reader(res)
-        assert reader is not None, "requests' response without http.client's reader"
-        api._disable_socket_timeout(reader.raw)  # a silent test.sh may run for minutes
-        while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
-            stream, size = FRAME_HEADER.unpack(header)
-            data = reader.read(size)
-            if data and stream in (STDOUT, STDERR):
-                capture.write(stream, data)
-    finally:
-        res.close()
 
 
 @contextlib.asynccontextmanager
@@ -474,26 +438,6 @@ async def _build_lock(tag: str) -> AsyncIterator[None]:
         yield
     finally:
         lock.release()
-
-
-def _inspect_with_size(container_id: str) -> dict[str, Any]:
-    """`GET /containers/{id}/json?size=1` (the SDK's inspect cannot ask for sizes)."""
-    api = docker_client().api
-    res = api._get(api._url("/containers/{0}/json", container_id), params={"size": 1})
-    return dict(api._result(res, True))
-
-
-def _download(container_id: str, src: str, dst: Path, limit_mb: int | None) -> str | None:
-    """`get_archive`, read as it arrives (never whole in memory) and closed when done."""
-    api = docker_client().api
-    res = api._get(api._url("/containers/{0}/archive", container_id), params={"path": src},
-                   stream=True, headers={"Accept-Encoding": "identity"})
-    try:
-        api._raise_for_status(res)
-        return _extract(res.iter_content(1 << 20), src, dst,
-                        None if limit_mb is None else limit_mb << 20)
-    finally:
-        res.close()
 
 
 def _owner(labels: Mapping[str, str]) -> dict[str, str]:
@@ -516,34 +460,27 @@ def isolate(container_id: str, policy: NetworkPolicy, target: str | None,
             client.networks.get(name).disconnect(container_id, force=True)
 
 
-def _create_plain(client: docker.DockerClient, kwargs: dict[str, Any]) -> Any:
-    with in_flight.request(creates=True):
-        return client.containers.create(**kwargs)
+def create_kwargs(spec: SandboxSpec, image: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The Docker SDK's `containers.create` options of a sandbox's container (sent as the
+    SDK would by `engine.create`, else by the SDK)."""
+    name = f"bf-{re.sub(r'[^a-zA-Z0-9_.-]+', '-', spec.name)[:40]}-{secrets.token_hex(4)}"
+    kwargs: dict[str, Any] = dict(
+        image=image, command=["sleep", "infinity"], name=name, init=True, detach=True,
+        labels={LABEL_MANAGED: "true", **spec.labels}, environment=dict(env),
+        nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+        mem_limit=f"{spec.memory_mb}m" if spec.memory_mb else None,
+        pids_limit=spec.pids_limit,
+        network=None if spec.network_policy == "none" else spec.network,
+        network_mode="none" if spec.network_policy == "none" else None,
+        runtime=spec.runtime, volumes=spec.volumes,
+        working_dir=spec.workdir,
+    )
+    if spec.gpus:
+        import docker.types
 
-
-def _create_with_quota(client: docker.DockerClient, kwargs: dict[str, Any],
-                       storage_mb: int) -> Any:
-    """The container, with a disk quota; None when the daemon's storage driver has none
-    (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
-    try:
-        with in_flight.request(creates=True):
-            return client.containers.create(storage_opt={"size": f"{storage_mb}M"}, **kwargs)
-    except docker.errors.APIError as exc:
-        if "storage" in str(exc.explanation or exc).lower():
-            return None
-        raise
-
-
-def _remove_or_stop(api: Any, container_id: str, delete: bool) -> None:
-    """Remove (or stop) the container; one already gone is fine."""
-    try:
-        with in_flight.request(creates=False):
-            if delete:
-                api.remove_container(container_id, force=True, v=True)
-            else:
-                api.stop(container_id, timeout=5)
-    except docker.errors.NotFound:
-        pass
+        kwargs["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus,
+                                                                capabilities=[["gpu"]])]
+    return kwargs
 
 
 def _classify_start(exc: SandboxStartError) -> SandboxError:
@@ -554,6 +491,8 @@ def _classify_start(exc: SandboxStartError) -> SandboxError:
 
 
 def _reclaim() -> list[str]:
+    import docker.errors
+
     removed = []
     api = docker_client().api
     for container_id in sorted(_pending_removal):
@@ -583,6 +522,8 @@ def _ping() -> None:
 
 async def preflight() -> None:
     """Check once per job that the daemon answers. Raises SandboxStartError saying what to do."""
+    if await docker_call(engine.ping):  # the local socket, without the SDK (engine.py)
+        return
     try:
         await docker_call(_ping, error=SandboxStartError)
     except SandboxStartError as exc:

@@ -89,13 +89,22 @@ class _StoppedContainerApi:
 
 
 @pytest.mark.anyio
-async def test_a_command_in_a_container_that_stopped_under_it_is_retryable(monkeypatch):
+@pytest.mark.parametrize("path", ["socket", "sdk"])
+async def test_a_command_in_a_container_that_stopped_under_it_is_retryable(monkeypatch, path):
     from benchflow.errors import SandboxExecError
+    from benchflow.sandbox.docker import calls, engine
     from benchflow.sandbox.docker import sandbox as docker_sandbox
     from benchflow.sandbox.spec import SandboxSpec
 
     client = type("Client", (), {"api": _StoppedContainerApi()})()
-    monkeypatch.setattr(docker_sandbox, "docker_client", lambda: client)
+    monkeypatch.setattr(calls, "docker_client", lambda: client)  # a live process: the SDK's
+    if path == "socket":  # the daemon's 409 over the local socket (engine.py)
+        def refuse(container, *args, **kwargs):
+            raise engine.Refused(409, f"Container {container} is not running")
+
+        monkeypatch.setattr(engine, "exec_create", refuse)
+    else:
+        monkeypatch.setattr(engine, "local_socket", lambda: None)
     sandbox = docker_sandbox.DockerSandbox(SandboxSpec(name="t", extra_ca_certs=[]))
     sandbox.container_id = "c0ffee"
     for run in (lambda: sandbox.exec(["true"]), lambda: sandbox.open_process(["sleep", "1"])):

@@ -13,7 +13,7 @@ import anyio
 import docker
 import pytest
 
-from benchflow.sandbox.docker import sandbox as docker_sandbox
+from benchflow.sandbox.docker import calls, engine
 from benchflow.sandbox.output import OutputCapture
 
 
@@ -21,7 +21,8 @@ def _frame(stream: int, data: bytes) -> bytes:
     return struct.pack(">BxxxL", stream, len(data)) + data
 
 
-def test_frames_sent_with_the_upgrade_headers_are_not_lost(monkeypatch):
+@pytest.mark.parametrize("path", ["socket", "sdk"])
+def test_frames_sent_with_the_upgrade_headers_are_not_lost(monkeypatch, path):
     ours, daemons = socket.socketpair()
     daemons.sendall(b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream"
                     b"\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
@@ -29,14 +30,19 @@ def test_frames_sent_with_the_upgrade_headers_are_not_lost(monkeypatch):
     daemons.close()  # the exec ended: all it wrote is in the one packet
     response = http.client.HTTPResponse(ours)
     response.begin()  # reads the headers, and buffers the frames behind them
-    res = SimpleNamespace(raw=SimpleNamespace(_fp=response), close=response.close)
-    api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.41")
-    monkeypatch.setattr(api, "_post_json", lambda *a, **k: res)
-    monkeypatch.setattr(api, "_raise_for_status", lambda r: None)
-    monkeypatch.setattr(docker_sandbox, "docker_client", lambda: SimpleNamespace(api=api))
+    if path == "socket":  # benchflow's own request over the local socket (engine.py)
+        monkeypatch.setattr(engine, "local_socket", lambda: "/unused.sock")
+        monkeypatch.setattr(engine, "_open", lambda *a, **k: (ours, response))
+    else:  # the Docker SDK's
+        monkeypatch.setattr(engine, "local_socket", lambda: None)
+        res = SimpleNamespace(raw=SimpleNamespace(_fp=response), close=response.close)
+        api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.41")
+        monkeypatch.setattr(api, "_post_json", lambda *a, **k: res)
+        monkeypatch.setattr(api, "_raise_for_status", lambda r: None)
+        monkeypatch.setattr(calls, "docker_client", lambda: SimpleNamespace(api=api))
     capture = OutputCapture()
     try:
-        docker_sandbox._pump("exec-id", capture)
+        calls.pump("exec-id", capture)
     finally:
         ours.close()
     result = capture.result(0, False)
