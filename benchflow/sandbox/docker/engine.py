@@ -23,6 +23,7 @@ in `tests/unit/sandbox/test_docker_engine.py`, the rest on the real daemon in
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import socket
@@ -61,24 +62,34 @@ def local_socket() -> str | None:
     """The daemon's unix socket when the Docker SDK would talk to it plainly (DOCKER_HOST
     unset or `unix://`; no TLS variables; no CLI context or proxies in the CLI's config);
     None otherwise (the SDK does it all)."""
-    if host_env("DOCKER_TLS_VERIFY") is not None or host_env("DOCKER_CERT_PATH"):
+    return _local_socket(tuple(host_env(name) for name in _SETUP_VARIABLES))
+
+
+_SETUP_VARIABLES = ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_HOST", "DOCKER_CONTEXT",
+                    "DOCKER_CONFIG", "HOME")
+
+
+@functools.lru_cache(maxsize=8)
+def _local_socket(setup: tuple[str | None, ...]) -> str | None:
+    # Once per setup, as the SDK reads it once per client: every request of every rollout
+    # asks, and the CLI config's lookup is up to three opens.
+    tls_verify, cert_path, host, context, config_folder, _ = setup
+    if tls_verify is not None or cert_path:
         return None
-    host = host_env("DOCKER_HOST")
     if host:
         if not host.startswith("unix://") or len(host) <= len("unix://"):
             return None
         path = host[len("unix://"):]
     else:
-        if host_env("DOCKER_CONTEXT") not in (None, "", "default"):
+        if context not in (None, "", "default"):
             return None
         path = DEFAULT_SOCKET
-    return path if _plain_cli_config() else None
+    return path if _plain_cli_config(config_folder) else None
 
 
-def _plain_cli_config() -> bool:
+def _plain_cli_config(folder: str | None) -> bool:
     """Whether the Docker CLI config the SDK reads (the first of `$DOCKER_CONFIG/config.json`,
     `~/.docker/config.json`, `~/.dockercfg` that exists) sets no proxies and no context."""
-    folder = host_env("DOCKER_CONFIG")
     home = Path.home()
     paths = [Path(folder) / "config.json"] if folder else []
     for path in (*paths, home / ".docker" / "config.json", home / ".dockercfg"):
