@@ -47,7 +47,8 @@ from modal import exception
 from modal._image import AUTO_DOCKERIGNORE
 from modal.stream_type import StreamType
 
-from benchflow.sandbox.docker.process import DockerProcess
+from benchflow.errors import SandboxExecError
+from benchflow.sandbox.docker.process import DockerProcess, wait_started
 from benchflow.sandbox.snapshot_gate import SnapshotGate
 from tests.fakes.egress import restrict_egress
 from tests.fakes.modal_process import (
@@ -177,6 +178,8 @@ async def _build_image(dockerfile: Path, context: Path, force: bool) -> str:
 
 
 _gates: dict[str, SnapshotGate] = {}
+_starting: dict[str, list[str]] = {}
+"""Per container, the execs started since its last snapshot (maybe not running yet)."""
 
 
 def _gate(container: Any) -> SnapshotGate:
@@ -373,6 +376,7 @@ class Sandbox(_Injector):
             exec_id = (await _io(api.exec_create, self._container.id, argv, stdin=True,
                                  workdir=workdir, environment=environment, user="root"))["Id"]
             sock = await _io(api.exec_start, exec_id, socket=True)
+            _starting.setdefault(self._container.id, []).append(exec_id)
 
         async def exit_code() -> int | None:
             info = await _io(api.exec_inspect, exec_id)
@@ -396,6 +400,7 @@ class Sandbox(_Injector):
         except exception.NotFoundError:
             pass  # a no-op when the sandbox already finished
         _gates.pop(self._container.id, None)
+        _starting.pop(self._container.id, None)
         return 137 if wait else None
 
     @_Aio
@@ -404,6 +409,10 @@ class Sandbox(_Injector):
         await self._enter("sandbox.snapshot_filesystem")
         digest = _secrets.token_hex(12)
         async with _gate(self._container).snapshot():  # docker pauses what it commits
+            try:
+                await _io(wait_started, _docker().api, _starting.pop(self._container.id, []))
+            except SandboxExecError as exc:
+                raise exception.InternalError(str(exc)) from exc
             await _io(self._container.commit, repository=_IMAGES, tag=digest,
                       conf={"Labels": {FAKE_LABEL: "", _APP_LABEL: ""}})
         _snapshots.append(f"{_IMAGES}:{digest}")

@@ -38,7 +38,12 @@ from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapa
 from benchflow.sandbox.docker.errors import docker_call, docker_client, in_flight
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import STDERR, STDOUT, OutputCapture
-from benchflow.sandbox.docker.process import FRAME_HEADER, DockerProcess, buffered_reader
+from benchflow.sandbox.docker.process import (
+    FRAME_HEADER,
+    DockerProcess,
+    buffered_reader,
+    wait_started,
+)
 from benchflow.sandbox.early import backend_waits
 from benchflow.sandbox.snapshot_gate import SnapshotGate
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
@@ -96,6 +101,8 @@ class DockerSandbox:
         """What weakened this sandbox's guarantees (a download cut at its limit), for the
         rollout's result."""
         self._gate = SnapshotGate()  # a commit pauses the container: no exec starts then
+        self._starting: list[str] = []
+        """Live processes' execs, maybe not running yet: a snapshot waits until they do."""
 
     @property
     def sandbox_id(self) -> str | None:
@@ -258,6 +265,9 @@ class DockerSandbox:
         container = await docker_call(docker_client().containers.get, self._require())
         repository, _, tag = name.rpartition(":")
         async with self._gate.snapshot():
+            if self._starting:
+                starting, self._starting = self._starting, []
+                await docker_call(wait_started, docker_client().api, starting)
             await docker_call(container.commit, repository=repository, tag=tag,
                               message=description, changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
                               conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
@@ -392,6 +402,7 @@ class DockerSandbox:
             exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
                                               environment=environment, stdin=True)
             sock = await docker_call(api.exec_start, exec_id, socket=True)
+            self._starting.append(exec_id)  # answered before the process runs
         raw = getattr(sock, "_sock", sock)
 
         async def exit_code() -> int | None:
