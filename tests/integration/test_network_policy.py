@@ -63,10 +63,14 @@ for target in "$@"; do
         printf "GET /health HTTP/1.0\r\nHost: x\r\n\r\n" >&3
         head -n 1 <&3' "$host" "$port" 2>/tmp/.probe.err)
     code=$? err=$(tail -n 1 /tmp/.probe.err)
+    case $code:$err in
+        *"Connection refused"|*"Network is unreachable"|*"No route to host") refused=yes;;
+        *) refused=no;;
+    esac
     if [ "${out%%$'\n'*}" = connected ]; then
         line=$(printf '%s\n' "$out" | sed -n 2p)
         echo "$target open ${line%$'\r'}"
-    elif [ "$code" = 3 ] && case $err in *"Connection refused"|*"Network is unreachable"|*"No route to host") true;; *) false;; esac; then
+    elif [ "$code" = 3 ] && [ "$refused" = yes ]; then
         echo "$target closed"
     else
         echo "$target no answer (exit $code: $err)"

@@ -119,3 +119,43 @@ async def test_a_snapshot_cancelled_while_it_waits_lets_the_calls_go_on():
         assert reached == [False, True]  # cancelled: the late call went on
         finish_call.set()
     assert gate.calls == 0
+
+
+class _Api:
+    """`exec_inspect` answers in turn, per exec (the last one repeats)."""
+
+    def __init__(self, answers: dict[str, list[object]]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    def exec_inspect(self, exec_id: str) -> dict[str, object]:
+        self.asked.append(exec_id)
+        queue = self.answers[exec_id]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, dict)
+        return answer
+
+
+def test_wait_started_waits_for_a_pid_or_the_end():
+    import docker.errors
+
+    from benchflow.sandbox.docker.process import wait_started
+
+    starting = {"Running": True, "Pid": 0}
+    api = _Api({"a": [starting, starting, {"Running": True, "Pid": 42}],
+                "ended": [{"Running": False, "Pid": 0, "ExitCode": 0}],
+                "gone": [docker.errors.NotFound("no such exec")]})
+    wait_started(api, ["a", "ended", "gone"])
+    assert api.asked == ["a", "a", "a", "ended", "gone"]
+
+
+def test_wait_started_gives_up_on_an_exec_that_never_starts():
+    from benchflow.errors import SandboxExecError
+    from benchflow.sandbox.docker.process import wait_started
+
+    api = _Api({"stuck": [{"Running": True, "Pid": 0}]})
+    with pytest.raises(SandboxExecError, match="did not start") as caught:
+        wait_started(api, ["stuck"], timeout_sec=0)  # the deadline has passed at once
+    assert caught.value.transient
