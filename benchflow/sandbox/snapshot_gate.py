@@ -12,8 +12,10 @@ the calls in flight have returned, and calls made meanwhile wait until it is sav
 snapshot is then also the sandbox between two of benchflow's calls, never mid-upload.
 
 A live process already running is no call in flight: it is frozen and thawed with the
-container. Calls must not nest (a call that waits for a snapshot while it holds the gate
-would wait for itself): only a backend's innermost methods pass it.
+container. (Docker answers a live process's start before the process runs: the docker
+backend waits for it to run before it commits, `docker.process.wait_started`.) Calls must
+not nest (a call that waits for a snapshot while it holds the gate would wait for
+itself): only a backend's innermost methods pass it.
 """
 
 from __future__ import annotations
