@@ -193,7 +193,10 @@ class SnapshotSandbox(Sandbox, Protocol):
         ...
 
     async def save_snapshot(self, name: str, description: str) -> None:
-        """Save the running sandbox as snapshot `name`."""
+        """Save the running sandbox as snapshot `name`. It waits for the sandbox's calls in
+        flight (exec, a live process's start, uploads, downloads), and calls made meanwhile
+        wait for it (`SnapshotGate`): Docker pauses a container it commits, and an exec
+        started into the paused container hangs the daemon for it."""
         ...
 
 

@@ -12,6 +12,10 @@ by content (`image.build` is only called for new content); tags are set at creat
 filter `Sandbox.list`; stdin is buffered by `write` and sent by `drain`; stdout/stderr are
 async iterables of chunks that resume where they stopped after a transient error (the SDK
 keeps a stream offset); `ContainerProcess.wait` returns -1 when the exec deadline passed.
+`snapshot_filesystem` commits the container, which docker pauses meanwhile: an exec started
+into the paused container would hang the daemon for it, where Modal's service takes an
+exec during a snapshot in its stride; so a sandbox's execs and file calls are ordered
+against its snapshots (`SnapshotGate`, per container).
 
 Failure injection: put exceptions in `Sandbox.inject[<call>]` and the next calls raise them in
 order (`sandbox.create` before anything is made, `sandbox.create.after` after the container
@@ -43,7 +47,9 @@ from modal import exception
 from modal._image import AUTO_DOCKERIGNORE
 from modal.stream_type import StreamType
 
-from benchflow.sandbox.docker.process import DockerProcess
+from benchflow.errors import SandboxExecError
+from benchflow.sandbox.docker.process import DockerProcess, wait_started
+from benchflow.sandbox.snapshot_gate import SnapshotGate
 from tests.fakes.egress import restrict_egress
 from tests.fakes.modal_process import (
     ContainerProcess,
@@ -171,6 +177,17 @@ async def _build_image(dockerfile: Path, context: Path, force: bool) -> str:
     return image_id
 
 
+_gates: dict[str, SnapshotGate] = {}
+_starting: dict[str, list[str]] = {}
+"""Per container, the execs started since its last snapshot (maybe not running yet)."""
+
+
+def _gate(container: Any) -> SnapshotGate:
+    """The container's order of snapshots against execs and file calls (whichever
+    `Sandbox` object of it makes them)."""
+    return _gates.setdefault(container.id, SnapshotGate())
+
+
 class SandboxFilesystem(_Injector):
     """`Sandbox.filesystem`: files through docker's archive API."""
 
@@ -187,16 +204,17 @@ class SandboxFilesystem(_Injector):
         await self._enter("filesystem.write_bytes")
         self._absolute(remote_path, "write_bytes")
         parent, name = str(Path(remote_path).parent), Path(remote_path).name
-        await _io(self._container.exec_run, ["mkdir", "-p", parent], user="root")
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
             tar.addfile(info, io.BytesIO(bytes(data)))
-        try:
-            ok = await _io(self._container.put_archive, parent, buf.getvalue())
-        except exception.NotFoundError as exc:
-            raise exception.SandboxFilesystemNotADirectoryError(str(exc)) from exc
+        async with _gate(self._container):
+            await _io(self._container.exec_run, ["mkdir", "-p", parent], user="root")
+            try:
+                ok = await _io(self._container.put_archive, parent, buf.getvalue())
+            except exception.NotFoundError as exc:
+                raise exception.SandboxFilesystemNotADirectoryError(str(exc)) from exc
         if not ok:
             raise exception.SandboxFilesystemError(f"write_bytes {remote_path} failed")
 
@@ -205,7 +223,8 @@ class SandboxFilesystem(_Injector):
         await self._enter("filesystem.read_bytes")
         self._absolute(remote_path, "read_bytes")
         try:
-            chunks, _stat = await _io(self._container.get_archive, remote_path)
+            async with _gate(self._container):
+                chunks, _stat = await _io(self._container.get_archive, remote_path)
         except exception.NotFoundError as exc:
             raise exception.SandboxFilesystemNotFoundError(f"{remote_path}: not found") from exc
         with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
@@ -352,9 +371,12 @@ class Sandbox(_Injector):
             deadline = time.monotonic() + timeout
         api = _docker().api
         environment = {k: v for k, v in (env or {}).items() if v is not None}
-        exec_id = (await _io(api.exec_create, self._container.id, argv, stdin=True,
-                             workdir=workdir, environment=environment, user="root"))["Id"]
-        sock = await _io(api.exec_start, exec_id, socket=True)
+        gate = _gate(self._container)
+        async with gate:  # started: it is frozen and thawed with the container
+            exec_id = (await _io(api.exec_create, self._container.id, argv, stdin=True,
+                                 workdir=workdir, environment=environment, user="root"))["Id"]
+            sock = await _io(api.exec_start, exec_id, socket=True)
+            _starting.setdefault(self._container.id, []).append(exec_id)
 
         async def exit_code() -> int | None:
             info = await _io(api.exec_inspect, exec_id)
@@ -363,7 +385,8 @@ class Sandbox(_Injector):
         async def kill() -> None:
             pid = (await _io(api.exec_inspect, exec_id))["Pid"]
             if pid:
-                await _io(self._container.exec_run, ["kill", "-KILL", str(pid)], user="root")
+                async with gate:
+                    await _io(self._container.exec_run, ["kill", "-KILL", str(pid)], user="root")
 
         process = DockerProcess(getattr(sock, "_sock", sock), sock, exit_code, kill)
         return ContainerProcess(process, text, deadline, self._container.id, " ".join(args))
@@ -376,6 +399,8 @@ class Sandbox(_Injector):
             await _io(self._container.remove, force=True, v=True)
         except exception.NotFoundError:
             pass  # a no-op when the sandbox already finished
+        _gates.pop(self._container.id, None)
+        _starting.pop(self._container.id, None)
         return 137 if wait else None
 
     @_Aio
@@ -383,8 +408,13 @@ class Sandbox(_Injector):
                                   ) -> Image:
         await self._enter("sandbox.snapshot_filesystem")
         digest = _secrets.token_hex(12)
-        await _io(self._container.commit, repository=_IMAGES, tag=digest,
-                  conf={"Labels": {FAKE_LABEL: "", _APP_LABEL: ""}})
+        async with _gate(self._container).snapshot():  # docker pauses what it commits
+            try:
+                await _io(wait_started, _docker().api, _starting.pop(self._container.id, []))
+            except SandboxExecError as exc:
+                raise exception.InternalError(str(exc)) from exc
+            await _io(self._container.commit, repository=_IMAGES, tag=digest,
+                      conf={"Labels": {FAKE_LABEL: "", _APP_LABEL: ""}})
         _snapshots.append(f"{_IMAGES}:{digest}")
         return Image(object_id=f"im-{digest}")
 

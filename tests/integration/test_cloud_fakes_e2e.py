@@ -118,15 +118,15 @@ async def test_model_only_is_an_allowlist_holding_the_endpoints_host(
             await created.start()
             await started_public.start()
             seen = await _probe(created, endpoint, other)
-            assert seen[endpoint].startswith("open HTTP/1.") and seen[other] == "closed"
+            assert seen[endpoint].startswith("open HTTP/1.") and seen[other] == "closed", seen
             before = await _probe(started_public, endpoint, other)
-            assert before[other] == "open HTTP/1.0 200 OK"  # the other service is reachable
+            assert before[other] == "open HTTP/1.0 200 OK", before  # the other service answers
             await started_public.apply_network_policy("model-only", None)
             after = await _probe(started_public, endpoint, other)
-            assert after[endpoint].startswith("open HTTP/1.") and after[other] == "closed"
+            assert after[endpoint].startswith("open HTTP/1.") and after[other] == "closed", after
             await started_public.apply_network_policy("none", None)
             cut = await _probe(started_public, endpoint)
-            assert cut[endpoint] == "closed"
+            assert cut[endpoint] == "closed", cut
         finally:
             await created.stop()
             await started_public.stop()

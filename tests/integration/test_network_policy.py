@@ -18,7 +18,9 @@ running container that started public (agents whose install needs the network).
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,17 +49,34 @@ pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 IMAGE = "debian:bookworm-slim"
 SCRIPT = parse_script({"name": "probe", "steps": [{"text": "hi"}]})
-# Prints "<target> open <HTTP status line>" or "<target> closed" for each host:port.
+# Prints "<target> open <HTTP status line>", "<target> closed" or "<target> no answer (...)"
+# for each host:port. "closed" is the connect's own answer, a refusal (a REJECT, a port
+# nobody listens on) or no route (no network): never a probe that gave up waiting, which
+# a loaded machine can make of a slow connect or a slow server. A connect or an answer not
+# there after a minute is "no answer"; a connection made is "open" whatever follows.
+PROBE_WAIT_SEC = 60
 PROBE = r"""
 for target in "$@"; do
     host=${target%:*} port=${target#*:}
-    if line=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "GET /health HTTP/1.0\r\nHost: x\r\n\r\n" >&3 && head -n 1 <&3' "$host" "$port" 2>/dev/null); then
+    out=$(timeout WAIT bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 3
+        echo connected
+        printf "GET /health HTTP/1.0\r\nHost: x\r\n\r\n" >&3
+        head -n 1 <&3' "$host" "$port" 2>/tmp/.probe.err)
+    code=$? err=$(tail -n 1 /tmp/.probe.err)
+    case $code:$err in
+        *"Connection refused"|*"Network is unreachable"|*"No route to host") refused=yes;;
+        *) refused=no;;
+    esac
+    if [ "${out%%$'\n'*}" = connected ]; then
+        line=$(printf '%s\n' "$out" | sed -n 2p)
         echo "$target open ${line%$'\r'}"
-    else
+    elif [ "$code" = 3 ] && [ "$refused" = yes ]; then
         echo "$target closed"
+    else
+        echo "$target no answer (exit $code: $err)"
     fi
 done
-"""
+""".replace("WAIT", str(PROBE_WAIT_SEC))
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +130,7 @@ def _sandbox(job: str, policy: NetworkPolicy = "public", network: str | None = N
 
 async def _probe(sandbox: DockerSandbox, *targets: str) -> dict[str, str]:
     result = await sandbox.exec(["bash", "-c", PROBE, "probe", *targets], user="root",
-                                timeout=60)
+                                timeout=PROBE_WAIT_SEC * (len(targets) + 1))
     assert result.exit_code == 0, result.text()
     lines = result.stdout.decode().splitlines()
     return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in lines}
@@ -133,6 +152,39 @@ async def test_public_reaches_both_servers(job_label, other_server, bridge_gatew
             await sandbox.stop()
     assert seen[f"{bridge_gateway}:{model.port}"].startswith("open HTTP/1.")
     assert seen[f"{bridge_gateway}:{other_server}"] == "open HTTP/1.0 200 OK"
+
+
+SLOW_ANSWER_SEC = 5.0
+"""How long the slow server takes to answer: longer than the 3 s the probe used to wait
+in all (a loaded machine's slow connect or slow server read as "closed")."""
+
+
+class _Slow(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        time.sleep(SLOW_ANSWER_SEC)  # the slowness under test, not a synchronisation
+        _Other.do_GET(self)  # type: ignore[arg-type]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_the_probe_tells_a_slow_answer_from_a_refused_connect(job_label, bridge_gateway):
+    slow = ThreadingHTTPServer(("0.0.0.0", 0), _Slow)
+    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    refusing = socket.socket()  # bound, not listening: the kernel refuses its connects
+    refusing.bind(("0.0.0.0", 0))
+    targets = [f"{bridge_gateway}:{slow.server_address[1]}",
+               f"{bridge_gateway}:{refusing.getsockname()[1]}"]
+    sandbox = _sandbox(job_label)
+    await sandbox.start()
+    try:
+        seen = await _probe(sandbox, *targets)
+    finally:
+        await sandbox.stop()
+        slow.shutdown()
+        slow.server_close()
+        refusing.close()
+    assert seen == {targets[0]: "open HTTP/1.0 200 OK", targets[1]: "closed"}
 
 
 @pytest.mark.parametrize("how", ["at_create", "isolated_later"])

@@ -12,18 +12,53 @@ import io
 import logging
 import socket
 import struct
+import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from benchflow.errors import SandboxExecError
 from benchflow.sandbox.process import StreamedProcess
 
 log = logging.getLogger(__name__)
 
 FRAME_HEADER = struct.Struct(">BxxxL")
 """A frame of the daemon's multiplexed exec stream: stream id (1 stdout, 2 stderr), size."""
+
+
+START_TIMEOUT_SEC = 60.0
+
+
+def wait_started(api: Any, exec_ids: Iterable[str], timeout_sec: float = START_TIMEOUT_SEC
+                 ) -> None:
+    """Until each exec runs its process (or has ended). The daemon answers `exec_start`'s
+    upgrade before it starts the process (~50-100 ms later): a commit pausing the container
+    meanwhile hangs the daemon for it, so a snapshot first waits here. Blocking (a worker
+    thread).
+
+    Raises:
+        SandboxExecError: an exec did not start within `timeout_sec`.
+    """
+    import docker.errors
+
+    deadline = time.monotonic() + timeout_sec
+    for exec_id in exec_ids:
+        delay = 0.005
+        while True:
+            try:
+                info = api.exec_inspect(exec_id)
+            except docker.errors.NotFound:
+                break
+            if info.get("Pid") or not info.get("Running"):
+                break
+            if time.monotonic() > deadline:
+                raise SandboxExecError(f"exec {exec_id[:12]} did not start within "
+                                       f"{timeout_sec:.0f}s", transient=True)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def buffered_reader(response: object) -> io.BufferedReader | None:

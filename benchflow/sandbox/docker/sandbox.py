@@ -37,8 +37,9 @@ from benchflow.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox, SandboxCapa
 from benchflow.sandbox.docker.errors import docker_call, docker_client
 from benchflow.sandbox.exit_codes import TIMEOUT_EXIT_CODES
 from benchflow.sandbox.output import OutputCapture
-from benchflow.sandbox.docker.process import DockerProcess
+from benchflow.sandbox.docker.process import DockerProcess, wait_started
 from benchflow.sandbox.early import backend_waits
+from benchflow.sandbox.snapshot_gate import SnapshotGate
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,9 @@ class DockerSandbox:
         self.warnings: list[str] = []
         """What weakened this sandbox's guarantees (a download cut at its limit), for the
         rollout's result."""
+        self._gate = SnapshotGate()  # a commit pauses the container: no exec starts then
+        self._starting: list[str] = []
+        """Live processes' execs, maybe not running yet: a snapshot waits until they do."""
 
     @property
     def sandbox_id(self) -> str | None:
@@ -242,13 +246,19 @@ class DockerSandbox:
         self.image = name
 
     async def save_snapshot(self, name: str, description: str) -> None:
-        """Commit the container as image `name`, without the job/rollout labels."""
+        """Commit the container as image `name`, without the job/rollout labels. Docker
+        pauses the container meanwhile: no exec, upload or download runs then
+        (`SnapshotGate`)."""
         container = await docker_call(docker_client().containers.get, self._require())
         repository, _, tag = name.rpartition(":")
-        await docker_call(container.commit, repository=repository, tag=tag, message=description,
-                          changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
-                          conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
-                                           LABEL_SNAPSHOT_OF: self.image or ""}})
+        async with self._gate.snapshot():
+            if self._starting:
+                starting, self._starting = self._starting, []
+                await docker_call(wait_started, docker_client().api, starting)
+            await docker_call(container.commit, repository=repository, tag=tag,
+                              message=description, changes=[f"LABEL {LABEL_JOB}= {LABEL_ROLLOUT}="],
+                              conf={"Labels": {LABEL_MANAGED: "true", **_owner(self.spec.labels),
+                                               LABEL_SNAPSHOT_OF: self.image or ""}})
 
     # -- volumes (the per-agent install layers; volumes.py) ----- ----------------------
 
@@ -326,14 +336,15 @@ class DockerSandbox:
             # By absolute path: PATH may hold folders the agent can write.
             argv = ["/usr/bin/timeout", "-k", "5s", f"{max(timeout, 0.01):.3f}s", *argv]
         started = time.monotonic()
-        exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
-                                          environment={**self._ca_env, **(env or {})})
-        await docker_call(calls.pump, exec_id, capture)
-        code = (await docker_call(calls.exec_inspect, exec_id))["ExitCode"]
-        timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
-                     and time.monotonic() - started >= timeout * 0.99)
-        if not timed_out and (code is None or code in _KILLED_CODES):
-            await self._check_still_running()
+        async with self._gate:
+            exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
+                                              environment={**self._ca_env, **(env or {})})
+            await docker_call(calls.pump, exec_id, capture)
+            code = (await docker_call(calls.exec_inspect, exec_id))["ExitCode"]
+            timed_out = (timeout is not None and code in TIMEOUT_EXIT_CODES
+                         and time.monotonic() - started >= timeout * 0.99)
+            if not timed_out and (code is None or code in _KILLED_CODES):
+                await self._check_still_running()
         return capture.result(code if code is not None else -1, timed_out)
 
     async def _exec_create(self, argv: list[str], **kwargs: Any) -> str:
@@ -369,9 +380,11 @@ class DockerSandbox:
         # setsid: the command leads its own process group, so kill() reaches its children.
         argv = ["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"', pidfile, *cmd]
         environment = {**self._ca_env, **(env or {}), "BENCHFLOW_PROC_ID": proc_id}
-        exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
-                                          environment=environment, stdin=True)
-        sock = await docker_call(api.exec_start, exec_id, socket=True)
+        async with self._gate:  # started: it is frozen and thawed with the container
+            exec_id = await self._exec_create(argv, user=user or "", workdir=cwd,
+                                              environment=environment, stdin=True)
+            sock = await docker_call(api.exec_start, exec_id, socket=True)
+            self._starting.append(exec_id)  # answered before the process runs
         raw = getattr(sock, "_sock", sock)
 
         async def exit_code() -> int | None:
@@ -389,7 +402,8 @@ class DockerSandbox:
     # -- files -------------------------------------------------------------------------
 
     async def _put_archive(self, path: str, data: bytes) -> None:
-        ok = await docker_call(calls.put_archive, self._require(), path, data)
+        async with self._gate:
+            ok = await docker_call(calls.put_archive, self._require(), path, data)
         if not ok:
             raise SandboxExecError(f"upload to {path} failed")
 
@@ -404,8 +418,9 @@ class DockerSandbox:
     async def download(self, src: str, dst: Path) -> None:
         """Stream `src` out of the container to `dst` (at most `spec.download_limit_mb`; what
         the limit left out is recorded in `warnings`)."""
-        note = await docker_call(calls.download, self._require(), src, dst,
-                                 self.spec.download_limit_mb)
+        async with self._gate:
+            note = await docker_call(calls.download, self._require(), src, dst,
+                                     self.spec.download_limit_mb)
         if note is not None:
             log.warning("%s", note)
             self.warnings.append(note)

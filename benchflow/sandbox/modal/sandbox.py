@@ -47,6 +47,7 @@ from benchflow.sandbox.modal.config import ModalConfig
 from benchflow.sandbox.modal.errors import map_modal_errors
 from benchflow.sandbox.modal.process import ModalProcess
 from benchflow.sandbox.modal.snapshots import SnapshotIndex
+from benchflow.sandbox.snapshot_gate import SnapshotGate
 from benchflow.sandbox.spec import NetworkPolicy, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class ModalSandbox(CloudSandbox):
         self._snapshot: str | None = None
         self._index = SnapshotIndex(config)
         self._holding = False  # a slot of the provider's sandbox limit
+        self._gate = SnapshotGate()  # a snapshot holds the filesystem still, as on docker
 
     @property
     def sandbox_id(self) -> str | None:
@@ -286,14 +288,15 @@ class ModalSandbox(CloudSandbox):
             async for chunk in stream:
                 buf.extend(chunk.encode() if isinstance(chunk, str) else chunk)
 
-        with map_modal_errors():
-            proc = await box.exec.aio(*argv, text=False, timeout=sdk_timeout,
-                                      workdir=(self.workdir if cwd is None else cwd) or None,
-                                      env=dict(env) if env else None)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain, proc.stdout, out)
-                tg.start_soon(drain, proc.stderr, err)
-                code = int(await proc.wait.aio())
+        async with self._gate:
+            with map_modal_errors():
+                proc = await box.exec.aio(*argv, text=False, timeout=sdk_timeout,
+                                          workdir=(self.workdir if cwd is None else cwd) or None,
+                                          env=dict(env) if env else None)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drain, proc.stdout, out)
+                    tg.start_soon(drain, proc.stderr, err)
+                    code = int(await proc.wait.aio())
         timed_out = timeout is not None and (code == -1 or (
             code in TIMEOUT_EXIT_CODES and anyio.current_time() - started >= timeout * 0.99))
         return ExecResult(code, bytes(out), bytes(err), timed_out)
@@ -307,9 +310,10 @@ class ModalSandbox(CloudSandbox):
         # setsid: the command leads its own process group, so kill() reaches its children
         argv = self._as_user(["/usr/bin/setsid", "-w", "/bin/sh", "-c", 'echo $$ > "$0"; exec "$@"',
                               pidfile, *cmd], user)
-        with map_modal_errors():
-            proc = await box.exec.aio(*argv, text=False, workdir=cwd or self.workdir or None,
-                                      env={**(env or {}), "BENCHFLOW_PROC_ID": proc_id})
+        async with self._gate:
+            with map_modal_errors():
+                proc = await box.exec.aio(*argv, text=False, workdir=cwd or self.workdir or None,
+                                          env={**(env or {}), "BENCHFLOW_PROC_ID": proc_id})
 
         async def kill() -> None:
             await self.exec(["/bin/sh", "-c", _KILL_SCRIPT, "kill_process", pidfile, proc_id],
@@ -327,8 +331,9 @@ class ModalSandbox(CloudSandbox):
             raise SandboxExecError(f"chmod of {dst} failed: {result.text(2000)}")
 
     async def _write_file(self, data: bytes, path: str) -> None:
-        with map_modal_errors():
-            await self._require().filesystem.write_bytes.aio(data, path)
+        async with self._gate:
+            with map_modal_errors():
+                await self._require().filesystem.write_bytes.aio(data, path)
 
     async def download(self, src: str, dst: Path) -> None:
         """A tar of `src` streamed out of the sandbox, extracted safely on the host."""
@@ -391,10 +396,13 @@ class ModalSandbox(CloudSandbox):
         self._snapshot = name
 
     async def save_snapshot(self, name: str, description: str) -> None:
-        """`snapshot_filesystem` of the running sandbox, remembered as `name`."""
+        """`snapshot_filesystem` of the running sandbox, remembered as `name` (no exec or
+        file call of benchflow's runs meanwhile: `SnapshotGate`)."""
         box = self._require()
-        with map_modal_errors():
-            image = await box.snapshot_filesystem.aio(timeout=self.config.snapshot_timeout_sec)
+        async with self._gate.snapshot():
+            with map_modal_errors():
+                image = await box.snapshot_filesystem.aio(
+                    timeout=self.config.snapshot_timeout_sec)
         self._index.put(name, str(image.object_id))
         log.info("saved modal snapshot %s as %s (%s)", name, image.object_id, description)
 
