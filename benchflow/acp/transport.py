@@ -165,11 +165,17 @@ class ProcessTransport:
         """Hand `first` and the update notifications read right after it (up to
         `UPDATES_PER_STEP`) to `on_updates`; the next other message waits in `_ahead`.
         Returns how many."""
-        run, lines, decode = [first], self._lines, self._decode
+        run, lines, decode, loads = [first], self._lines, self._decode, orjson.loads
         while lines and len(run) < UPDATES_PER_STEP:
-            message = decode(lines.popleft())
-            if message is None:
-                continue
+            line = lines.popleft()
+            try:  # most lines: one JSON object, as `_decode` would read it
+                message = loads(line)
+            except ValueError:
+                message = None
+            if type(message) is not dict:  # noise, blank, or what only `json` reads
+                message = decode(line)
+                if message is None:
+                    continue
             if message.get("method") != "session/update" or "id" in message:
                 self._ahead = message
                 break
