@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from benchflow.trace_ids import tool_call_span_id
 from benchflow.trajectory.events import (
     CHUNK_TYPES,
     Event,
@@ -254,13 +255,14 @@ class UpdateRecorder:
         writer = self._writer
         if writer is None or writer.closed:
             return
-        if kind not in _TOOL_CALL_KINDS:  # a tool call: its own span
-            head = self._stream_head(writer, session_id)
-            if head is not None:
-                line = streamed_update_line(update, seq, ts, head)
-                if line is not None:
-                    writer.write_line(line, flush=False)
-                    return
+        head = self._stream_head(writer, session_id)
+        if head is not None and kind in _TOOL_CALL_KINDS:  # a tool call: its own span
+            head = _with_tool_span(head, writer.trace_id, update.get("toolCallId"))
+        if head is not None:
+            line = streamed_update_line(update, seq, ts, head)
+            if line is not None:
+                writer.write_line(line, flush=False)
+                return
         self._write_update(seq, ts, self.context(session_id), update)
 
     def _stream_head(self, writer: TrajectoryWriter, session_id: str) -> dict[str, Any] | None:
@@ -417,6 +419,17 @@ class _FlushTicks:
                 recorder._flush_now()
             except Exception:  # a full disk: that rollout's writer reports it at close
                 logger.exception("writing held trajectory updates failed")
+
+
+def _with_tool_span(head: dict[str, Any], trace_id: str | None, tool_call_id: Any
+                    ) -> dict[str, Any] | None:
+    """`head` for a tool call's update: its span is the tool call's own, as
+    `writer.stamp(tool_call_id)` gives it; None when that span has no place in `head`."""
+    if trace_id is None or tool_call_id is None or not (key := str(tool_call_id)):
+        return head  # the step's span, as for any update
+    if "span_id" not in head:  # no step span: its place in the field order is unknown
+        return None
+    return {**head, "span_id": tool_call_span_id(trace_id, key)}
 
 
 _utc_now = functools.partial(datetime.now, UTC)

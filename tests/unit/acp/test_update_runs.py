@@ -66,9 +66,15 @@ def _fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _record(path: Path, runs: list[list[dict[str, Any]]], together: bool,
-            monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, tuple[Any, ...]]:
+            monkeypatch: pytest.MonkeyPatch, reference: bool = False
+            ) -> tuple[bytes, tuple[Any, ...]]:
+    """The file and the recorder's state after `runs`; `reference`: every update written
+    the long way (`update_line` with `writer.stamp`, no head gathered per turn)."""
     _fixed_clock(monkeypatch)
-    return anyio.run(_recorded, path, runs, together, backend="asyncio")
+    with monkeypatch.context() as patched:
+        if reference:
+            patched.setattr(UpdateRecorder, "_stream_head", lambda *args: None)
+        return anyio.run(_recorded, path, runs, together, backend="asyncio")
 
 
 async def _recorded(path: Path, runs: list[list[dict[str, Any]]], together: bool
@@ -89,6 +95,12 @@ async def _recorded(path: Path, runs: list[list[dict[str, Any]]], together: bool
             writer.span_id = "c" * 16
             writer.context["skills"] = ["lint"]
             recorder.add_session("late")
+        elif i == 2:  # no step span (a tool call's own span still written)
+            writer.span_id = None
+        elif i == 3:  # no trace at all
+            writer.trace_id = None
+        elif i == 4:  # a new turn
+            recorder.begin_turn(1, 2, 1)
     state = (recorder.n_updates, recorder.n_tool_calls, recorder.turn_tool_calls,
              recorder.turn_text(), recorder.busy, recorder.incomplete_tool_calls(),
              recorder.session_cost, [p[:4] for p in recorder._pending], writer.n_events)
@@ -104,7 +116,8 @@ def test_a_run_recorded_at_once_leaves_what_one_by_one_leaves(runs, tmp_path_fac
         folder = tmp_path_factory.mktemp("runs")
         one_by_one = _record(folder / "one.jsonl", runs, False, monkeypatch)
         together = _record(folder / "run.jsonl", runs, True, monkeypatch)
-    assert together == one_by_one
+        reference = _record(folder / "ref.jsonl", runs, False, monkeypatch, reference=True)
+    assert together == one_by_one == reference
 
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "job"
@@ -126,6 +139,7 @@ def test_the_real_agents_updates_recorded_in_runs_are_the_same_lines(pair, tmp_p
     runs = [messages[i:i + 5] for i in range(0, len(messages), 5)]
     one_by_one = _record(tmp_path / "one.jsonl", runs, False, monkeypatch)
     assert _record(tmp_path / "run.jsonl", runs, True, monkeypatch) == one_by_one
+    assert _record(tmp_path / "ref.jsonl", runs, False, monkeypatch, reference=True) == one_by_one
     assert one_by_one[0].count(b"\n") == len(messages) + 1
 
 
