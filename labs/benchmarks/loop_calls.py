@@ -44,7 +44,8 @@ def calls_per_rollout(concurrency: int, updates: int, jobs: Path) -> tuple[float
     if figures["completed"] != concurrency or figures["errors"]:
         raise SystemExit(f"the job did not complete cleanly: {figures}")
     stats = pstats.Stats(profile)
-    return sum(row[1] for row in stats.stats.values()) / concurrency, stats  # type: ignore[attr-defined]
+    rows = stats.stats.values()  # type: ignore[attr-defined]
+    return sum(row[1] for row in rows) / concurrency, stats
 
 
 def main(concurrency: int, updates: int, top: int, without_updates: bool) -> None:
