@@ -25,9 +25,28 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+_NEW_FILE = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+
+
+def write_bytes(path: Path | str, data: bytes) -> None:
+    """`Path(path).write_bytes(data)` in three system calls (open, write, close), not
+    seven: Python's buffered file also asks fstat, isatty and the position twice. The
+    rollout's files are written in worker threads, and a worker gives the GIL up at each
+    call; with the event loop busy it gets it back only after the switch interval (5 ms).
+    """
+    fd = os.open(path, _NEW_FILE, 0o666)
+    try:
+        view = memoryview(data)
+        while view:  # a regular file takes it all at once but for a full disk (raised)
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def default_job_name() -> str:

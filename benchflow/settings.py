@@ -153,6 +153,13 @@ def get_settings() -> Settings:
     return settings
 
 
+def agents_path() -> tuple[Path, ...]:
+    """`get_settings().agents_path` alone (the same variable, read the same way), without
+    `get_settings`' look at the host's CA folder: the agent catalog is read for each role of
+    every rollout, and that look is a system call on the event loop's thread."""
+    return _paths(host_environ_view().get("BENCHFLOW_AGENTS_PATH"))
+
+
 _SECRETS: dict[str, str] = {}
 """Keys given as literal values (the QA API's `api_key: "sk-..."`), by a made-up name."""
 

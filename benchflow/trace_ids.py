@@ -9,23 +9,46 @@ rollout's trace. The same ids go to result.json, the trajectory, the agents
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-import secrets
+import threading
 from dataclasses import dataclass
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
+_RANDOM_BATCH = 4096
+_random = bytearray()
+_random_lock = threading.Lock()
+
+
+def random_hex(n_bytes: int) -> str:
+    """`secrets.token_hex(n_bytes)`: the operating system's random bytes, each used once,
+    drawn 4 KiB at a time. Every rollout takes a few (its ids, its agent's env file name),
+    and each draw is a system call that lets a worker thread take the GIL from the event
+    loop."""
+    with _random_lock:
+        if len(_random) < n_bytes:
+            _random[:] = os.urandom(max(_RANDOM_BATCH, n_bytes))
+        drawn = bytes(_random[:n_bytes])
+        del _random[:n_bytes]
+    return drawn.hex()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child must not draw its parent's bytes again
+    os.register_at_fork(after_in_child=_random.clear)
+
+
 def new_run_id() -> str:
     """A job's run id: `run_` and 24 hex digits."""
-    return f"run_{secrets.token_hex(12)}"
+    return f"run_{random_hex(12)}"
 
 
 def new_trace_id() -> str:
     """A random W3C trace id (never all zeros)."""
     while True:
-        value = secrets.token_hex(16)
+        value = random_hex(16)
         if value.strip("0"):
             return value
 
@@ -33,7 +56,7 @@ def new_trace_id() -> str:
 def new_span_id() -> str:
     """A random W3C span id (never all zeros)."""
     while True:
-        value = secrets.token_hex(8)
+        value = random_hex(8)
         if value.strip("0"):
             return value
 

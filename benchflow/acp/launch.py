@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import shlex
-import uuid
 from collections.abc import Mapping, Sequence
 
 from benchflow.errors import ConfigError
+from benchflow.trace_ids import random_hex
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -39,7 +39,7 @@ def env_file_bytes(env: Mapping[str, str]) -> bytes:
 
 def default_env_file_path() -> str:
     """A fresh path inside the sandbox for one launch's env file."""
-    return f"/tmp/.benchflow-env-{uuid.uuid4().hex}"
+    return f"/tmp/.benchflow-env-{random_hex(16)}"  # as unguessable as a uuid4
 
 
 def launch_command(

@@ -20,8 +20,11 @@ from typing import Any
 
 import anyio
 
+from benchflow.trace_ids import tool_call_span_id
 from benchflow.trajectory.events import (
+    CHUNK_TYPES,
     Event,
+    chunk_line,
     stream_head,
     streamed_update_line,
     update_line,
@@ -144,6 +147,67 @@ class UpdateRecorder:
         ):
             self.add_session(result["sessionId"])  # a session/new (or fork) answer
 
+    def on_updates(self, messages: list[dict[str, Any]]) -> None:
+        """`on_receive` for a run of session/update notifications read one after another
+        (the transport's `on_updates`), with the same effect: what is the same for the run
+        (the clock, the writer, the turn's common fields) is looked up once, and a text
+        chunk of a known session is written here with no call per update but its encoding;
+        any other update goes through `on_receive`."""
+        self.last_activity = self._now()
+        writer = self._writer
+        if writer is None or writer.closed:
+            for message in messages:
+                self._receive_one(message)
+            return
+        lines: list[bytes] = []
+        parts = self._text_parts
+        head_sid: Any = None
+        head: dict[str, Any] | None = None
+        for message in messages:
+            try:  # a text chunk? (only a dict answers these subscripts: else the general path)
+                update = message["params"]["update"]
+                content = update["content"]
+                text = content["text"]
+                chunk_type = CHUNK_TYPES[update["sessionUpdate"]]
+                session_id = message["params"]["sessionId"]
+                if content["type"] != "text" or type(text) is not str:
+                    raise TypeError
+                if session_id != head_sid:
+                    head_sid, head = session_id, None
+                    if type(session_id) is str and session_id in self.known_sessions:
+                        head = self._stream_head(writer, session_id)
+                if head is None:  # a session not known yet (buffered), or no streamed head
+                    raise TypeError
+            except (KeyError, TypeError):  # not a text chunk of a known session
+                if lines:  # in wire order: what came before it first
+                    writer.write_lines(lines)
+                    lines = []
+                self._receive_one(message)
+                continue
+            seq = writer.next_seq()
+            ts = _utc_now()
+            self.n_updates += 1
+            if chunk_type == "agent_message":  # the turn's text (`_add_text`)
+                parts.append(text)
+                self._text_len += len(text)
+            try:
+                lines.append(chunk_line(seq, ts, head, chunk_type, text, update))
+            except TypeError:  # a value orjson cannot write: through the model
+                if lines:
+                    writer.write_lines(lines)
+                    lines = []
+                self._write_update(seq, ts, self.context(session_id), update)
+        if lines:
+            writer.write_lines(lines)
+        if self._text_len > 2 * MAX_AGENT_TEXT_CHARS or len(parts) > _MAX_TEXT_PARTS:
+            self._add_text("")  # joined as `_add_text` does
+
+    def _receive_one(self, message: dict[str, Any]) -> None:
+        try:
+            self.on_receive(message)
+        except Exception:  # a recording failure must not stop the rest of the run
+            logger.exception("recording an update failed")
+
     def add_session(self, session_id: str) -> None:
         """Mark a session id known and write the updates buffered for it, in arrival order."""
         if session_id in self.known_sessions:
@@ -191,19 +255,26 @@ class UpdateRecorder:
         writer = self._writer
         if writer is None or writer.closed:
             return
-        if kind not in _TOOL_CALL_KINDS:  # a tool call: its own span
-            key = (self.scene, self.role, self.turn, self.session_turn, self.round, session_id,
-                   writer.trace_id, writer.span_id, *writer.context.items())
-            if key != self._head_key:
-                ctx, stamp = self.context(session_id), writer.stamp()
-                self._head_key = key
-                self._head = None if ctx.keys() & stamp.keys() else stream_head(**ctx, **stamp)
-            if self._head is not None:
-                line = streamed_update_line(update, seq, ts, self._head)
-                if line is not None:
-                    writer.write_line(line, flush=False)
-                    return
+        head = self._stream_head(writer, session_id)
+        if head is not None and kind in _TOOL_CALL_KINDS:  # a tool call: its own span
+            head = _with_tool_span(head, writer.trace_id, update.get("toolCallId"))
+        if head is not None:
+            line = streamed_update_line(update, seq, ts, head)
+            if line is not None:
+                writer.write_line(line, flush=False)
+                return
         self._write_update(seq, ts, self.context(session_id), update)
+
+    def _stream_head(self, writer: TrajectoryWriter, session_id: str) -> dict[str, Any] | None:
+        """The common fields of `session_id`'s message chunks written now (`stream_head`),
+        made again only when one of them changed; None: they cannot be streamed."""
+        key = (self.scene, self.role, self.turn, self.session_turn, self.round, session_id,
+               writer.trace_id, writer.span_id, *writer.context.items())
+        if key != self._head_key:
+            ctx, stamp = self.context(session_id), writer.stamp()
+            self._head_key = key
+            self._head = None if ctx.keys() & stamp.keys() else stream_head(**ctx, **stamp)
+        return self._head
 
     def flush(self) -> None:
         """Hand the updates written so far to the OS: the transport calls this before it
@@ -348,6 +419,17 @@ class _FlushTicks:
                 recorder._flush_now()
             except Exception:  # a full disk: that rollout's writer reports it at close
                 logger.exception("writing held trajectory updates failed")
+
+
+def _with_tool_span(head: dict[str, Any], trace_id: str | None, tool_call_id: Any
+                    ) -> dict[str, Any] | None:
+    """`head` for a tool call's update: its span is the tool call's own, as
+    `writer.stamp(tool_call_id)` gives it; None when that span has no place in `head`."""
+    if trace_id is None or tool_call_id is None or not (key := str(tool_call_id)):
+        return head  # the step's span, as for any update
+    if "span_id" not in head:  # no step span: its place in the field order is unknown
+        return None
+    return {**head, "span_id": tool_call_span_id(trace_id, key)}
 
 
 _utc_now = functools.partial(datetime.now, UTC)

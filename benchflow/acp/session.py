@@ -213,7 +213,8 @@ class AcpSession:
                         terminals
                     )
                     transport = ProcessTransport(
-                        agent.live, on_receive=recorder.on_receive, on_drained=recorder.flush,
+                        agent.live, on_receive=recorder.on_receive,
+                        on_updates=recorder.on_updates, on_drained=recorder.flush,
                         noise=session.noise,
                     )
                     session._conn = connect(client, transport)  # one router object

@@ -26,7 +26,7 @@ from typing import Any
 
 from benchflow.agents.manifest import MANIFEST_FILE, AgentManifest, load_manifest
 from benchflow.errors import ConfigError
-from benchflow.settings import Settings, get_settings
+from benchflow.settings import Settings, agents_path
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,8 @@ def _plugins() -> tuple[importlib.metadata.EntryPoint, ...]:
 def load_catalog(settings: Settings | None = None) -> AgentCatalog:
     """Find every agent (see the module docstring for the order). Never raises for a bad
     manifest: those go to `errors`."""
-    settings = settings or get_settings()
     catalog = AgentCatalog()
-    for folder in settings.agents_path:
+    for folder in settings.agents_path if settings is not None else agents_path():
         catalog._add_folder(folder, "BENCHFLOW_AGENTS_PATH")
     for ep in _plugins():
         catalog._add_entry_point(ep)

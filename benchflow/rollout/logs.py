@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
-from typing import IO
 
 from benchflow.rollout.secrets import REDACTED, host_secret_values
 
@@ -25,6 +25,8 @@ _current_rollout: ContextVar[str | None] = ContextVar("benchflow_rollout", defau
 _filters: dict[str, _RolloutFilter] = {}
 _handlers: dict[str, logging.Handler] = {}
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_APPEND = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+           | getattr(os, "O_BINARY", 0))
 
 
 class _RolloutFilter(logging.Filter):
@@ -88,7 +90,9 @@ class RolloutLogFile(logging.Handler):
         if make_parent:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        # a bare descriptor: one system call to open, one to write a batch (a buffered text
+        # file asks fstat, isatty and the position too, each a GIL hand-off in a worker)
+        self._fd: int | None = os.open(path, _APPEND, 0o666)
         self._queued: deque[str] = deque()
         self._write_lock = threading.Lock()
         self.setFormatter(_FORMATTER)
@@ -106,14 +110,15 @@ class RolloutLogFile(logging.Handler):
     def write_queued(self) -> None:
         """Write and flush the lines queued so far (the flusher thread, and `close`)."""
         with self._write_lock:
-            if self._file is None or not self._queued:
+            if self._fd is None or not self._queued:
                 return
             lines = []
             with contextlib.suppress(IndexError):
                 while True:  # popleft, not a swap: a line appended meanwhile is not lost
                     lines.append(self._queued.popleft())
-            self._file.write("".join(lines))
-            self._file.flush()
+            view = memoryview("".join(lines).encode("utf-8"))
+            while view:  # all of it but on a full disk (raised)
+                view = view[os.write(self._fd, view):]
 
     def close(self) -> None:
         """Write what is queued, then close the file (idempotent; blocks). On a full disk the
@@ -123,13 +128,10 @@ class RolloutLogFile(logging.Handler):
         finally:
             _Flusher.dirty.discard(self)
             with self._write_lock:
-                file, self._file = self._file, None
+                fd, self._fd = self._fd, None
             try:
-                if file is not None:
-                    file.close()
-            except OSError:
-                file.buffer.raw.close()  # its flush failed: free the descriptor all the same
-                raise
+                if fd is not None:
+                    os.close(fd)  # frees the descriptor even when it raises
             finally:
                 super().close()
 

@@ -13,6 +13,7 @@ from pydantic import Field
 from benchflow._models import StrictModel
 from benchflow.agents.image_cache import AgentInstallCache
 from benchflow.errors import BenchflowError, ErrorType
+from benchflow.paths import write_bytes
 from benchflow.verify.rewards import passes
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ def write_json_atomic(path: Path, text: str, *, make_parent: bool = True) -> Non
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
+        write_bytes(tmp, text.encode())  # UTF-8, as JSON is
         os.replace(tmp, path)
     except BaseException:  # a full disk: no half-written temporary file stays behind
         tmp.unlink(missing_ok=True)

@@ -405,13 +405,14 @@ _OWN_FIELDS = {cls: tuple((name, field.default) for name, field in cls.model_fie
                for cls, _ in _STREAMED.values()}
 
 
-_CHUNK_TYPES = {"agent_message_chunk": "agent_message", "agent_thought_chunk": "agent_thought"}
-"""Message and thought chunks: their own fields are type, text, chunks (1) and update
-(`streamed_update_line` writes them in that order; checked here at import)."""
+CHUNK_TYPES = {"agent_message_chunk": "agent_message", "agent_thought_chunk": "agent_thought"}
+"""Message and thought chunks (`sessionUpdate` -> event type): their own fields are type,
+text, chunks (1) and update (`chunk_line` writes them in that order; checked here at
+import)."""
 
 
 def _check_chunk_fields() -> None:
-    for kind, type_ in _CHUNK_TYPES.items():
+    for kind, type_ in CHUNK_TYPES.items():
         cls = _STREAMED[kind][0]
         names = tuple(name for name, _ in _OWN_FIELDS[cls])
         defaults = dict(_OWN_FIELDS[cls])
@@ -490,18 +491,31 @@ def streamed_update_line(update: dict[str, Any], seq: int, ts: datetime,
     kind = update.get("sessionUpdate")
     if type(kind) is not str:
         return None
-    chunk_type = _CHUNK_TYPES.get(kind)
+    chunk_type = CHUNK_TYPES.get(kind)
     if chunk_type is not None:  # most of what an agent streams: no field list walked
         try:
-            return orjson.dumps({"seq": seq, "ts": ts, **head, "type": chunk_type,
-                                 "text": _message_fields(update)["text"], "chunks": 1,
-                                 "update": update}, option=orjson.OPT_UTC_Z)
+            return chunk_line(seq, ts, head, chunk_type, _message_fields(update)["text"],
+                              update)
         except (TypeError, orjson.JSONEncodeError):
             return None
     streamed = _STREAMED.get(kind)
     if streamed is None:
         return None
     return _streamed_line(streamed, update, {"seq": seq, "ts": ts, **head})
+
+
+def chunk_line(seq: int, ts: datetime, head: dict[str, Any], chunk_type: str, text: str,
+               update: dict[str, Any]) -> bytes:
+    """`streamed_update_line` of a message or thought chunk (`CHUNK_TYPES[kind]` is its
+    `chunk_type`) whose text is already known: `text` must be what `event_from_update`
+    takes from it (a text block's `text`, a string).
+
+    Raises:
+        TypeError: a value orjson cannot write (`orjson.JSONEncodeError` is one): use
+            `update_line`.
+    """
+    return orjson.dumps({"seq": seq, "ts": ts, **head, "type": chunk_type, "text": text,
+                         "chunks": 1, "update": update}, option=orjson.OPT_UTC_Z)
 
 
 def stream_head(**common: Any) -> dict[str, Any] | None:
@@ -552,6 +566,8 @@ __all__ = [
     "event_adapter",
     "event_from_update",
     "update_line",
+    "chunk_line",
+    "CHUNK_TYPES",
     "stream_head",
     "streamed_update_line",
     "migrate_v1",

@@ -140,6 +140,16 @@ class TrajectoryWriter:
         self._write_line(line, flush)
         self.n_events += 1
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """`write_line(line, flush=False)` for each of `lines`, in order, in one call."""
+        if self._file is None:
+            raise ValueError(f"trajectory writer for {self.path} is closed")
+        held = self._held
+        for line in lines:
+            held += line
+            held += b"\n"
+        self.n_events += len(lines)
+
     def flush(self) -> None:
         """Hand events written with `flush=False` to the OS (no-op when closed)."""
         if self._file is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import anyio
 
 from benchflow.errors import VerifierFailed, VerifierTimeout
+from benchflow.paths import write_bytes
 from benchflow.sandbox.archive import tar_path
 from benchflow.sandbox.base import ExecResult, Sandbox
 from benchflow.sandbox.exit_codes import ExitCode
@@ -247,8 +248,8 @@ async def check_verifier_result(result: ExecResult, run: VerifierRun, out_dir: P
 
 def _keep_output(out_dir: Path, result: ExecResult) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "stdout.txt").write_bytes(result.stdout)
-    (out_dir / "stderr.txt").write_bytes(result.stderr)
+    write_bytes(out_dir / "stdout.txt", result.stdout)  # 3 system calls a file, not 7
+    write_bytes(out_dir / "stderr.txt", result.stderr)
 
 
 async def verify(sandbox: Sandbox, run: VerifierRun, logs_dir: Path) -> VerifierOutcome:

@@ -110,3 +110,17 @@ def test_get_settings_keys_its_reuse_on_every_variable_from_env_reads():
     env = Recording()
     Settings.from_env(env)
     assert env.read and env.read <= set(_ENV_NAMES), env.read - set(_ENV_NAMES)
+
+
+def test_agents_path_alone_is_what_the_settings_hold(tmp_path, monkeypatch):
+    """The catalog's read of BENCHFLOW_AGENTS_PATH (without the CA folder's look) answers
+    what `get_settings()` does, and follows the variable."""
+    import os
+
+    from benchflow.settings import agents_path, get_settings
+
+    monkeypatch.delenv("BENCHFLOW_AGENTS_PATH", raising=False)
+    assert agents_path() == get_settings().agents_path == ()
+    monkeypatch.setenv("BENCHFLOW_AGENTS_PATH", f"{tmp_path / 'a'}{os.pathsep}~/b{os.pathsep} ")
+    assert agents_path() == get_settings().agents_path
+    assert agents_path() == (tmp_path / "a", Path("~/b").expanduser())

@@ -32,3 +32,26 @@ def test_one_rollout_at_a_time_runs_on_the_standard_loop():
     assert loop.run_job_loop(_loop_module, in_flight=1).startswith("asyncio")
     assert loop.run_job_loop(_loop_module, in_flight=2).startswith("uvloop")
     assert loop.run_job_loop(_loop_module, in_flight=None).startswith("uvloop")  # unknown
+
+
+async def _sniffed() -> tuple[str | None, str]:
+    import sniffio
+
+    return sniffio.thread_local.name, sniffio.current_async_library()
+
+
+def test_during_a_job_the_library_is_named_for_its_thread_and_unnamed_after():
+    """AnyIO's look-up of the running library is answered from sniffio's thread-local
+    during a job (not by finding the current task each time), and only during it."""
+    import sniffio
+
+    assert loop.run_job_loop(_sniffed) == ("asyncio", "asyncio")
+    assert loop.run_job_loop(_sniffed, in_flight=1) == ("asyncio", "asyncio")
+    assert sniffio.thread_local.name is None
+
+    async def fails() -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        loop.run_job_loop(fails)
+    assert sniffio.thread_local.name is None
