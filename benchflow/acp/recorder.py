@@ -28,7 +28,6 @@ from benchflow.trajectory.events import (
     stream_head,
     streamed_update_line,
     update_line,
-    utc_now,
 )
 from benchflow.trajectory.tool_calls import update_output
 from benchflow.trajectory.writer import TrajectoryWriter
