@@ -20,6 +20,8 @@ from benchflow.acp.recorder import UpdateRecorder
 from benchflow.acp.transport import UPDATES_PER_STEP, ProcessTransport
 from benchflow.trajectory import TrajectoryHeader, TrajectoryWriter
 
+from .test_acp_parts import _Chunks
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70)
     | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
@@ -152,16 +154,6 @@ async def test_a_run_without_a_trajectory_keeps_the_turns_state():
                          for u in (chunk, call, chunk)])
     assert (recorder.n_updates, recorder.n_tool_calls, recorder.turn_text(), recorder.busy) == (
         3, 1, "hihi", True)
-
-
-class _Chunks:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self._chunks = list(chunks)
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        if not self._chunks:
-            raise anyio.EndOfStream
-        return self._chunks.pop(0)
 
 
 class _Process:
