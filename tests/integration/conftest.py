@@ -83,4 +83,10 @@ def job_label() -> Iterator[str]:
     leaked = api.containers(all=True, filters={"label": f"benchflow.job={name}"})
     for info in leaked:
         api.remove_container(info["Id"], force=True, v=True)
+    # turn snapshots are named by job (`benchflow-turns/<job>:...`): this session's only
+    images = [tag for info in api.images(filters={"reference": f"benchflow-turns/{name}*:*"})
+              for tag in info.get("RepoTags") or []]
+    for tag in images:
+        api.remove_image(tag)
     assert not leaked, f"leaked containers: {[info['Names'] for info in leaked]}"
+    assert not images, f"leaked turn snapshots: {images}"

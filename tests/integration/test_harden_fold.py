@@ -19,6 +19,7 @@ import pytest
 from benchflow import RolloutConfig, Scene
 from benchflow.errors import VerifierTampered
 from benchflow.rollout import Rollout
+from benchflow.rollout.snapshots import remove_snapshots
 from benchflow.sandbox.base import ExecResult
 from benchflow.sandbox.docker import DockerSandbox
 from benchflow.task.models import HardeningConfig
@@ -218,5 +219,7 @@ async def test_a_rollout_that_must_see_the_agent_s_sandbox_is_not_folded(
                            scenes=[Scene.single(agent="oracle")], jobs_dir=tmp_path / "jobs",
                            job_name=job_label, harden=True, **update)
     result = await Rollout(config).run()
+    removed = await remove_snapshots([tmp_path / "jobs" / job_label / result.rollout_name])
+    assert (len(removed) == 2) is ("snapshot_turns" in update), removed  # at 0 and the end
     assert (result.reward, result.error) == (1.0, None)
     assert "fold" not in exec_names and {"baseline", "harden"} <= set(exec_names), exec_names
