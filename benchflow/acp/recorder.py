@@ -135,8 +135,9 @@ class UpdateRecorder:
                 self._track(update)
             if isinstance(session_id, str) and session_id in self.known_sessions:
                 self._write_now(seq, ts, session_id, update, kind)
-            else:
-                self._pending.append((seq, ts, self.context(session_id), str(session_id), update))
+            else:  # an id that is no string (a malformed agent's) is kept as its text
+                sid = session_id if session_id is None else str(session_id)
+                self._pending.append((seq, ts, self.context(sid), str(session_id), update))
             return
         result = message.get("result")
         if (

@@ -271,6 +271,18 @@ async def test_recorder_buffers_updates_for_unknown_sessions(tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
+async def test_an_update_whose_session_id_is_not_a_string_is_kept_as_its_text(tmp_path: Path
+                                                                        ) -> None:
+    writer = TrajectoryWriter(tmp_path / "t.jsonl")
+    recorder = UpdateRecorder(writer, scene="main", role="coder")
+    recorder.on_receive(_update(7, "numbered"))  # type: ignore[arg-type]
+    recorder.flush_pending()  # the session's close: written, not raised
+    writer.close()
+    assert [(e.text, e.session_id) for e in iter_events(writer.path)] == [  # type: ignore[union-attr]
+        ("numbered", "7")]
+
+
+@pytest.mark.anyio
 async def test_recorded_lines_follow_the_turn_span_and_context_as_they_change(
     tmp_path: Path,
 ) -> None:
