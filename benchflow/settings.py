@@ -114,7 +114,7 @@ class Settings:
         cache = env.get("BENCHFLOW_CACHE_DIR")
         return cls(
             extra_ca_certs=_extra_ca_certs(env.get("BENCHFLOW_EXTRA_CA_CERTS"), host_ca_dir),
-            agents_path=_paths(env.get("BENCHFLOW_AGENTS_PATH")),
+            agents_path=agents_path(env),
             cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "benchflow",
             otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                            or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None),
@@ -153,11 +153,12 @@ def get_settings() -> Settings:
     return settings
 
 
-def agents_path() -> tuple[Path, ...]:
-    """`get_settings().agents_path` alone (the same variable, read the same way), without
-    `get_settings`' look at the host's CA folder: the agent catalog is read for each role of
-    every rollout, and that look is a system call on the event loop's thread."""
-    return _paths(host_environ_view().get("BENCHFLOW_AGENTS_PATH"))
+def agents_path(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """`BENCHFLOW_AGENTS_PATH`'s folders (`Settings.agents_path`), read alone: without
+    `get_settings`' look at the host's CA folder, for the agent catalog, which is read for
+    each role of every rollout (that look is a system call on the event loop's thread)."""
+    env = host_environ_view() if environ is None else environ
+    return _paths(env.get("BENCHFLOW_AGENTS_PATH"))
 
 
 _SECRETS: dict[str, str] = {}

@@ -121,8 +121,9 @@ def image_exists(tag: str) -> bool:
 
 
 def create(kwargs: dict[str, Any]) -> str:
-    """The new container's id: created over the local socket without the SDK (engine.py),
-    else (or refused there) by the SDK, which fails as ever when the daemon refuses."""
+    """The new container's id: created over the local socket without the SDK (engine.py)
+    when the setup is plain and `engine.create_body` covers the options, else by the SDK.
+    A refusal raises either way (`engine.Refused`, the SDK's APIError)."""
     with in_flight.request(creates=True):
         created = engine.create(kwargs["name"], {k: v for k, v in kwargs.items() if k != "name"})
         return created or docker_client().containers.create(**kwargs).id
@@ -131,11 +132,8 @@ def create(kwargs: dict[str, Any]) -> str:
 def create_with_quota(kwargs: dict[str, Any], storage_mb: int) -> str | None:
     """The container's id, with a disk quota; None when the daemon's storage driver has
     none (quotas need overlay2 on xfs with pquota; the daemon says so only in words)."""
-    quota = {**kwargs, "storage_opt": {"size": f"{storage_mb}M"}}
     try:
-        with in_flight.request(creates=True):
-            created = engine.create(quota["name"], {k: v for k, v in quota.items() if k != "name"})
-            return created or docker_client().containers.create(**quota).id
+        return create({**kwargs, "storage_opt": {"size": f"{storage_mb}M"}})
     except engine.Refused as exc:
         if "storage" in exc.message.lower():
             return None

@@ -13,9 +13,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
