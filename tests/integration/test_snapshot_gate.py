@@ -127,19 +127,28 @@ class CallLog:
                 self._returned.set()
 
 
-def docker_log(monkeypatch: pytest.MonkeyPatch, hold: str) -> CallLog:
-    """The docker sandbox's calls (`docker_call`)."""
-    real = docker_sandbox.docker_call
+def _docker_calls_logged(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, api: Any,
+                         hold: str, logged: Collection[str]) -> CallLog:
+    """`owner.name` (a function running docker calls in worker threads) through a
+    `CallLog`; an exec it starts is waited for until it runs (`api`: the client's)."""
+    real = getattr(owner, name)
 
     async def send(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         result = await real(fn, *args, **kwargs)
         if getattr(fn, "__name__", "") == "exec_start":  # not left starting under a commit
-            await real(wait_started, docker_sandbox.docker_client().api, [args[0]])
+            await real(wait_started, api(), [args[0]])
         return result
 
-    log = CallLog(hold, send, CONTAINER_CALLS)
-    monkeypatch.setattr(docker_sandbox, "docker_call", log.call)
+    log = CallLog(hold, send, logged)
+    monkeypatch.setattr(owner, name, log.call)
     return log
+
+
+def docker_log(monkeypatch: pytest.MonkeyPatch, hold: str) -> CallLog:
+    """The docker sandbox's calls (`docker_call`)."""
+    return _docker_calls_logged(monkeypatch, docker_sandbox, "docker_call",
+                                lambda: docker_sandbox.docker_client().api, hold,
+                                CONTAINER_CALLS)
 
 
 async def _exec(box: DockerSandbox, tmp: Path) -> None:
@@ -220,17 +229,8 @@ SDK_CALLS = {"exec", "snapshot_filesystem", "write_bytes"}
 
 def fake_log(monkeypatch: pytest.MonkeyPatch, hold: str) -> CallLog:
     """The fake SDK's docker calls (its `_io`), below its own order of calls."""
-    real = modal_sdk._io
-
-    async def send(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        result = await real(fn, *args, **kwargs)
-        if getattr(fn, "__name__", "") == "exec_start":  # not left starting under a commit
-            await real(wait_started, modal_sdk._docker().api, [args[0]])
-        return result
-
-    log = CallLog(hold, send, FAKE_CALLS)
-    monkeypatch.setattr(modal_sdk, "_io", log.call)
-    return log
+    return _docker_calls_logged(monkeypatch, modal_sdk, "_io", lambda: modal_sdk._docker().api,
+                                hold, FAKE_CALLS)
 
 
 def sdk_log(monkeypatch: pytest.MonkeyPatch, hold: str) -> CallLog:
